@@ -1,0 +1,10 @@
+//! Exit codes a scheduler can act on. One place, documented.
+
+/// The command did what it was asked (an evolve run that accepted nothing still succeeded).
+pub const OK: u8 = 0;
+/// The run failed: an evaluation, a verification or the journal could not complete.
+pub const FAILED: u8 = 1;
+/// Bad input or usage: a malformed file, a strategy that breaks the schema, a bad flag.
+pub const BAD_INPUT: u8 = 2;
+/// Another process holds the journal's writer lock.
+pub const LOCKED: u8 = 3;

@@ -1,0 +1,9 @@
+//! emend's engine: the strategy contract (schema, identity), paired statistics,
+//! gates, Layer A diagnosis, planning and the evolution loop.
+//!
+//! Everything here that decides (statistics, gates, Layer A, UCB1, planning) is
+//! pure: thresholds, seeds and clocks come in as arguments, verdicts carry
+//! their reasons. I/O lives at the edges (the CLI in `main.rs`, the journal).
+
+pub mod exit;
+pub mod stats;
