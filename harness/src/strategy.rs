@@ -1,0 +1,157 @@
+//! The harness's typed view of a strategy artifact.
+//!
+//! The engine validates a strategy against `schemas/strategy.schema.json`
+//! (ranges, invariants, markers) before the harness sees it; this type only
+//! fixes the shape. Field docs are in the schema, which is the contract.
+
+use serde::{Deserialize, Serialize};
+
+/// A whole strategy: one section per pipeline stage, plus the locked judge.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Strategy {
+    /// Metadata, not part of the content hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<u64>,
+    /// Metadata, not part of the content hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<u64>,
+    pub ingest: Ingest,
+    pub index: Index,
+    pub retrieve: Retrieve,
+    pub assemble: Assemble,
+    pub answer: Answer,
+    pub judge: JudgeSpec,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IngestUnit {
+    Window,
+    Fact,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ingest {
+    pub unit: IngestUnit,
+    pub window_size: u32,
+    pub window_overlap: u32,
+    pub min_chars: u32,
+    pub dedup_threshold: f64,
+    pub max_items_per_session: u32,
+    pub stamp_date: bool,
+    pub extraction_prompt: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DenseKind {
+    Trigram,
+    None,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Index {
+    pub bm25_k1: f64,
+    pub bm25_b: f64,
+    pub dense_kind: DenseKind,
+    pub dense_dim: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fusion {
+    Rrf,
+    WeightedSum,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChannelWeights {
+    pub bm25: f64,
+    pub dense: f64,
+    pub expansion: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expansion {
+    pub enabled: bool,
+    pub terms: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntentOverride {
+    pub top_k_multiplier: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntentOverrides {
+    pub temporal: IntentOverride,
+    pub quantity: IntentOverride,
+    pub reasoning: IntentOverride,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Retrieve {
+    pub fusion: Fusion,
+    pub rrf_kappa: f64,
+    pub weights: ChannelWeights,
+    pub pool: u32,
+    pub top_k: u32,
+    pub recency_half_life_days: f64,
+    pub expansion: Expansion,
+    pub intent_overrides: IntentOverrides,
+    pub rerank_top_n: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContextOrder {
+    Score,
+    Chronological,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Assemble {
+    pub token_budget: u32,
+    pub token_budget_ceiling: u32,
+    pub backfill_window: u32,
+    pub order: ContextOrder,
+    pub dedup: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnswerFormat {
+    Short,
+    Sentence,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Answer {
+    pub prompt: String,
+    pub format: AnswerFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JudgeKind {
+    Evidence,
+    F1,
+    Llm,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JudgeSpec {
+    pub kind: JudgeKind,
+    pub f1_threshold: f64,
+}
