@@ -1,6 +1,7 @@
 //! Command-line glue: argument structs, dispatch, error-to-exit-code mapping.
 
 mod compare;
+mod eval;
 
 use std::process::ExitCode;
 
@@ -43,6 +44,8 @@ struct Cli {
 enum Command {
     /// Compare two evaluation runs question by question (paired statistics and the acceptance verdict).
     Compare(compare::CompareArgs),
+    /// Evaluate one strategy on a task set and print accuracy, per-category figures and traces.
+    Eval(eval::EvalArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -57,6 +60,7 @@ pub fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Compare(args) => compare::run(&args),
+        Command::Eval(args) => eval::run(&args),
     };
     match result {
         Ok(code) => ExitCode::from(code),
