@@ -5,5 +5,7 @@
 //! pure: thresholds, seeds and clocks come in as arguments, verdicts carry
 //! their reasons. I/O lives at the edges (the CLI in `main.rs`, the journal).
 
+pub mod artifact;
 pub mod exit;
+pub mod schema;
 pub mod stats;

@@ -2,6 +2,7 @@
 
 mod compare;
 mod eval;
+mod validate;
 
 use std::process::ExitCode;
 
@@ -46,6 +47,8 @@ enum Command {
     Compare(compare::CompareArgs),
     /// Evaluate one strategy on a task set and print accuracy, per-category figures and traces.
     Eval(eval::EvalArgs),
+    /// Check strategy files: YAML syntax, the schema, unknown fields, invariants and prompt markers.
+    Validate(validate::ValidateArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -61,6 +64,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Compare(args) => compare::run(&args),
         Command::Eval(args) => eval::run(&args),
+        Command::Validate(args) => validate::run(&args),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -74,5 +78,6 @@ pub fn main() -> ExitCode {
 fn init_tracing() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+    let _ =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
 }

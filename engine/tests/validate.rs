@@ -1,0 +1,90 @@
+//! `emend validate` end to end: every bad strategy fixture is refused with
+//! exit 2 and a line naming the file and the field or position.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/strategies").join(name)
+}
+
+fn default_strategy() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../strategies/default.yaml")
+}
+
+fn validate(args: &[&Path]) -> (i32, String, Duration) {
+    let start = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_emend")).arg("validate").args(args).output().expect("emend runs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code().expect("exited"), text, start.elapsed())
+}
+
+#[test]
+fn default_strategy_is_ok() {
+    let (code, text, _) = validate(&[&default_strategy()]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.starts_with("ok "), "{text}");
+}
+
+#[test]
+fn each_bad_fixture_is_rejected_with_its_reason() {
+    let cases: &[(&str, &str)] = &[
+        ("empty.yaml", "empty.yaml: empty file: expected a strategy mapping"),
+        ("syntax-error.yaml", "syntax-error.yaml:4:1: YAML syntax error"),
+        ("wrong-type.yaml", "wrong-type.yaml: retrieve.top_k: expected integer, got a string (\"five\")"),
+        ("nan.yaml", "nan.yaml: index.bm25_k1: must be a finite number, got .nan"),
+        ("infinity.yaml", "infinity.yaml: index.bm25_b: must be a finite number, got .inf"),
+        ("out-of-range.yaml", "out-of-range.yaml: retrieve.top_k: must be <= 200, got 5000"),
+        ("unknown-key.yaml", "unknown-key.yaml: retrieve.colour: unknown field"),
+        ("missing-marker.yaml", "missing-marker.yaml: answer.prompt: missing required marker {question}"),
+        (
+            "broken-invariant.yaml",
+            "broken-invariant.yaml: retrieve.rerank_top_n: invariant broken: must be <= retrieve.top_k (5), got 8",
+        ),
+        ("not-a-mapping.yaml", "not-a-mapping.yaml: (root): expected a mapping of strategy sections, got a sequence"),
+        ("alias-bomb.yaml", "alias-bomb.yaml: YAML error: repetition limit exceeded"),
+    ];
+    for (name, expected) in cases {
+        let (code, text, elapsed) = validate(&[&fixture(name)]);
+        assert_eq!(code, 2, "{name}: {text}");
+        assert!(text.contains(expected), "{name}: expected {expected:?} in:\n{text}");
+        assert!(!text.contains("panicked"), "{name}: {text}");
+        // A generous bound: the point is that nothing hangs, not speed.
+        assert!(elapsed < Duration::from_secs(10), "{name} took {elapsed:?}");
+    }
+}
+
+#[test]
+fn a_huge_file_is_refused_without_reading_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("huge.yaml");
+    let f = std::fs::File::create(&path).unwrap();
+    f.set_len(50 * 1024 * 1024).unwrap();
+    let (code, text, _) = validate(&[&path]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("huge.yaml: file is 52428800 bytes; a strategy is at most 1048576 bytes"), "{text}");
+}
+
+#[test]
+fn one_bad_file_among_good_ones_fails_the_run_and_json_names_the_problems() {
+    let out = Command::new(env!("CARGO_BIN_EXE_emend"))
+        .args(["validate", "--json"])
+        .arg(default_strategy())
+        .arg(fixture("out-of-range.yaml"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["files"][0]["ok"], true);
+    assert_eq!(v["files"][1]["problems"][0]["path"], "retrieve.top_k");
+    assert_eq!(v["files"][1]["problems"][0]["message"], "must be <= 200, got 5000");
+}
+
+#[test]
+fn a_missing_file_is_bad_input() {
+    let (code, text, _) = validate(&[Path::new("/nonexistent/strategy.yaml")]);
+    assert_eq!(code, 2);
+    assert!(text.contains("/nonexistent/strategy.yaml: cannot read"), "{text}");
+}
