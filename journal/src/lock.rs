@@ -1,0 +1,236 @@
+//! The journal's LOCK file: one process at a time, and it says who.
+//!
+//! The lock is an OS file lock (`File::try_lock`), so the kernel releases it when the
+//! holder dies. The file's content, JSON `{pid, host, started_at, mode}`, only names the
+//! holder for error messages. A clean close empties the content; content that names a
+//! holder while nobody holds the lock was left by a process that died: it is taken over,
+//! with a warning naming the dead holder.
+//!
+//! Readers take the same exclusive lock: sled allows one open handle per database, so a
+//! reader excludes a writer anyway, and this way each side can name the other.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ErrorKind;
+
+/// Name of the lock file inside the journal directory.
+pub const LOCK_FILE: &str = "LOCK";
+
+/// How a journal was opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OpenMode {
+    #[default]
+    Writer,
+    Reader,
+}
+
+impl OpenMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpenMode::Writer => "writer",
+            OpenMode::Reader => "reader",
+        }
+    }
+}
+
+/// Who holds (or held) a journal, as recorded in its LOCK file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockHolder {
+    pub pid: u32,
+    pub host: String,
+    /// RFC 3339 UTC, seconds precision.
+    pub started_at: String,
+    /// Absent in a LOCK file written without it: taken as a writer.
+    #[serde(default)]
+    pub mode: OpenMode,
+}
+
+impl LockHolder {
+    /// This process, opening the journal now in `mode`.
+    pub(crate) fn this_process(mode: OpenMode, now: SystemTime) -> Self {
+        LockHolder { pid: std::process::id(), host: hostname(), started_at: rfc3339_utc(now), mode }
+    }
+}
+
+/// A held journal lock. Dropping it empties the LOCK file, then the OS lock goes with the
+/// file handle.
+#[derive(Debug)]
+pub(crate) struct JournalLock {
+    file: File,
+}
+
+/// The result of taking the lock.
+pub(crate) struct Acquired {
+    pub lock: JournalLock,
+    /// The holder named by a stale LOCK file that was taken over.
+    pub took_over: Option<LockHolder>,
+}
+
+impl JournalLock {
+    /// Take the lock on `dir/LOCK` or report who holds it.
+    pub(crate) fn acquire(dir: &Path, mode: OpenMode) -> Result<Acquired, ErrorKind> {
+        let path = dir.join(LOCK_FILE);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| ErrorKind::io(format!("opening lock file {}", path.display()), e))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                let holder = read_holder_with_patience(&mut file);
+                return Err(ErrorKind::locked_by(holder.as_ref(), path));
+            }
+            Err(TryLockError::Error(e)) => {
+                return Err(ErrorKind::io(format!("locking {}", path.display()), e));
+            }
+        }
+
+        let old =
+            read_content(&mut file).map_err(|e| ErrorKind::io(format!("reading lock file {}", path.display()), e))?;
+        let took_over = if old.trim().is_empty() {
+            None
+        } else {
+            match serde_json::from_str::<LockHolder>(&old) {
+                Ok(dead) => {
+                    tracing::warn!(
+                        lock_file = %path.display(),
+                        pid = dead.pid,
+                        host = %dead.host,
+                        started_at = %dead.started_at,
+                        "taking over a stale journal lock: its holder, {} pid {} on host {} (since {}), \
+                         died without releasing it",
+                        dead.mode.as_str(),
+                        dead.pid,
+                        dead.host,
+                        dead.started_at,
+                    );
+                    Some(dead)
+                }
+                Err(_) => {
+                    tracing::warn!(
+                        lock_file = %path.display(),
+                        content = %old.trim(),
+                        "taking over a stale journal lock whose content names no readable holder",
+                    );
+                    None
+                }
+            }
+        };
+
+        let me = LockHolder::this_process(mode, SystemTime::now());
+        write_content(&mut file, &me).map_err(|e| ErrorKind::io(format!("writing lock file {}", path.display()), e))?;
+        Ok(Acquired { lock: JournalLock { file }, took_over })
+    }
+}
+
+impl Drop for JournalLock {
+    fn drop(&mut self) {
+        // An empty LOCK file means "closed cleanly"; failing to empty it only makes the next
+        // opener log a needless takeover warning.
+        let _ = self.file.set_len(0);
+    }
+}
+
+fn read_content(file: &mut File) -> std::io::Result<String> {
+    file.seek(SeekFrom::Start(0))?;
+    let mut text = String::new();
+    file.read_to_string(&mut text)?;
+    Ok(text)
+}
+
+fn write_content(file: &mut File, holder: &LockHolder) -> std::io::Result<()> {
+    let text = serde_json::to_string(holder).map_err(std::io::Error::other)?;
+    file.set_len(0)?;
+    file.seek(SeekFrom::Start(0))?;
+    file.write_all(text.as_bytes())?;
+    file.sync_data()
+}
+
+/// The holder writes its content right after taking the lock; give it a moment.
+fn read_holder_with_patience(file: &mut File) -> Option<LockHolder> {
+    for _ in 0..20 {
+        if let Ok(text) = read_content(file)
+            && let Ok(holder) = serde_json::from_str::<LockHolder>(&text)
+        {
+            return Some(holder);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    None
+}
+
+/// The host name from /proc, or `unknown`.
+pub(crate) fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_owned())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` for `t` (times before 1970 print as the epoch).
+pub(crate) fn rfc3339_utc(t: SystemTime) -> String {
+    let secs = t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let (year, month, day) = civil_from_days((secs / 86_400) as i64);
+    let rem = secs % 86_400;
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// Proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// The path of the LOCK file of a journal directory.
+pub(crate) fn lock_path(dir: &Path) -> PathBuf {
+    dir.join(LOCK_FILE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(secs: u64) -> String {
+        rfc3339_utc(UNIX_EPOCH + Duration::from_secs(secs))
+    }
+
+    #[test]
+    fn rfc3339_known_instants() {
+        assert_eq!(at(0), "1970-01-01T00:00:00Z");
+        assert_eq!(at(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(at(951_868_799), "2000-02-29T23:59:59Z");
+        assert_eq!(at(951_868_800), "2000-03-01T00:00:00Z");
+        assert_eq!(at(1_700_000_000), "2023-11-14T22:13:20Z");
+        assert_eq!(at(4_107_542_400), "2100-03-01T00:00:00Z");
+        assert_eq!(at(1_709_164_799), "2024-02-28T23:59:59Z");
+        assert_eq!(at(1_709_251_199), "2024-02-29T23:59:59Z");
+    }
+
+    #[test]
+    fn lock_content_round_trips_and_defaults_to_writer() {
+        let h = LockHolder::this_process(OpenMode::Reader, UNIX_EPOCH);
+        let back: LockHolder = serde_json::from_str(&serde_json::to_string(&h).unwrap()).unwrap();
+        assert_eq!(back, h);
+        let old: LockHolder =
+            serde_json::from_str(r#"{"pid":7,"host":"h","started_at":"1970-01-01T00:00:00Z"}"#).unwrap();
+        assert_eq!(old.mode, OpenMode::Writer);
+    }
+}

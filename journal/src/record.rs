@@ -1,0 +1,275 @@
+//! Event records, canonical JSON and the hash chain.
+//!
+//! A record's hash is the SHA-256, as lowercase hex, of these bytes in this order:
+//!
+//! | field        | bytes                                                        |
+//! |--------------|--------------------------------------------------------------|
+//! | domain tag   | the 16 ASCII bytes `emend-journal/1\n`                       |
+//! | seq          | 8 bytes, u64 big-endian                                      |
+//! | kind length  | 8 bytes, u64 big-endian: the length of `kind` in UTF-8 bytes |
+//! | kind         | `kind` as UTF-8                                              |
+//! | payload len  | 8 bytes, u64 big-endian: the length of the canonical payload |
+//! | payload      | [`canonical_json`] of the payload, UTF-8                     |
+//! | prev_hash    | `prev_hash` as its ASCII bytes (64 hex digits when intact)   |
+//!
+//! Lengths make the layout unambiguous; `prev_hash` is last, so it needs none.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// `prev_hash` of the first record: 64 zeros.
+pub const ZERO_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+const HASH_DOMAIN: &[u8; 16] = b"emend-journal/1\n";
+
+/// An event to append: a kind the engine defines and its JSON payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewEvent {
+    pub kind: String,
+    pub payload: Value,
+}
+
+impl NewEvent {
+    pub fn new(kind: impl Into<String>, payload: Value) -> Self {
+        NewEvent { kind: kind.into(), payload }
+    }
+}
+
+/// A stored event: numbered, chained to the one before it, frozen.
+///
+/// `payload` has its object keys sorted recursively (see [`canonicalize`]), so that
+/// serializing the record gives the same bytes every time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventRecord {
+    /// 1 for the first event, then contiguous.
+    pub seq: u64,
+    pub kind: String,
+    pub payload: Value,
+    /// `hash` of the record before, or [`ZERO_HASH`] for seq 1.
+    pub prev_hash: String,
+    /// SHA-256 over seq, kind, canonical payload and prev_hash (layout in the module doc).
+    pub hash: String,
+}
+
+impl EventRecord {
+    /// Number and chain a new event after the record whose hash is `prev_hash`.
+    pub(crate) fn seal(seq: u64, event: NewEvent, prev_hash: &str) -> Self {
+        let payload = canonicalize(event.payload);
+        let hash = record_hash(seq, &event.kind, &payload, prev_hash);
+        EventRecord { seq, kind: event.kind, payload, prev_hash: prev_hash.to_owned(), hash }
+    }
+
+    /// The hash this record should carry, recomputed from its other fields.
+    pub fn compute_hash(&self) -> String {
+        record_hash(self.seq, &self.kind, &self.payload, &self.prev_hash)
+    }
+
+    /// The record as one line of JSON (no trailing newline), fields in declaration order.
+    pub fn to_json_line(&self) -> String {
+        let mut out = Vec::new();
+        write_record(self, &mut out);
+        // Only `write_canonical` and ASCII punctuation wrote to `out`: valid UTF-8.
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// The stored form: the JSON line as bytes.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(256);
+        write_record(self, &mut out);
+        out
+    }
+
+    /// Decode a stored record; the error text says what is wrong with the bytes.
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Self, String> {
+        serde_json::from_slice(bytes).map_err(|e| format!("the stored record is not valid: {e}"))
+    }
+}
+
+/// The head of the chain: the last seq and its hash (0 and [`ZERO_HASH`] when empty).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Head {
+    pub seq: u64,
+    pub hash: String,
+}
+
+impl Head {
+    /// The head of a journal with no events.
+    pub fn empty() -> Self {
+        Head { seq: 0, hash: ZERO_HASH.to_owned() }
+    }
+}
+
+impl Default for Head {
+    fn default() -> Self {
+        Head::empty()
+    }
+}
+
+fn record_hash(seq: u64, kind: &str, payload: &Value, prev_hash: &str) -> String {
+    let payload = canonical_json_bytes(payload);
+    let mut hasher = Sha256::new();
+    hasher.update(HASH_DOMAIN);
+    hasher.update(seq.to_be_bytes());
+    hasher.update((kind.len() as u64).to_be_bytes());
+    hasher.update(kind.as_bytes());
+    hasher.update((payload.len() as u64).to_be_bytes());
+    hasher.update(&payload);
+    hasher.update(prev_hash.as_bytes());
+    hex::encode(hasher.finalize())
+}
+
+fn write_record(record: &EventRecord, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"{\"seq\":");
+    out.extend_from_slice(record.seq.to_string().as_bytes());
+    out.extend_from_slice(b",\"kind\":");
+    write_json_string(&record.kind, out);
+    out.extend_from_slice(b",\"payload\":");
+    write_canonical(&record.payload, out);
+    out.extend_from_slice(b",\"prev_hash\":");
+    write_json_string(&record.prev_hash, out);
+    out.extend_from_slice(b",\"hash\":");
+    write_json_string(&record.hash, out);
+    out.push(b'}');
+}
+
+/// Canonical JSON text of `value`: object keys sorted by their UTF-8 bytes at every
+/// depth, no whitespace, strings and numbers as serde_json writes them.
+///
+/// This does not depend on the order of keys in the `Map` (with `preserve_order` that
+/// is insertion order), so equal values always give equal text.
+pub fn canonical_json(value: &Value) -> String {
+    String::from_utf8_lossy(&canonical_json_bytes(value)).into_owned()
+}
+
+pub(crate) fn canonical_json_bytes(value: &Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(value: &Value, out: &mut Vec<u8>) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+            out.push(b'{');
+            for (i, (key, item)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_json_string(key, out);
+                out.push(b':');
+                write_canonical(item, out);
+            }
+            out.push(b'}');
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(b']');
+        }
+        scalar => write_scalar(scalar, out),
+    }
+}
+
+fn write_json_string(s: &str, out: &mut Vec<u8>) {
+    write_scalar(s, out);
+}
+
+fn write_scalar<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) {
+    // Writing a JSON string or scalar into a Vec cannot fail: no I/O, no map key to reject.
+    serde_json::to_writer(out, value).expect("serializing a JSON scalar into memory cannot fail");
+}
+
+/// The same value with object keys sorted recursively, so that serde_json (which keeps
+/// insertion order here) writes it canonically.
+pub fn canonicalize(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+            Value::Object(entries.into_iter().map(|(k, v)| (k, canonicalize(v))).collect())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(canonicalize).collect()),
+        scalar => scalar,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn canonical_json_sorts_keys_at_every_depth() {
+        let a = json!({"b": 1, "a": {"z": [ {"y": 1, "x": 2} ], "c": null}});
+        assert_eq!(canonical_json(&a), r#"{"a":{"c":null,"z":[{"x":2,"y":1}]},"b":1}"#);
+        let b: Value = serde_json::from_str(r#"{"a":{"z":[{"x":2,"y":1}],"c":null},"b":1}"#).unwrap();
+        assert_eq!(canonical_json(&a), canonical_json(&b));
+    }
+
+    #[test]
+    fn canonical_json_keeps_number_kinds_and_escapes() {
+        let v = json!({"f": 1.0, "i": 1, "n": -3, "s": "a\"b\n", "u": "é"});
+        assert_eq!(canonical_json(&v), "{\"f\":1.0,\"i\":1,\"n\":-3,\"s\":\"a\\\"b\\n\",\"u\":\"é\"}");
+    }
+
+    #[test]
+    fn hash_covers_every_field() {
+        let base = EventRecord::seal(1, NewEvent::new("k", json!({"a": 1})), ZERO_HASH);
+        assert_eq!(base.hash.len(), 64);
+        assert_eq!(base.compute_hash(), base.hash);
+        let variants = [
+            EventRecord { seq: 2, ..base.clone() },
+            EventRecord { kind: "j".into(), ..base.clone() },
+            EventRecord { payload: json!({"a": 2}), ..base.clone() },
+            EventRecord { prev_hash: "1".repeat(64), ..base.clone() },
+        ];
+        for v in variants {
+            assert_ne!(v.compute_hash(), base.hash, "{v:?}");
+        }
+    }
+
+    #[test]
+    fn hash_is_independent_of_key_insertion_order() {
+        let a: Value = serde_json::from_str(r#"{"x":1,"y":2}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{"y":2,"x":1}"#).unwrap();
+        let ra = EventRecord::seal(1, NewEvent::new("k", a), ZERO_HASH);
+        let rb = EventRecord::seal(1, NewEvent::new("k", b), ZERO_HASH);
+        assert_eq!(ra.hash, rb.hash);
+        assert_eq!(ra.to_json_line(), rb.to_json_line());
+    }
+
+    #[test]
+    fn kind_and_payload_boundary_is_unambiguous() {
+        // Without length prefixes "ab" + "c" and "a" + "bc" could collide.
+        let a = EventRecord::seal(1, NewEvent::new("ab", json!("c")), ZERO_HASH);
+        let b = EventRecord::seal(1, NewEvent::new("a", json!("bc")), ZERO_HASH);
+        assert_ne!(a.hash, b.hash);
+    }
+
+    #[test]
+    fn encode_decode_round_trips_and_rehashes_equal() {
+        let payload = json!({"p": 0.1, "q": 1e300, "r": -0.0, "s": 0.1_f64 + 0.2, "t": 5e-324, "u": 2.225_073_858_507_201_4e-308, "big": u64::MAX});
+        let r = EventRecord::seal(7, NewEvent::new("k", payload), &"a".repeat(64));
+        let back = EventRecord::decode(&r.encode()).unwrap();
+        assert_eq!(back, r);
+        assert_eq!(back.compute_hash(), r.hash);
+        assert_eq!(back.to_json_line(), r.to_json_line());
+    }
+
+    #[test]
+    fn json_line_has_fields_in_declaration_order() {
+        let r = EventRecord::seal(1, NewEvent::new("k", json!({"b": 1, "a": 2})), ZERO_HASH);
+        let line = r.to_json_line();
+        assert!(line.starts_with(r#"{"seq":1,"kind":"k","payload":{"a":2,"b":1},"prev_hash":"000"#), "{line}");
+        assert!(line.ends_with(&format!(r#""hash":"{}"}}"#, r.hash)), "{line}");
+    }
+}
