@@ -7,5 +7,10 @@
 
 pub mod artifact;
 pub mod exit;
+pub mod gates;
+pub mod hypothesis;
+pub mod layer_a;
+pub mod outcome;
+pub mod planner;
 pub mod schema;
 pub mod stats;

@@ -21,11 +21,33 @@ pub const BUILTIN_SCHEMA: &str = include_str!("../../schemas/strategy.schema.jso
 pub struct Problem {
     pub path: String,
     pub message: String,
+    /// Which rule family the problem breaks (the gates sort problems by it).
+    pub kind: ProblemKind,
+}
+
+/// Rule families, in the order the gates check them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProblemKind {
+    /// Types, required and unknown fields, enums: the document's shape.
+    Structure,
+    /// A value outside its minimum or maximum.
+    Range,
+    /// A cross-field `x-invariants` rule.
+    Invariant,
+    /// A required prompt marker is missing.
+    Marker,
+    /// A text field outside its length bounds.
+    Length,
 }
 
 impl Problem {
     pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
-        Problem { path: path.into(), message: message.into() }
+        Problem::of(ProblemKind::Structure, path, message)
+    }
+
+    pub fn of(kind: ProblemKind, path: impl Into<String>, message: impl Into<String>) -> Self {
+        Problem { path: path.into(), message: message.into(), kind }
     }
 }
 
@@ -292,7 +314,11 @@ impl StrategySchema {
             if let Some(Value::String(text)) = get_path(doc, &field.path) {
                 for marker in &field.required_markers {
                     if !text.contains(marker.as_str()) {
-                        out.push(Problem::new(&field.path, format!("missing required marker {marker}")));
+                        out.push(Problem::of(
+                            ProblemKind::Marker,
+                            &field.path,
+                            format!("missing required marker {marker}"),
+                        ));
                     }
                 }
             }
@@ -318,7 +344,8 @@ impl StrategySchema {
                     Operand::Path(p) => format!("{p} ({})", fmt_num(b)),
                     Operand::Number(_) => fmt_num(b),
                 };
-                out.push(Problem::new(
+                out.push(Problem::of(
+                    ProblemKind::Invariant,
                     &inv.left,
                     format!("invariant broken: must be {} {right}, got {} ({})", inv.op.symbol(), fmt_num(a), inv.why),
                 ));
@@ -381,11 +408,13 @@ fn explain(e: &jsonschema::ValidationError<'_>) -> Vec<Problem> {
     let got = e.instance();
     let got = got.as_ref();
     let one = |m: String| vec![Problem::new(path.clone(), m)];
+    let range = |m: String| vec![Problem::of(ProblemKind::Range, path.clone(), m)];
+    let length = |m: String| vec![Problem::of(ProblemKind::Length, path.clone(), m)];
     match e.kind() {
-        ValidationErrorKind::Maximum { limit } => one(format!("must be <= {limit}, got {got}")),
-        ValidationErrorKind::Minimum { limit } => one(format!("must be >= {limit}, got {got}")),
-        ValidationErrorKind::ExclusiveMaximum { limit } => one(format!("must be < {limit}, got {got}")),
-        ValidationErrorKind::ExclusiveMinimum { limit } => one(format!("must be > {limit}, got {got}")),
+        ValidationErrorKind::Maximum { limit } => range(format!("must be <= {limit}, got {got}")),
+        ValidationErrorKind::Minimum { limit } => range(format!("must be >= {limit}, got {got}")),
+        ValidationErrorKind::ExclusiveMaximum { limit } => range(format!("must be < {limit}, got {got}")),
+        ValidationErrorKind::ExclusiveMinimum { limit } => range(format!("must be > {limit}, got {got}")),
         ValidationErrorKind::Type { kind } => {
             let expected = match kind {
                 TypeKind::Single(t) => t.to_string(),
@@ -404,11 +433,12 @@ fn explain(e: &jsonschema::ValidationError<'_>) -> Vec<Problem> {
         ValidationErrorKind::AdditionalProperties { unexpected } => {
             unexpected.iter().map(|k| Problem::new(child(&path, k), "unknown field")).collect()
         }
-        ValidationErrorKind::MinLength { limit } => {
-            one(format!("must be at least {limit} characters, got {}", got.as_str().map_or(0, |s| s.chars().count())))
-        }
+        ValidationErrorKind::MinLength { limit } => length(format!(
+            "must be at least {limit} characters, got {}",
+            got.as_str().map_or(0, |s| s.chars().count())
+        )),
         ValidationErrorKind::MaxLength { limit } => {
-            one(format!("must be at most {limit} characters, got {}", got.as_str().map_or(0, |s| s.chars().count())))
+            length(format!("must be at most {limit} characters, got {}", got.as_str().map_or(0, |s| s.chars().count())))
         }
         _ => one(e.to_string()),
     }

@@ -1,0 +1,207 @@
+//! Layer A: every failed question is labelled by the earliest pipeline stage
+//! that lost its gold evidence. Pure: a label is a function of one trace.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::outcome::OutcomeRecord;
+
+/// Where a failed question lost its evidence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Label {
+    /// No stored memory item holds a gold evidence turn.
+    IngestionGap,
+    /// Stored, but never retrieved.
+    RetrievalGap,
+    /// Retrieved, but not in the assembled context.
+    KfFiltered,
+    /// All evidence in the context, but the answer was judged wrong.
+    GenerationError,
+    /// The gold evidence cannot be located in the conversation.
+    UnresolvedEvidence,
+    /// The system reported no trace for this question.
+    NoTrace,
+}
+
+impl Label {
+    pub const ALL: [Label; 6] = [
+        Label::IngestionGap,
+        Label::RetrievalGap,
+        Label::KfFiltered,
+        Label::GenerationError,
+        Label::UnresolvedEvidence,
+        Label::NoTrace,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Label::IngestionGap => "ingestion_gap",
+            Label::RetrievalGap => "retrieval_gap",
+            Label::KfFiltered => "kf_filtered",
+            Label::GenerationError => "generation_error",
+            Label::UnresolvedEvidence => "unresolved_evidence",
+            Label::NoTrace => "no_trace",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Label> {
+        Label::ALL.into_iter().find(|l| l.as_str() == s)
+    }
+
+    /// The pipeline stage the label blames, for grouping.
+    pub fn stage(self) -> &'static str {
+        match self {
+            Label::IngestionGap => "ingest",
+            Label::RetrievalGap => "retrieve",
+            Label::KfFiltered => "assemble",
+            Label::GenerationError => "answer",
+            Label::UnresolvedEvidence => "dataset",
+            Label::NoTrace => "unknown",
+        }
+    }
+}
+
+impl fmt::Display for Label {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The label of one outcome; `None` for a correct answer.
+pub fn label(o: &OutcomeRecord) -> Option<Label> {
+    if o.correct {
+        return None;
+    }
+    let Some(trace) = &o.evidence_trace else {
+        // A system that reports its evidence but no trace still tells us
+        // when the evidence could not be located.
+        let resolved = o.evidence.as_ref().map_or(0, Vec::len);
+        let unresolved = o.unresolved_evidence.as_ref().map_or(0, Vec::len);
+        if o.evidence.is_some() && resolved == 0 && unresolved > 0 {
+            return Some(Label::UnresolvedEvidence);
+        }
+        return Some(Label::NoTrace);
+    };
+    if trace.is_empty() {
+        return Some(Label::UnresolvedEvidence);
+    }
+    if trace.iter().any(|s| s.memory_ids.is_empty()) {
+        Some(Label::IngestionGap)
+    } else if trace.iter().any(|s| !s.retrieved) {
+        Some(Label::RetrievalGap)
+    } else if trace.iter().any(|s| !s.in_context) {
+        Some(Label::KfFiltered)
+    } else {
+        Some(Label::GenerationError)
+    }
+}
+
+/// Label counts overall and by category, plus example question ids.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Diagnosis {
+    pub failures: usize,
+    pub n: usize,
+    /// label -> count
+    pub counts: BTreeMap<String, usize>,
+    /// category -> label -> count
+    pub by_category: BTreeMap<String, BTreeMap<String, usize>>,
+    /// label -> up to `examples` question ids, in id order
+    pub examples: BTreeMap<String, Vec<String>>,
+}
+
+impl Diagnosis {
+    pub fn count(&self, l: Label) -> usize {
+        self.counts.get(l.as_str()).copied().unwrap_or(0)
+    }
+}
+
+/// Labels every failure of an evaluation (outcomes in id order).
+pub fn diagnose(outcomes: &[OutcomeRecord], examples: usize) -> Diagnosis {
+    let mut d = Diagnosis { n: outcomes.len(), ..Diagnosis::default() };
+    for o in outcomes {
+        let Some(l) = label(o) else { continue };
+        d.failures += 1;
+        *d.counts.entry(l.as_str().to_string()).or_default() += 1;
+        *d.by_category.entry(o.category.clone()).or_default().entry(l.as_str().to_string()).or_default() += 1;
+        let ex = d.examples.entry(l.as_str().to_string()).or_default();
+        if ex.len() < examples {
+            ex.push(o.id.clone());
+        }
+    }
+    d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::EvidenceStep;
+
+    fn step(mem: bool, retrieved: bool, in_context: bool) -> EvidenceStep {
+        EvidenceStep {
+            turn: "D1:1".into(),
+            memory_ids: if mem { vec!["c/m1".into()] } else { vec![] },
+            retrieved,
+            in_context,
+        }
+    }
+
+    fn outcome(correct: bool, trace: Option<Vec<EvidenceStep>>) -> OutcomeRecord {
+        OutcomeRecord {
+            id: "c#0".into(),
+            conversation: Some("c".into()),
+            category: "single-hop".into(),
+            correct,
+            question: None,
+            gold_answer: None,
+            answer: None,
+            evidence: Some(vec!["D1:1".into()]),
+            unresolved_evidence: Some(vec![]),
+            evidence_trace: trace,
+            context_tokens: Some(10.0),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn earliest_losing_stage_wins() {
+        assert_eq!(label(&outcome(true, Some(vec![step(false, false, false)]))), None);
+        assert_eq!(
+            label(&outcome(false, Some(vec![step(true, true, true), step(false, false, false)]))),
+            Some(Label::IngestionGap)
+        );
+        assert_eq!(
+            label(&outcome(false, Some(vec![step(true, true, false), step(true, false, false)]))),
+            Some(Label::RetrievalGap)
+        );
+        assert_eq!(label(&outcome(false, Some(vec![step(true, true, false)]))), Some(Label::KfFiltered));
+        assert_eq!(label(&outcome(false, Some(vec![step(true, true, true)]))), Some(Label::GenerationError));
+        assert_eq!(label(&outcome(false, Some(vec![]))), Some(Label::UnresolvedEvidence));
+        assert_eq!(label(&outcome(false, None)), Some(Label::NoTrace));
+    }
+
+    #[test]
+    fn traceless_records_with_only_unresolvable_evidence_are_unresolved() {
+        let mut o = outcome(false, None);
+        o.evidence = Some(vec![]);
+        o.unresolved_evidence = Some(vec!["D".into()]);
+        assert_eq!(label(&o), Some(Label::UnresolvedEvidence));
+    }
+
+    #[test]
+    fn diagnosis_counts_by_label_and_category() {
+        let mut a = outcome(false, Some(vec![step(false, false, false)]));
+        a.id = "a".into();
+        let mut b = outcome(false, Some(vec![step(true, false, false)]));
+        b.id = "b".into();
+        b.category = "temporal".into();
+        let c = outcome(true, Some(vec![step(true, true, true)]));
+        let d = diagnose(&[a, b, c], 5);
+        assert_eq!(d.failures, 2);
+        assert_eq!(d.count(Label::IngestionGap), 1);
+        assert_eq!(d.by_category["temporal"]["retrieval_gap"], 1);
+        assert_eq!(d.examples["ingestion_gap"], vec!["a".to_string()]);
+    }
+}
