@@ -1,1 +1,146 @@
-fn main() {}
+//! Journal benchmarks (plain `std::time`, no harness): run with `cargo bench -p emend-journal`.
+//!
+//! 1. Append one round's worth: one batch of 1 round event carrying 2,000 verdicts (its
+//!    projector updates 2,000 question-history keys, reading each first) plus 20
+//!    candidate-outcome events, flush included. Target: <= 100 ms.
+//! 2. Open and verify a journal of 100 such rounds (chain, hashes, full projection
+//!    rebuild and comparison). Target: <= 2 s.
+
+use std::time::{Duration, Instant};
+
+use journal::{EventLog, EventRecord, NewEvent, ProjectError, ProjectionState, Projector, open_reader, open_writer};
+use serde_json::json;
+
+const QUESTIONS: usize = 2_000;
+const CANDIDATES: usize = 20;
+const APPEND_RUNS: usize = 30;
+const VERIFY_ROUNDS: u64 = 100;
+const VERIFY_RUNS: usize = 7;
+
+/// Rounds, candidate outcomes and per-question history, shaped like the engine's.
+struct RoundProjector;
+
+impl Projector for RoundProjector {
+    fn trees(&self) -> Vec<String> {
+        vec!["rounds".into(), "candidate_outcomes".into(), "question_history".into()]
+    }
+
+    fn project(&self, state: &mut dyn ProjectionState, event: &EventRecord) -> Result<(), ProjectError> {
+        let round = event.payload["round"].as_u64().ok_or("no round")?;
+        match event.kind.as_str() {
+            "round" => {
+                let verdicts = event.payload["verdicts"].as_array().ok_or("no verdicts")?;
+                state.put(
+                    "rounds",
+                    &format!("{round:06}"),
+                    json!({"round": round, "questions": verdicts.len(), "seq": event.seq}),
+                );
+                for v in verdicts {
+                    let q = v["q"].as_str().ok_or("no question id")?;
+                    let correct = v["verdict"] == "correct";
+                    let mut h = state.get("question_history", q).unwrap_or_else(|| json!({"runs": 0, "correct": 0}));
+                    h["runs"] = json!(h["runs"].as_u64().unwrap_or(0) + 1);
+                    h["correct"] = json!(h["correct"].as_u64().unwrap_or(0) + u64::from(correct));
+                    h["last_round"] = json!(round);
+                    h["last_verdict"] = v["verdict"].clone();
+                    state.put("question_history", q, h);
+                }
+            }
+            "candidate_outcome" => {
+                let candidate = event.payload["candidate"].as_u64().ok_or("no candidate")?;
+                state.put("candidate_outcomes", &format!("{round:06}/{candidate:02}"), event.payload.clone());
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+fn round_batch(round: u64) -> Vec<NewEvent> {
+    let verdicts: Vec<_> = (0..QUESTIONS)
+        .map(|q| {
+            let verdict = if (q as u64 + round).is_multiple_of(3) { "incorrect" } else { "correct" };
+            json!({"q": format!("q{q:05}"), "verdict": verdict, "tokens": 400 + q % 97})
+        })
+        .collect();
+    let mut batch = vec![NewEvent::new(
+        "round",
+        json!({"round": round, "served": "a3f9c0de", "score": 0.7125, "verdicts": verdicts}),
+    )];
+    batch.extend((0..CANDIDATES as u64).map(|c| {
+        NewEvent::new(
+            "candidate_outcome",
+            json!({
+                "round": round,
+                "candidate": c,
+                "outcome": if c % 4 == 0 { "rejected_probe" } else { "rejected_full" },
+                "delta": (c as f64 - 10.0) / 400.0,
+                "p_value": 0.05 + c as f64 / 100.0,
+                "dimension": format!("retrieval.dim_{c}"),
+            }),
+        )
+    }));
+    batch
+}
+
+fn summary(name: &str, mut times: Vec<Duration>, target: Duration) {
+    times.sort();
+    let median = times[times.len() / 2];
+    let min = times[0];
+    let verdict = if median <= target { "within" } else { "MISSES" };
+    println!(
+        "{name}: median {:.1} ms, min {:.1} ms over {} runs ({verdict} target {} ms)",
+        median.as_secs_f64() * 1e3,
+        min.as_secs_f64() * 1e3,
+        times.len(),
+        target.as_millis()
+    );
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --benches` runs us too: keep that quick.
+    let quick = !std::env::args().any(|a| a == "--bench");
+    let (append_runs, verify_rounds, verify_runs) =
+        if quick { (2, 3, 1) } else { (APPEND_RUNS, VERIFY_ROUNDS, VERIFY_RUNS) };
+
+    let tmp = tempfile::TempDir::new().expect("tempdir");
+
+    // 1. Append one round.
+    let dir = tmp.path().join("append");
+    let mut log = open_writer(&dir, RoundProjector).expect("open writer");
+    let mut times = Vec::new();
+    for round in 0..append_runs as u64 {
+        let batch = round_batch(round);
+        let start = Instant::now();
+        log.append(batch).expect("append");
+        times.push(start.elapsed());
+    }
+    drop(log);
+    summary(
+        "append one round (1 round event + 2,000 verdicts + 20 candidates, flushed)",
+        times,
+        Duration::from_millis(100),
+    );
+
+    // 2. Open + verify a journal of 100 rounds.
+    let dir = tmp.path().join("verify");
+    {
+        let mut log = open_writer(&dir, RoundProjector).expect("open writer");
+        for round in 0..verify_rounds {
+            log.append(round_batch(round)).expect("append");
+        }
+    }
+    let mut times = Vec::new();
+    let mut opens = Vec::new();
+    for _ in 0..verify_runs {
+        let start = Instant::now();
+        let log = open_reader(&dir, RoundProjector).expect("open reader");
+        opens.push(start.elapsed());
+        let report = log.verify().expect("verify");
+        times.push(start.elapsed());
+        assert!(report.is_ok(), "{report}");
+        assert_eq!(report.events_checked, verify_rounds * (1 + CANDIDATES as u64));
+    }
+    summary(&format!("open + verify a journal of {verify_rounds} rounds"), times, Duration::from_secs(2));
+    summary(&format!("  of which open alone ({verify_rounds} rounds)"), opens, Duration::from_secs(2));
+}

@@ -90,7 +90,8 @@ pub enum ErrorKind {
         started_at: String,
         /// `writer` or `reader`, when the LOCK file says.
         holder_mode: Option<String>,
-        /// The LOCK file.
+        /// What is held: the journal's LOCK file, or its sled database when a process that
+        /// does not take the LOCK (a tool opening sled directly) holds that.
         path: PathBuf,
     },
 

@@ -9,6 +9,46 @@
 //!
 //! Two backends implement [`EventLog`]: [`SledJournal`] on disk (one process at a time,
 //! guarded by a LOCK file naming its holder) and [`MemoryJournal`].
+//!
+//! A projector declares its trees and applies one event at a time. Keys sort as strings,
+//! so zero-pad numbers; reads see writes made earlier in the same batch; `project` must be
+//! deterministic, because `verify` and `rebuild` replay it over the events.
+//!
+//! ```
+//! use journal::{EventLog, EventRecord, NewEvent, ProjectError, ProjectionState, Projector};
+//! use serde_json::json;
+//!
+//! struct Rounds;
+//!
+//! impl Projector for Rounds {
+//!     fn trees(&self) -> Vec<String> {
+//!         vec!["rounds".into(), "scoreboard".into()]
+//!     }
+//!
+//!     fn project(&self, state: &mut dyn ProjectionState, event: &EventRecord) -> Result<(), ProjectError> {
+//!         if event.kind == "round_finished" {
+//!             let round = event.payload["round"].as_u64().ok_or("round_finished without `round`")?;
+//!             state.put("rounds", &format!("{round:06}"), event.payload.clone());
+//!             let best = state.get("scoreboard", "best").and_then(|v| v.as_f64()).unwrap_or(0.0);
+//!             let score = event.payload["score"].as_f64().unwrap_or(0.0);
+//!             state.put("scoreboard", "best", json!(best.max(score)));
+//!         }
+//!         Ok(())
+//!     }
+//! }
+//!
+//! # fn main() -> journal::Result<()> {
+//! # let tmp = tempfile::TempDir::new().unwrap();
+//! # let dir = tmp.path().join("journal");
+//! let mut log = journal::open_writer(&dir, Rounds)?;
+//! let records = log.append(vec![NewEvent::new("round_finished", json!({"round": 1, "score": 0.71}))])?;
+//! assert_eq!(records[0].seq, 1);
+//! assert_eq!(log.get("scoreboard", "best")?, Some(json!(0.71)));
+//! drop(log);
+//! assert!(journal::verify(&dir, Rounds)?.is_ok());
+//! # Ok(())
+//! # }
+//! ```
 
 mod error;
 mod lock;
@@ -27,3 +67,15 @@ pub use projection::{ProjectError, ProjectionState, Projector};
 pub use record::{EventRecord, Head, NewEvent, ZERO_HASH, canonical_json, canonicalize};
 pub use sled_journal::{FORMAT_VERSION, SledJournal, open_reader, open_writer, rebuild, verify};
 pub use verify::{ChainBreak, ChainProblem, KeyDiff, ProjectionCheck, ProjectionDiff, VerifyReport};
+
+#[cfg(test)]
+mod tests {
+    fn assert_send<T: Send>() {}
+
+    #[test]
+    fn journals_can_move_between_threads() {
+        assert_send::<crate::SledJournal>();
+        assert_send::<crate::MemoryJournal>();
+        assert_send::<crate::JournalError>();
+    }
+}

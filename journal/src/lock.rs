@@ -11,8 +11,8 @@
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
@@ -83,16 +83,7 @@ impl JournalLock {
             .truncate(false)
             .open(&path)
             .map_err(|e| ErrorKind::io(format!("opening lock file {}", path.display()), e))?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
-                let holder = read_holder_with_patience(&mut file);
-                return Err(ErrorKind::locked_by(holder.as_ref(), path));
-            }
-            Err(TryLockError::Error(e)) => {
-                return Err(ErrorKind::io(format!("locking {}", path.display()), e));
-            }
-        }
+        take_lock(&mut file, &path)?;
 
         let old =
             read_content(&mut file).map_err(|e| ErrorKind::io(format!("reading lock file {}", path.display()), e))?;
@@ -155,18 +146,33 @@ fn write_content(file: &mut File, holder: &LockHolder) -> std::io::Result<()> {
     file.sync_data()
 }
 
-/// The holder writes its content right after taking the lock; give it a moment.
-fn read_holder_with_patience(file: &mut File) -> Option<LockHolder> {
-    for _ in 0..20 {
-        if let Ok(text) = read_content(file)
-            && let Ok(holder) = serde_json::from_str::<LockHolder>(&text)
-        {
-            return Some(holder);
+/// Take the OS lock, or name who holds it.
+///
+/// A lock that is held while the LOCK file names nobody is either being taken right now (the
+/// holder writes its name just after) or was just released by a holder whose file handle
+/// lives on for a moment in a child process between fork and exec. Both pass quickly, so
+/// keep trying for a short while before reporting an unnamed holder.
+fn take_lock(file: &mut File, path: &Path) -> Result<(), ErrorKind> {
+    let deadline = Instant::now() + UNNAMED_HOLDER_PATIENCE;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(TryLockError::WouldBlock) => {
+                let holder = read_content(file).ok().and_then(|t| serde_json::from_str::<LockHolder>(&t).ok());
+                if holder.is_some() || Instant::now() >= deadline {
+                    return Err(ErrorKind::locked_by(holder.as_ref(), path.to_path_buf()));
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(TryLockError::Error(e)) => {
+                return Err(ErrorKind::io(format!("locking {}", path.display()), e));
+            }
         }
-        std::thread::sleep(Duration::from_millis(10));
     }
-    None
 }
+
+/// How long a lock held by nobody we can name may take to be released (see [`take_lock`]).
+pub(crate) const UNNAMED_HOLDER_PATIENCE: Duration = Duration::from_millis(300);
 
 /// The host name from /proc, or `unknown`.
 pub(crate) fn hostname() -> String {
@@ -197,11 +203,6 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     let year = yoe + era * 400 + i64::from(month <= 2);
     (year, month, day)
-}
-
-/// The path of the LOCK file of a journal directory.
-pub(crate) fn lock_path(dir: &Path) -> PathBuf {
-    dir.join(LOCK_FILE)
 }
 
 #[cfg(test)]

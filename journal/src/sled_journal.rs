@@ -126,12 +126,7 @@ impl SledJournal {
         }
         let acquired = JournalLock::acquire(&dir, mode).map_err(at)?;
 
-        let db = sled::Config::new()
-            .path(&db_dir)
-            // We flush after every batch; a background flusher would add nothing.
-            .flush_every_ms(None)
-            .open()
-            .map_err(|e| at(open_error(e, &dir)))?;
+        let db = open_db(&db_dir).map_err(|e| at(open_error(e, &dir)))?;
         let events = db.open_tree(EVENTS_TREE).map_err(|e| at(e.into()))?;
         let meta = db.open_tree(META_TREE).map_err(|e| at(e.into()))?;
         let declared = declared_trees(&*projector);
@@ -209,15 +204,34 @@ impl SledJournal {
     }
 }
 
-/// sled reports its own file lock as an I/O error; give it the holder's name.
+/// Open the sled database. sled's own file lock can be held for a moment after its last
+/// holder closed it (see `lock::take_lock`): retry briefly on that error only.
+fn open_db(db_dir: &Path) -> sled::Result<Db> {
+    let deadline = std::time::Instant::now() + crate::lock::UNNAMED_HOLDER_PATIENCE;
+    loop {
+        let opened = sled::Config::new()
+            .path(db_dir)
+            // We flush after every batch; a background flusher would add nothing.
+            .flush_every_ms(None)
+            .open();
+        match opened {
+            Err(e) if is_sled_lock_error(&e) && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            other => return other,
+        }
+    }
+}
+
+fn is_sled_lock_error(e: &sled::Error) -> bool {
+    matches!(e, sled::Error::Io(io) if io.to_string().contains("could not acquire lock"))
+}
+
+/// sled reports its own file lock as an I/O error. We hold the LOCK file by now, so the
+/// database is held by something that does not take it (another tool opening sled directly).
 fn open_error(e: sled::Error, dir: &Path) -> ErrorKind {
-    if let sled::Error::Io(io) = &e
-        && io.to_string().contains("could not acquire lock")
-    {
-        let lock_path = crate::lock::lock_path(dir);
-        let holder =
-            std::fs::read_to_string(&lock_path).ok().and_then(|text| serde_json::from_str::<LockHolder>(&text).ok());
-        return ErrorKind::locked_by(holder.as_ref(), lock_path);
+    if is_sled_lock_error(&e) {
+        return ErrorKind::locked_by(None, dir.join(SLED_DIR));
     }
     ErrorKind::Storage(e)
 }

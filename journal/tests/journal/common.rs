@@ -86,3 +86,13 @@ pub type Snapshot = BTreeMap<String, Vec<(String, Value)>>;
 pub fn snapshot(log: &dyn EventLog) -> Snapshot {
     TREES.iter().map(|t| (t.to_string(), log.scan(t, "").expect("scan"))).collect()
 }
+
+/// A command re-running this test binary for exactly one test, `name` (its full path,
+/// e.g. `locks::child_holds_the_lock`), with output uncaptured. Child-side tests return at
+/// once unless their environment variable is set, so they pass when run normally.
+pub fn child_test(name: &str) -> std::process::Command {
+    let exe = std::env::current_exe().expect("current test binary");
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args([name, "--exact", "--nocapture", "--test-threads=1", "--quiet"]);
+    cmd
+}

@@ -2,5 +2,8 @@
 //! tamper, crash, lock and format tests.
 
 mod common;
+mod crash;
 mod disk;
+mod locks;
+mod props;
 mod suite;
