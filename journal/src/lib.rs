@@ -72,6 +72,13 @@ pub use verify::{ChainBreak, ChainProblem, KeyDiff, ProjectionCheck, ProjectionD
 mod tests {
     fn assert_send<T: Send>() {}
 
+    // The engine may hold either backend as `Box<dyn EventLog>`.
+    #[allow(dead_code)]
+    fn event_log_is_object_safe(log: &mut dyn crate::EventLog) -> crate::Result<u64> {
+        log.append(Vec::new())?;
+        crate::export_jsonl(&*log, 1, std::io::sink())
+    }
+
     #[test]
     fn journals_can_move_between_threads() {
         assert_send::<crate::SledJournal>();

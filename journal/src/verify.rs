@@ -167,7 +167,7 @@ impl fmt::Display for VerifyReport {
                 "chain: ok, {} event(s), head seq {} hash {}",
                 self.events_checked, self.last_good.seq, self.last_good.hash
             )?,
-            Some(b) => writeln!(f, "chain: BROKEN at {b} ({} event(s) before it are intact)", self.events_checked)?,
+            Some(b) => writeln!(f, "chain: BROKEN at {b} ({} event(s) verified intact)", self.events_checked)?,
         }
         match &self.projections {
             ProjectionCheck::Match { trees } => {
