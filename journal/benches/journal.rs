@@ -83,11 +83,15 @@ fn round_batch(round: u64) -> Vec<NewEvent> {
     batch
 }
 
-fn summary(name: &str, mut times: Vec<Duration>, target: Duration) {
+fn summary(name: &str, mut times: Vec<Duration>, target: Duration, quick: bool) {
     times.sort();
     let median = times[times.len() / 2];
     let min = times[0];
-    let verdict = if median <= target { "within" } else { "MISSES" };
+    let verdict = match (quick, median <= target) {
+        (true, _) => "smoke run, not measured against",
+        (false, true) => "within",
+        (false, false) => "MISSES",
+    };
     println!(
         "{name}: median {:.1} ms, min {:.1} ms over {} runs ({verdict} target {} ms)",
         median.as_secs_f64() * 1e3,
@@ -120,6 +124,7 @@ fn main() {
         "append one round (1 round event + 2,000 verdicts + 20 candidates, flushed)",
         times,
         Duration::from_millis(100),
+        quick,
     );
 
     // 2. Open + verify a journal of 100 rounds.
@@ -141,6 +146,6 @@ fn main() {
         assert!(report.is_ok(), "{report}");
         assert_eq!(report.events_checked, verify_rounds * (1 + CANDIDATES as u64));
     }
-    summary(&format!("open + verify a journal of {verify_rounds} rounds"), times, Duration::from_secs(2));
-    summary(&format!("  of which open alone ({verify_rounds} rounds)"), opens, Duration::from_secs(2));
+    summary(&format!("open + verify a journal of {verify_rounds} rounds"), times, Duration::from_secs(2), quick);
+    summary(&format!("  of which open alone ({verify_rounds} rounds)"), opens, Duration::from_secs(2), quick);
 }
