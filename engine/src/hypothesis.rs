@@ -65,8 +65,11 @@ pub struct Hypothesis {
     pub best_delta: Option<f64>,
     pub evidence_for: u32,
     pub evidence_against: u32,
-    /// Non-improving evaluations since the last confirmation.
+    /// Non-improving evaluations (delta <= 0) since the last confirmation.
     pub streak_against: u32,
+    /// Evaluations not accepted since the last confirmation (the evolver halves its move for each).
+    #[serde(default)]
+    pub misses: u32,
     /// Times the direction was blocked as out of scope.
     pub blocked: u32,
 }
@@ -88,6 +91,7 @@ impl Hypothesis {
             evidence_for: 0,
             evidence_against: 0,
             streak_against: 0,
+            misses: 0,
             blocked: 0,
         }
     }
@@ -114,12 +118,14 @@ impl Hypothesis {
         if accepted {
             self.evidence_for += 1;
             self.streak_against = 0;
+            self.misses = 0;
             self.status = Status::Confirmed;
         } else {
+            self.misses += 1;
             if delta <= 0.0 {
                 self.evidence_against += 1;
+                self.streak_against += 1;
             }
-            self.streak_against += 1;
             if self.streak_against >= REFUTE_AFTER && self.status != Status::Escalated {
                 self.status = Status::Refuted;
             }
@@ -136,15 +142,25 @@ impl Hypothesis {
         false
     }
 
-    /// The served strategy changed: refutations and exhaustion were relative
-    /// to the old one, so the direction is open again.
-    pub fn reopen(&mut self) -> bool {
-        if matches!(self.status, Status::Refuted | Status::Exhausted) {
-            self.status = if self.evidence_for > 0 { Status::Confirmed } else { Status::Active };
-            self.streak_against = 0;
-            return true;
+    /// No new candidate exists in this direction from the served strategy
+    /// (every move was already judged, or another field's invariant binds).
+    pub fn exhaust(&mut self) {
+        if self.status.open() {
+            self.status = Status::Exhausted;
         }
-        false
+    }
+
+    /// The served strategy changed: refutations, exhaustion and the shrinking
+    /// move were relative to the old one, so the direction is open again.
+    pub fn reopen(&mut self) -> bool {
+        let was_closed = matches!(self.status, Status::Refuted | Status::Exhausted);
+        if was_closed {
+            self.status = if self.evidence_for > 0 { Status::Confirmed } else { Status::Active };
+        }
+        let changed = was_closed || self.streak_against != 0 || self.misses != 0;
+        self.streak_against = 0;
+        self.misses = 0;
+        changed
     }
 }
 
@@ -174,6 +190,9 @@ mod tests {
         let mut a = Hypothesis::new("x", Direction::Decrease);
         a.record(-0.01, false);
         assert_eq!(a.status, Status::Active);
+        // A gain too small to accept shrinks the move but does not refute.
+        a.record(0.01, false);
+        assert_eq!((a.status, a.misses, a.streak_against), (Status::Active, 2, 1));
         a.record(0.0, false);
         assert_eq!(a.status, Status::Refuted);
         assert_eq!(a.evidence_against, 2);

@@ -6,6 +6,10 @@
 //! their reasons. I/O lives at the edges (the CLI in `main.rs`, the journal).
 
 pub mod artifact;
+pub mod backend;
+pub mod config;
+pub mod events;
+pub mod evolve;
 pub mod exit;
 pub mod gates;
 pub mod hypothesis;
@@ -14,3 +18,4 @@ pub mod outcome;
 pub mod planner;
 pub mod schema;
 pub mod stats;
+pub mod store;

@@ -73,30 +73,35 @@ pub fn plan(
     settings: PlannerSettings,
 ) -> Vec<Plan> {
     let failures = diagnosis.failures.max(1) as f64;
-    let mut motivations: BTreeMap<String, (String, Direction, BTreeMap<String, usize>)> = BTreeMap::new();
+    // (path, direction, label -> count, best position in a symptom's list)
+    let mut motivations: BTreeMap<String, (String, Direction, BTreeMap<String, usize>, usize)> = BTreeMap::new();
     for (label, links) in schema.symptoms() {
         let count = diagnosis.counts.get(label).copied().unwrap_or(0);
         if count == 0 {
             continue;
         }
-        for link in links {
+        for (position, link) in links.iter().enumerate() {
             let key = hypothesis::key(&link.path, link.direction);
-            let entry = motivations.entry(key).or_insert_with(|| (link.path.clone(), link.direction, BTreeMap::new()));
+            let entry = motivations
+                .entry(key)
+                .or_insert_with(|| (link.path.clone(), link.direction, BTreeMap::new(), position));
             entry.2.insert(label.clone(), count);
+            entry.3 = entry.3.min(position);
         }
     }
     let total_visits: u32 = tree.values().map(|h| h.visits).sum();
     let mut plans: Vec<Plan> = motivations
         .into_iter()
         .filter(|(key, _)| tree.get(key).is_none_or(|h| h.status.open()))
-        .map(|(key, (path, direction, motivation))| {
+        .map(|(key, (path, direction, motivation, position))| {
             let explained: usize = motivation.values().sum();
             let actionability = (explained as f64 / failures).min(1.0);
             let ucb = tree.get(&key).map_or(f64::INFINITY, |h| h.ucb(total_visits, actionability, settings.ucb_c));
             let reputation = effects.get(&path).map_or(0.0, DimensionEffect::reputation);
-            // Unvisited nodes tie at infinity: order them by actionability, then reputation.
+            // Unvisited nodes tie at infinity: order them by actionability, then by
+            // the schema author's order within the symptom's list (first = most likely).
             let score = if ucb.is_infinite() {
-                1e6 + actionability + settings.reputation_weight * reputation.tanh() * 1e-3
+                1e6 + actionability - 1e-4 * position as f64
             } else {
                 ucb + settings.reputation_weight * reputation.tanh()
             };
@@ -111,10 +116,13 @@ pub fn plan(
 #[derive(Debug, Clone, PartialEq)]
 pub enum Proposal {
     /// A candidate document and its one change.
-    Candidate { value: Value, change: Change },
+    Candidate { value: Box<Value>, change: Change },
     /// No legal move exists: the direction needs a change outside the strategy
     /// (a schema bound, a model role). The critic labels it out of scope.
     Blocked { reason: String },
+    /// Another strategy field binds the move (an `x-invariants` rule): the
+    /// direction is exhausted until the served strategy changes.
+    Exhausted { reason: String },
 }
 
 /// One field's change.
@@ -147,13 +155,17 @@ pub fn evolve(
     let Some(current) = get_path(served, &plan.path) else {
         return Proposal::Blocked { reason: format!("{} is missing from the served strategy", plan.path) };
     };
-    let halvings = node.map_or(0, |n| n.streak_against);
+    let halvings = node.map_or(0, |n| n.misses);
     let attempt = node.map_or(0, |n| n.visits);
     let to = match (&field.kind, plan.direction) {
         (FieldKind::Integer | FieldKind::Number, Direction::Increase | Direction::Decrease) => {
-            match step_number(field, current, plan.direction, halvings) {
+            let stepped = match step_number(field, current, plan.direction, halvings) {
                 Ok(v) => v,
                 Err(reason) => return Proposal::Blocked { reason },
+            };
+            match clamp_to_invariants(schema, served, field, current, stepped) {
+                Ok(v) => v,
+                Err(reason) => return Proposal::Exhausted { reason },
             }
         }
         (FieldKind::Boolean, Direction::Toggle) => match current {
@@ -180,7 +192,65 @@ pub fn evolve(
     };
     let mut value = served.clone();
     set_path(&mut value, &plan.path, to.clone());
-    Proposal::Candidate { value, change: Change { path: plan.path.clone(), from: current.clone(), to } }
+    Proposal::Candidate { value: Box::new(value), change: Change { path: plan.path.clone(), from: current.clone(), to } }
+}
+
+/// Keeps a numeric move inside the cross-field invariants that bind it to
+/// another field (`retrieve.rerank_top_n <= retrieve.top_k`): the move is
+/// shortened to the bound, and when nothing is left of it the direction is
+/// exhausted. The value-ranges gate still checks every invariant.
+fn clamp_to_invariants(
+    schema: &StrategySchema,
+    served: &Value,
+    field: &FieldSpec,
+    current: &Value,
+    proposed: Value,
+) -> Result<Value, String> {
+    use crate::schema::{Op, Operand};
+    let (Some(from), Some(mut to)) = (current.as_f64(), proposed.as_f64()) else { return Ok(proposed) };
+    let strict_gap = if field.kind == FieldKind::Integer { 1.0 } else { field.step.unwrap_or(1.0) };
+    let mut binding = None;
+    for inv in schema.invariants() {
+        let other = |o: &Operand| match o {
+            Operand::Number(n) => Some(*n),
+            Operand::Path(p) => get_path(served, p).and_then(Value::as_f64),
+        };
+        // Normalize to "field <= bound" or "field >= bound".
+        let (upper, bound) = if inv.left == field.path {
+            match (inv.op, other(&inv.right)) {
+                (Op::Le, Some(b)) => (true, b),
+                (Op::Lt, Some(b)) => (true, b - strict_gap),
+                (Op::Ge, Some(b)) => (false, b),
+                (Op::Gt, Some(b)) => (false, b + strict_gap),
+                _ => continue,
+            }
+        } else if matches!(&inv.right, Operand::Path(p) if *p == field.path) {
+            match (inv.op, get_path(served, &inv.left).and_then(Value::as_f64)) {
+                (Op::Le, Some(b)) => (false, b),
+                (Op::Lt, Some(b)) => (false, b + strict_gap),
+                (Op::Ge, Some(b)) => (true, b),
+                (Op::Gt, Some(b)) => (true, b - strict_gap),
+                _ => continue,
+            }
+        } else {
+            continue;
+        };
+        if (upper && to > bound) || (!upper && to < bound) {
+            to = bound;
+            binding = Some(inv.to_string());
+        }
+    }
+    if let Some(rule) = binding {
+        if (to - from).abs() < 1e-12 || (to - from).signum() != (proposed.as_f64().unwrap_or(to) - from).signum() {
+            return Err(format!("{} cannot move: bound by {rule}", field.path));
+        }
+        return Ok(if field.kind == FieldKind::Integer || to.fract() == 0.0 {
+            Value::from(to.round() as i64)
+        } else {
+            serde_json::Number::from_f64(to).map(Value::Number).unwrap_or(proposed)
+        });
+    }
+    Ok(proposed)
 }
 
 fn step_number(field: &FieldSpec, current: &Value, direction: Direction, halvings: u32) -> Result<Value, String> {
@@ -211,7 +281,8 @@ fn step_number(field: &FieldSpec, current: &Value, direction: Direction, halving
             None => format!("{} cannot move", field.path),
         });
     }
-    Ok(if field.kind == FieldKind::Integer {
+    // Whole numbers are written as integers (a number field accepts them).
+    Ok(if field.kind == FieldKind::Integer || next.fract() == 0.0 {
         Value::from(next.round() as i64)
     } else {
         serde_json::Number::from_f64(next)
@@ -280,7 +351,7 @@ mod tests {
         let Proposal::Candidate { change, .. } = evolve(&schema, &served(), &p, None, &[]) else { panic!() };
         assert_eq!(change.to, serde_json::json!(15));
         let mut h = Hypothesis::new("retrieve.top_k", Direction::Increase);
-        h.streak_against = 1;
+        h.misses = 1;
         let Proposal::Candidate { change, .. } = evolve(&schema, &served(), &p, Some(&h), &[]) else { panic!() };
         assert_eq!(change.to, serde_json::json!(9));
     }
@@ -290,11 +361,30 @@ mod tests {
         let schema = StrategySchema::builtin();
         let p = plan_for("index.bm25_b", Direction::Increase);
         let Proposal::Candidate { change, .. } = evolve(&schema, &served(), &p, None, &[]) else { panic!() };
-        assert_eq!(change.to, serde_json::json!(1.0));
+        assert_eq!(change.to, serde_json::json!(1));
         let mut v = served();
         set_path(&mut v, "index.bm25_b", serde_json::json!(1.0));
         let Proposal::Blocked { reason } = evolve(&schema, &v, &p, None, &[]) else { panic!() };
         assert!(reason.contains("schema maximum 1"), "{reason}");
+    }
+
+    #[test]
+    fn moves_respect_invariants_with_other_fields() {
+        let schema = StrategySchema::builtin();
+        // rerank_top_n <= top_k (5): a +10 move is shortened to 5.
+        let p = plan_for("retrieve.rerank_top_n", Direction::Increase);
+        let Proposal::Candidate { change, .. } = evolve(&schema, &served(), &p, None, &[]) else { panic!() };
+        assert_eq!(change.to, serde_json::json!(5));
+        // top_k <= pool: at the pool, top_k cannot grow; that exhausts the direction.
+        let mut v = served();
+        set_path(&mut v, "retrieve.top_k", serde_json::json!(50));
+        let p = plan_for("retrieve.top_k", Direction::Increase);
+        let Proposal::Exhausted { reason } = evolve(&schema, &v, &p, None, &[]) else { panic!() };
+        assert!(reason.contains("retrieve.top_k <= retrieve.pool"), "{reason}");
+        // window_overlap < window_size (2): overlap can reach 1, not 2.
+        let p = plan_for("ingest.window_overlap", Direction::Increase);
+        let Proposal::Candidate { change, .. } = evolve(&schema, &served(), &p, None, &[]) else { panic!() };
+        assert_eq!(change.to, serde_json::json!(1));
     }
 
     #[test]

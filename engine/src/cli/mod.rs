@@ -1,7 +1,11 @@
 //! Command-line glue: argument structs, dispatch, error-to-exit-code mapping.
 
+mod common;
 mod compare;
 mod eval;
+mod evolve;
+mod inspect;
+mod review;
 mod validate;
 
 use std::process::ExitCode;
@@ -25,10 +29,6 @@ impl Failure {
     pub fn failed(error: impl Into<anyhow::Error>) -> Self {
         Failure { code: exit::FAILED, error: error.into() }
     }
-    /// Another process holds the journal (exit 3).
-    pub fn locked(error: impl Into<anyhow::Error>) -> Self {
-        Failure { code: exit::LOCKED, error: error.into() }
-    }
 }
 
 /// Result of a command: `Ok(code)` is printed nothing more; `Err` is printed as `error: {:#}`.
@@ -37,12 +37,40 @@ pub type CmdResult = Result<u8, Failure>;
 #[derive(Debug, Parser)]
 #[command(name = "emend", version, about = "Strategy-evolution engine with gates for AI memory and retrieval systems")]
 struct Cli {
+    /// The project directory (default: the current directory or the nearest parent with an emend.yaml).
+    #[arg(long, global = true)]
+    project: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Create a project: emend.yaml, strategies/served.yaml (v1) and the journal under .emend/.
+    Init(evolve::InitArgs),
+    /// Run the Observe -> Improve -> Verify loop for some rounds (the unattended main job).
+    Evolve(evolve::EvolveArgs),
+    /// Served and best-ever versions with scores and hashes, the last round, pending escalations.
+    Status(inspect::JsonArg),
+    /// Layer A: label every failure of the served strategy by the stage that lost its evidence.
+    Diagnose(inspect::JsonArg),
+    /// The UCB1 hypothesis tree: visits, mean reward, UCB score, status.
+    Hypotheses(inspect::JsonArg),
+    /// Candidate classes blocked three times as out of scope, waiting for a person.
+    Escalations(inspect::JsonArg),
+    /// Readable history: rounds, acceptances, rejections with reasons, rollbacks.
+    Log(inspect::LogArgs),
+    /// What changed and why: a version's or candidate's diff, motivation, gates and statistics.
+    Show(review::ShowArgs),
+    /// Unified diff of two versions (or a version and a file).
+    Diff(review::DiffArgs),
+    /// Serve an earlier version again, journaling who, when and why.
+    Rollback(review::RollbackArgs),
+    /// Serve the best-ever version again.
+    RestoreBest(review::RestoreBestArgs),
+    /// The journal itself: verify the chain and projections, export events.
+    #[command(subcommand)]
+    Journal(inspect::JournalCommand),
     /// Compare two evaluation runs question by question (paired statistics and the acceptance verdict).
     Compare(compare::CompareArgs),
     /// Evaluate one strategy on a task set and print accuracy, per-category figures and traces.
@@ -61,7 +89,20 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    let project = cli.project.as_deref();
     let result = match cli.command {
+        Command::Init(args) => evolve::init(&args),
+        Command::Evolve(args) => evolve::run(&args, project),
+        Command::Status(args) => inspect::status(&args, project),
+        Command::Diagnose(args) => inspect::diagnose(&args, project),
+        Command::Hypotheses(args) => inspect::hypotheses(&args, project),
+        Command::Escalations(args) => inspect::escalations(&args, project),
+        Command::Log(args) => inspect::log(&args, project),
+        Command::Show(args) => review::show(&args, project),
+        Command::Diff(args) => review::diff(&args, project),
+        Command::Rollback(args) => review::rollback(&args, project),
+        Command::RestoreBest(args) => review::restore_best(&args, project),
+        Command::Journal(cmd) => inspect::journal(&cmd, project),
         Command::Compare(args) => compare::run(&args),
         Command::Eval(args) => eval::run(&args),
         Command::Validate(args) => validate::run(&args),

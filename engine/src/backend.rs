@@ -1,0 +1,131 @@
+//! Evaluation backends: what the loop asks to evaluate a strategy. The
+//! built-in harness runs in process; an external system runs as a command
+//! (see `command.rs`). The loop sees only this trait (ask/tell), so the
+//! evaluator is swappable.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::artifact::{Artifact, sha256_hex};
+use crate::config::{JudgeChoice, Project};
+use crate::outcome::{Evaluation, OutcomeRecord};
+
+/// Why an evaluation could not complete. The candidate is rejected as
+/// `errored`; for the served strategy the run fails.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct BackendError(pub String);
+
+/// Evaluates strategies on a locked task set.
+pub trait Backend: Send + Sync {
+    /// Identity of the evaluation framework and its locked settings.
+    fn harness_hash(&self) -> String;
+    /// Identity of the task set.
+    fn dataset_hash(&self) -> String;
+    /// `(id, category)` of every question of the task set, sorted by id.
+    fn questions(&self) -> Vec<(String, String)>;
+    /// LLM roles available to strategies (fields with `x-needs-role`).
+    fn roles(&self) -> Vec<String>;
+    /// Evaluates on every question, or on `subset` (sorted ids) for a probe.
+    fn evaluate(&self, artifact: &Artifact, subset: Option<&[String]>) -> Result<Evaluation, BackendError>;
+}
+
+/// The built-in memory QA harness.
+pub struct BuiltinBackend {
+    evaluator: harness::Evaluator,
+    harness_hash: String,
+    questions: Vec<(String, String)>,
+}
+
+/// Why a built-in backend could not be set up (bad input: exit 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct SetupError(pub String);
+
+impl BuiltinBackend {
+    pub fn from_project(project: &Project) -> Result<BuiltinBackend, SetupError> {
+        let h = &project.config.harness;
+        let dataset = load_tasks(&h.tasks, &project.dir)?;
+        let settings = harness::HarnessSettings {
+            budget_ceiling: h.budget_ceiling,
+            judge: Some(match h.judge {
+                JudgeChoice::Evidence => harness::strategy::JudgeKind::Evidence,
+                JudgeChoice::F1 => harness::strategy::JudgeKind::F1,
+                JudgeChoice::Llm => harness::strategy::JudgeKind::Llm,
+            }),
+            f1_threshold: Some(h.f1_threshold),
+            include_adversarial: h.include_adversarial,
+            conversations: h.conversations.clone(),
+        };
+        BuiltinBackend::new(Arc::new(dataset), settings, h.version.as_deref())
+    }
+
+    pub fn new(
+        dataset: Arc<harness::Dataset>,
+        settings: harness::HarnessSettings,
+        version: Option<&str>,
+    ) -> Result<BuiltinBackend, SetupError> {
+        let evaluator = harness::Evaluator::new(dataset, settings).map_err(|e| SetupError(e.to_string()))?;
+        let base = evaluator.harness_hash();
+        // The configured version string is part of the identity, so a changed
+        // system is noticed even when the locked settings are the same.
+        let harness_hash = match version {
+            Some(v) => sha256_hex(format!("{base}\n{v}").as_bytes()),
+            None => base,
+        };
+        let mut questions: Vec<(String, String)> =
+            evaluator.questions().iter().map(|q| (q.id.clone(), q.category.name().to_string())).collect();
+        questions.sort();
+        Ok(BuiltinBackend { evaluator, harness_hash, questions })
+    }
+
+    pub fn evaluator(&self) -> &harness::Evaluator {
+        &self.evaluator
+    }
+}
+
+/// `builtin` or a LoCoMo-format file (relative paths against `base`).
+pub fn load_tasks(tasks: &str, base: &Path) -> Result<harness::Dataset, SetupError> {
+    if tasks == "builtin" {
+        return Ok(harness::Dataset::builtin());
+    }
+    let path = base.join(tasks);
+    harness::load_path(&path).map_err(|e| SetupError(e.to_string()))
+}
+
+impl Backend for BuiltinBackend {
+    fn harness_hash(&self) -> String {
+        self.harness_hash.clone()
+    }
+
+    fn dataset_hash(&self) -> String {
+        self.evaluator.dataset().hash().to_string()
+    }
+
+    fn questions(&self) -> Vec<(String, String)> {
+        self.questions.clone()
+    }
+
+    fn roles(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn evaluate(&self, artifact: &Artifact, subset: Option<&[String]>) -> Result<Evaluation, BackendError> {
+        let strategy = artifact.typed().map_err(|e| BackendError(e.to_string()))?;
+        let eval = match subset {
+            None => self.evaluator.evaluate(strategy),
+            Some(ids) => self.evaluator.evaluate_subset(strategy, ids),
+        }
+        .map_err(|e| BackendError(e.to_string()))?;
+        let outcomes = eval
+            .outcomes
+            .iter()
+            .map(|o| {
+                serde_json::to_value(o)
+                    .and_then(serde_json::from_value::<OutcomeRecord>)
+                    .map_err(|e| BackendError(format!("outcome {}: {e}", o.id)))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Evaluation::new(outcomes))
+    }
+}

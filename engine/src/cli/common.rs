@@ -1,0 +1,95 @@
+//! Plumbing shared by the project commands: finding the project, opening
+//! the journal and the backend, mapping library errors to exit codes.
+
+use std::path::Path;
+
+use engine::backend::{Backend, BuiltinBackend};
+use engine::config::{HarnessKind, Project};
+use engine::events::EngineProjector;
+use engine::evolve::EvolveError;
+use engine::schema::StrategySchema;
+use engine::store::StoreError;
+use journal::{ErrorClass, JournalError, SledJournal};
+
+use super::Failure;
+
+/// Finds the project: `--project DIR`, else the current directory or a parent.
+pub fn project(dir: Option<&Path>) -> Result<Project, Failure> {
+    let result = match dir {
+        Some(d) => Project::open(d),
+        None => {
+            let cwd = std::env::current_dir().map_err(Failure::failed)?;
+            Project::discover(&cwd)
+        }
+    };
+    result.map_err(Failure::bad_input)
+}
+
+pub fn schema(project: &Project) -> Result<StrategySchema, Failure> {
+    match &project.config.harness.schema {
+        Some(p) => StrategySchema::from_path(&project.resolve(p)).map_err(Failure::bad_input),
+        None => Ok(StrategySchema::builtin()),
+    }
+}
+
+pub fn backend(project: &Project, schema: &StrategySchema) -> Result<Box<dyn Backend>, Failure> {
+    let _ = schema;
+    match project.config.harness.kind {
+        HarnessKind::Builtin => Ok(Box::new(BuiltinBackend::from_project(project).map_err(|e| {
+            Failure::bad_input(anyhow::anyhow!("{}: harness.tasks: {e}", project.config_path().display()))
+        })?)),
+        HarnessKind::Command => Err(Failure::bad_input(anyhow::anyhow!(
+            "{}: harness.kind: command is not available in this build",
+            project.config_path().display()
+        ))),
+    }
+}
+
+pub fn journal_failure(e: JournalError) -> Failure {
+    let code = match e.exit_class() {
+        ErrorClass::BadInput => engine::exit::BAD_INPUT,
+        ErrorClass::Locked => engine::exit::LOCKED,
+        ErrorClass::Failed => engine::exit::FAILED,
+    };
+    Failure { code, error: anyhow::Error::new(e) }
+}
+
+pub fn store_failure(e: StoreError) -> Failure {
+    match e {
+        StoreError::Journal(j) => journal_failure(j),
+        other => Failure::failed(other),
+    }
+}
+
+pub fn evolve_failure(e: EvolveError) -> Failure {
+    match e {
+        EvolveError::Journal(j) => journal_failure(j),
+        EvolveError::Store(s) => store_failure(s),
+        EvolveError::HandEdited { .. } | EvolveError::BadInput(_) => Failure::bad_input(e),
+        other => Failure::failed(other),
+    }
+}
+
+pub fn writer(project: &Project) -> Result<SledJournal, Failure> {
+    let dir = project.journal_dir();
+    std::fs::create_dir_all(&dir).map_err(|e| Failure::failed(anyhow::anyhow!("{}: {e}", dir.display())))?;
+    journal::open_writer(&dir, EngineProjector).map_err(journal_failure)
+}
+
+pub fn reader(project: &Project) -> Result<SledJournal, Failure> {
+    journal::open_reader(project.journal_dir(), EngineProjector).map_err(|e| {
+        if matches!(e.kind(), journal::ErrorKind::NotFound { .. }) {
+            Failure::bad_input(anyhow::anyhow!(
+                "{}: no journal yet (run `emend evolve` or `emend init` first)",
+                project.journal_dir().display()
+            ))
+        } else {
+            journal_failure(e)
+        }
+    })
+}
+
+/// Prints a value as pretty JSON on stdout.
+pub fn print_json(v: &serde_json::Value) {
+    println!("{}", serde_json::to_string_pretty(v).expect("JSON renders"));
+}

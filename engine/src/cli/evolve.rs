@@ -1,0 +1,228 @@
+//! `emend init` and `emend evolve`: create a project, run the loop.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use engine::artifact;
+use engine::config::{self, Project};
+use engine::evolve::{self, Evolution, Progress, RunOptions};
+use engine::exit;
+use engine::schema::StrategySchema;
+use serde_json::json;
+
+use super::common;
+use super::{CmdResult, Failure};
+
+/// The built-in default strategy, for `emend init` without `--strategy`.
+const DEFAULT_STRATEGY: &str = include_str!("../../../strategies/default.yaml");
+
+#[derive(Debug, clap::Args)]
+pub struct InitArgs {
+    /// Directory of the new project (created if missing).
+    #[arg(default_value = ".")]
+    pub dir: PathBuf,
+    /// The locked task set: `builtin` or a LoCoMo-format JSON file.
+    #[arg(long)]
+    pub tasks: String,
+    /// Starting strategy (default: emend's built-in default strategy).
+    #[arg(long)]
+    pub strategy: Option<PathBuf>,
+    /// Only these conversations (comma-separated sample ids) form the task set.
+    #[arg(long, value_delimiter = ',')]
+    pub conversations: Option<Vec<String>>,
+    /// Evaluate with an external command instead of the built-in harness
+    /// (argv after `--harness-command`, e.g. `--harness-command python3 adapter.py {strategy} {tasks} {out}`).
+    #[arg(long, num_args = 1.., allow_hyphen_values = true)]
+    pub harness_command: Option<Vec<String>>,
+    /// The strategy schema of an external system.
+    #[arg(long)]
+    pub schema: Option<PathBuf>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p)
+        .unwrap_or_else(|_| std::env::current_dir().map(|c| c.join(p)).unwrap_or_else(|_| p.to_path_buf()))
+}
+
+pub fn init(args: &InitArgs) -> CmdResult {
+    let dir = &args.dir;
+    if dir.join(config::CONFIG_FILE).exists() {
+        return Err(Failure::bad_input(anyhow::anyhow!(
+            "{}: already exists; refusing to overwrite a project",
+            dir.join(config::CONFIG_FILE).display()
+        )));
+    }
+    // Paths given on the command line are relative to where the user stands.
+    let tasks = if args.tasks == "builtin" {
+        args.tasks.clone()
+    } else {
+        absolute(Path::new(&args.tasks)).display().to_string()
+    };
+    if tasks != "builtin" && !Path::new(&tasks).is_file() {
+        return Err(Failure::bad_input(anyhow::anyhow!("--tasks {}: no such file", args.tasks)));
+    }
+    let schema_path = args.schema.as_deref().map(absolute);
+    let schema = match &schema_path {
+        Some(p) => StrategySchema::from_path(p).map_err(Failure::bad_input)?,
+        None => StrategySchema::builtin(),
+    };
+    let (origin, text) = match &args.strategy {
+        Some(p) => (
+            p.display().to_string(),
+            std::fs::read_to_string(p)
+                .map_err(|e| Failure::bad_input(anyhow::anyhow!("{}: cannot read: {e}", p.display())))?,
+        ),
+        None => ("strategies/default.yaml (built in)".to_string(), DEFAULT_STRATEGY.to_string()),
+    };
+    let start = artifact::from_yaml(&origin, &text, &schema).map_err(Failure::bad_input)?;
+    std::fs::create_dir_all(dir).map_err(|e| Failure::failed(anyhow::anyhow!("{}: {e}", dir.display())))?;
+    let strategy_rel = PathBuf::from("strategies/served.yaml");
+    let mut rendered =
+        config::render_config(&tasks, &strategy_rel, args.harness_command.as_deref(), schema_path.as_deref());
+    if let Some(convs) = &args.conversations {
+        let list =
+            convs.iter().map(|c| serde_json::to_string(c).expect("string renders")).collect::<Vec<_>>().join(", ");
+        rendered = rendered.replacen("  conversations: null\n", &format!("  conversations: [{list}]\n"), 1);
+    }
+    // Check the configuration and the task set before writing anything.
+    let parsed = config::parse_config(&rendered)
+        .map_err(|m| Failure::failed(anyhow::anyhow!("generated emend.yaml is invalid: {m}")))?;
+    let project = Project { dir: dir.clone(), config: parsed };
+    let backend = common::backend(&project, &schema)?;
+    artifact::write_atomic(&project.config_path(), rendered.as_bytes()).map_err(Failure::failed)?;
+    let mut log = common::writer(&project)?;
+    evolve::initialize(&mut log, &start, &format!("initialized from {origin}")).map_err(common::evolve_failure)?;
+    evolve::write_served(&project, 1, None, &start.hash, &evolve::strip_metadata(&start.value))
+        .map_err(common::evolve_failure)?;
+    let n = backend.questions().len();
+    if args.json {
+        common::print_json(&json!({
+            "project": dir.display().to_string(),
+            "config": project.config_path().display().to_string(),
+            "strategy": project.strategy_path().display().to_string(),
+            "journal": project.journal_dir().display().to_string(),
+            "served_version": 1,
+            "served_hash": start.hash,
+            "questions": n,
+        }));
+    } else {
+        println!("initialized emend project in {}", dir.display());
+        println!("  {}  (settings, every one commented)", project.config_path().display());
+        println!("  {}  (v1, hash {:.12}, from {origin})", project.strategy_path().display(), start.hash);
+        println!("  {}  (journal)", project.journal_dir().display());
+        println!("  task set: {tasks} ({n} questions)");
+        println!("next: cd {} && emend evolve", dir.display());
+    }
+    Ok(exit::OK)
+}
+
+#[derive(Debug, clap::Args)]
+pub struct EvolveArgs {
+    /// Rounds to run (default: loop.rounds of emend.yaml).
+    #[arg(long)]
+    pub rounds: Option<u32>,
+    /// Candidates per round (default: loop.candidates of emend.yaml).
+    #[arg(long)]
+    pub candidates: Option<usize>,
+    /// Print the run's summary as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress lines on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Opens the journal for writing, creating the first version when it is empty.
+pub fn open_initialized(project: &Project, schema: &StrategySchema) -> Result<journal::SledJournal, Failure> {
+    let mut log = common::writer(project)?;
+    let store = engine::store::Store::new(&log);
+    if store.served().map_err(common::store_failure)?.is_none() {
+        let path = project.strategy_path();
+        let source = if path.exists() {
+            path.clone()
+        } else if let Some(initial) = &project.config.initial_strategy {
+            project.resolve(initial)
+        } else {
+            return Err(Failure::bad_input(anyhow::anyhow!(
+                "{}: no served strategy and no journal (set initial_strategy in emend.yaml or run `emend init`)",
+                path.display()
+            )));
+        };
+        let a = artifact::load_file(&source, schema).map_err(Failure::bad_input)?;
+        evolve::initialize(&mut log, &a, &format!("initialized from {}", source.display()))
+            .map_err(common::evolve_failure)?;
+        evolve::write_served(project, 1, None, &a.hash, &evolve::strip_metadata(&a.value))
+            .map_err(common::evolve_failure)?;
+    }
+    Ok(log)
+}
+
+pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
+    let project = common::project(project_dir)?;
+    let schema = common::schema(&project)?;
+    let backend = common::backend(&project, &schema)?;
+    let mut log = open_initialized(&project, &schema)?;
+    let opts = RunOptions {
+        rounds: args.rounds.unwrap_or(project.config.loop_.rounds),
+        candidates: args.candidates.unwrap_or(project.config.loop_.candidates),
+    };
+    if opts.candidates == 0 {
+        return Err(Failure::bad_input(anyhow::anyhow!("--candidates: must be at least 1")));
+    }
+    let quiet = args.quiet;
+    let tty = std::io::stderr().is_terminal();
+    let mut progress = |p: Progress| {
+        if quiet {
+            return;
+        }
+        match p {
+            Progress::Observed { round, version, accuracy, reused } => eprintln!(
+                "round {round}: served v{version} accuracy {accuracy:.4}{}",
+                if reused { " (recorded evaluation)" } else { "" }
+            ),
+            Progress::Candidate { id, summary, .. } => eprintln!("  {id} {summary}"),
+            Progress::Decided { line, .. } => {
+                if tty {
+                    eprintln!("\x1b[1m{line}\x1b[0m");
+                } else {
+                    eprintln!("{line}");
+                }
+            }
+        }
+    };
+    let mut evolution = Evolution { project: &project, schema: &schema, backend: backend.as_ref(), log: &mut log };
+    let summary = evolution.run(&opts, &mut progress).map_err(common::evolve_failure)?;
+    if args.json {
+        common::print_json(&serde_json::to_value(&summary).expect("summary serializes"));
+    } else {
+        println!(
+            "{} rounds ({}..{}): {} accepted, {} candidates, {} probes, {} full evaluations, {} rollbacks, {} escalations",
+            summary.rounds,
+            summary.first_round,
+            summary.last_round,
+            summary.accepted,
+            summary.candidates,
+            summary.probe_evaluations,
+            summary.full_evaluations,
+            summary.rollbacks,
+            summary.escalations
+        );
+        println!(
+            "accuracy: start {:.4}, served v{} {:.4}, best-ever v{} {:.4} ({} ms)",
+            summary.start_accuracy,
+            summary.served_version,
+            summary.served_accuracy,
+            summary.best_version,
+            summary.best_accuracy,
+            summary.elapsed_ms
+        );
+        if !summary.rejected_by.is_empty() {
+            let parts: Vec<String> = summary.rejected_by.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            println!("rejected by: {}", parts.join(", "));
+        }
+    }
+    Ok(exit::OK)
+}

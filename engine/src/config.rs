@@ -1,0 +1,468 @@
+//! The project: `emend.yaml` (what to evaluate, the gates' thresholds, the
+//! loop's settings, model roles) and where its files live. Every command
+//! finds the project from the current directory upwards, or `--project DIR`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::stats::{AlphaSchedule, BootstrapUnit};
+
+pub const CONFIG_FILE: &str = "emend.yaml";
+/// The journal and caches, inside the project directory.
+pub const STATE_DIR: &str = ".emend";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HarnessKind {
+    Builtin,
+    Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JudgeChoice {
+    Evidence,
+    F1,
+    Llm,
+}
+
+impl JudgeChoice {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JudgeChoice::Evidence => "evidence",
+            JudgeChoice::F1 => "f1",
+            JudgeChoice::Llm => "llm",
+        }
+    }
+}
+
+/// An external harness: a command emend runs per task shard.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandHarness {
+    /// argv; `{strategy}`, `{tasks}` and `{out}` are replaced by file paths.
+    pub argv: Vec<String>,
+    #[serde(default)]
+    pub workdir: Option<PathBuf>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default = "default_command_timeout")]
+    pub timeout_secs: f64,
+    #[serde(default = "default_shards")]
+    pub shards: usize,
+    #[serde(default = "default_shards")]
+    pub concurrency: usize,
+}
+
+fn default_command_timeout() -> f64 {
+    600.0
+}
+fn default_shards() -> usize {
+    1
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HarnessConfig {
+    #[serde(default = "default_kind")]
+    pub kind: HarnessKind,
+    /// `builtin` (the embedded synthetic dataset) or a LoCoMo-format JSON file.
+    pub tasks: String,
+    /// Only these conversations (sample ids) form the task set.
+    #[serde(default)]
+    pub conversations: Option<Vec<String>>,
+    #[serde(default)]
+    pub include_adversarial: bool,
+    #[serde(default = "default_judge")]
+    pub judge: JudgeChoice,
+    #[serde(default = "default_f1")]
+    pub f1_threshold: f64,
+    /// Locked context-token ceiling no strategy may exceed.
+    #[serde(default = "default_ceiling")]
+    pub budget_ceiling: u32,
+    /// The strategy schema; the built-in one when absent.
+    #[serde(default)]
+    pub schema: Option<PathBuf>,
+    /// Part of the harness hash: change it when the evaluated system changes.
+    #[serde(default)]
+    pub version: Option<String>,
+    #[serde(default)]
+    pub command: Option<CommandHarness>,
+}
+
+fn default_kind() -> HarnessKind {
+    HarnessKind::Builtin
+}
+fn default_judge() -> JudgeChoice {
+    JudgeChoice::Evidence
+}
+fn default_f1() -> f64 {
+    0.5
+}
+fn default_ceiling() -> u32 {
+    2000
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GateConfig {
+    /// Stage-1 probe: reject when accuracy falls more than this below the served strategy.
+    #[serde(default = "d_delta1")]
+    pub delta1: f64,
+    /// The run's significance level for the full paired test.
+    #[serde(default = "d_alpha")]
+    pub alpha: f64,
+    #[serde(default = "d_schedule")]
+    pub alpha_schedule: AlphaSchedule,
+    /// Largest accuracy drop tolerated in any category.
+    #[serde(default = "d_epsilon")]
+    pub epsilon_c: f64,
+    /// Best-ever auto-restore: served more than this below the best-ever score.
+    #[serde(default = "d_tau")]
+    pub tau_rollback: f64,
+    /// Largest relative growth of mean context tokens in one accepted step; null disables.
+    #[serde(default = "d_cost")]
+    pub cost_bound: Option<f64>,
+    #[serde(default = "d_probe")]
+    pub probe_size: usize,
+    #[serde(default = "d_resamples")]
+    pub bootstrap_resamples: usize,
+    #[serde(default = "d_unit")]
+    pub bootstrap_unit: BootstrapUnit,
+}
+
+fn d_delta1() -> f64 {
+    0.02
+}
+fn d_alpha() -> f64 {
+    0.05
+}
+fn d_schedule() -> AlphaSchedule {
+    AlphaSchedule::Basel
+}
+fn d_epsilon() -> f64 {
+    0.02
+}
+fn d_tau() -> f64 {
+    0.03
+}
+fn d_cost() -> Option<f64> {
+    Some(1.5)
+}
+fn d_probe() -> usize {
+    100
+}
+fn d_resamples() -> usize {
+    10_000
+}
+fn d_unit() -> BootstrapUnit {
+    BootstrapUnit::Conversation
+}
+
+impl Default for GateConfig {
+    fn default() -> Self {
+        GateConfig {
+            delta1: d_delta1(),
+            alpha: d_alpha(),
+            alpha_schedule: d_schedule(),
+            epsilon_c: d_epsilon(),
+            tau_rollback: d_tau(),
+            cost_bound: d_cost(),
+            probe_size: d_probe(),
+            bootstrap_resamples: d_resamples(),
+            bootstrap_unit: d_unit(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoopConfig {
+    #[serde(default = "d_rounds")]
+    pub rounds: u32,
+    #[serde(default = "d_candidates")]
+    pub candidates: usize,
+    #[serde(default)]
+    pub seed: u64,
+    #[serde(default = "d_ucb")]
+    pub ucb_c: f64,
+}
+
+fn d_rounds() -> u32 {
+    20
+}
+fn d_candidates() -> usize {
+    4
+}
+fn d_ucb() -> f64 {
+    1.0
+}
+
+impl Default for LoopConfig {
+    fn default() -> Self {
+        LoopConfig { rounds: d_rounds(), candidates: d_candidates(), seed: 0, ucb_c: d_ucb() }
+    }
+}
+
+/// One model role: an OpenAI-compatible endpoint and model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoleConfig {
+    pub base_url: String,
+    pub model: String,
+    /// Name of the environment variable holding the API key (never the key itself).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, serde_json::Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectConfig {
+    pub harness: HarnessConfig,
+    /// The served strategy file, relative to the project directory.
+    #[serde(default = "d_strategy")]
+    pub strategy: PathBuf,
+    /// Copied to `strategy` when neither it nor a journal exists yet.
+    #[serde(default)]
+    pub initial_strategy: Option<PathBuf>,
+    #[serde(default)]
+    pub gates: GateConfig,
+    #[serde(default, rename = "loop")]
+    pub loop_: LoopConfig,
+    #[serde(default)]
+    pub roles: BTreeMap<String, RoleConfig>,
+}
+
+fn d_strategy() -> PathBuf {
+    PathBuf::from("strategies/served.yaml")
+}
+
+/// Why a project could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub struct ConfigError {
+    pub file: PathBuf,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.file.display(), self.message)
+    }
+}
+
+/// A project on disk.
+#[derive(Debug, Clone)]
+pub struct Project {
+    pub dir: PathBuf,
+    pub config: ProjectConfig,
+}
+
+impl Project {
+    /// Finds `emend.yaml` in `start` or its ancestors.
+    pub fn discover(start: &Path) -> Result<Project, ConfigError> {
+        let mut dir = Some(start);
+        while let Some(d) = dir {
+            if d.join(CONFIG_FILE).is_file() {
+                return Project::open(d);
+            }
+            dir = d.parent();
+        }
+        Err(ConfigError {
+            file: start.join(CONFIG_FILE),
+            message: "no emend.yaml here or in any parent directory (run `emend init`, or pass --project DIR)".into(),
+        })
+    }
+
+    pub fn open(dir: &Path) -> Result<Project, ConfigError> {
+        let file = dir.join(CONFIG_FILE);
+        let text = std::fs::read_to_string(&file)
+            .map_err(|e| ConfigError { file: file.clone(), message: format!("cannot read: {e}") })?;
+        let config = parse_config(&text).map_err(|message| ConfigError { file: file.clone(), message })?;
+        Ok(Project { dir: dir.to_path_buf(), config })
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.join(CONFIG_FILE)
+    }
+
+    pub fn strategy_path(&self) -> PathBuf {
+        self.dir.join(&self.config.strategy)
+    }
+
+    pub fn journal_dir(&self) -> PathBuf {
+        self.dir.join(STATE_DIR).join("journal")
+    }
+
+    pub fn cache_dir(&self) -> PathBuf {
+        self.dir.join(STATE_DIR).join("cache")
+    }
+
+    /// A path from the configuration, resolved against the project directory.
+    pub fn resolve(&self, p: &Path) -> PathBuf {
+        if p.is_absolute() { p.to_path_buf() } else { self.dir.join(p) }
+    }
+}
+
+/// Parses and range-checks `emend.yaml`.
+pub fn parse_config(text: &str) -> Result<ProjectConfig, String> {
+    let config: ProjectConfig = serde_yaml::from_str(text).map_err(|e| match e.location() {
+        Some(l) => format!("line {} column {}: {e}", l.line(), l.column()),
+        None => e.to_string(),
+    })?;
+    let g = &config.gates;
+    let frac = |name: &str, v: f64, lo: f64, hi: f64| -> Result<(), String> {
+        if v.is_finite() && v >= lo && v <= hi {
+            Ok(())
+        } else {
+            Err(format!("{name}: must be between {lo} and {hi}, got {v}"))
+        }
+    };
+    frac("gates.delta1", g.delta1, 0.0, 1.0)?;
+    frac("gates.alpha", g.alpha, 1e-12, 0.5)?;
+    frac("gates.epsilon_c", g.epsilon_c, 0.0, 1.0)?;
+    frac("gates.tau_rollback", g.tau_rollback, 0.0, 1.0)?;
+    if let Some(c) = g.cost_bound {
+        frac("gates.cost_bound", c, 0.0, 100.0)?;
+    }
+    if g.probe_size < 10 {
+        return Err(format!("gates.probe_size: must be at least 10, got {}", g.probe_size));
+    }
+    if !(100..=1_000_000).contains(&g.bootstrap_resamples) {
+        return Err(format!(
+            "gates.bootstrap_resamples: must be between 100 and 1000000, got {}",
+            g.bootstrap_resamples
+        ));
+    }
+    if config.loop_.candidates == 0 || config.loop_.candidates > 64 {
+        return Err(format!("loop.candidates: must be between 1 and 64, got {}", config.loop_.candidates));
+    }
+    frac("loop.ucb_c", config.loop_.ucb_c, 0.0, 100.0)?;
+    frac("harness.f1_threshold", config.harness.f1_threshold, 0.0, 1.0)?;
+    if config.harness.kind == HarnessKind::Command && config.harness.command.is_none() {
+        return Err("harness.command: required when harness.kind is command".into());
+    }
+    Ok(config)
+}
+
+/// The commented `emend.yaml` that `emend init` writes.
+pub fn render_config(
+    tasks: &str,
+    strategy: &Path,
+    harness_command: Option<&[String]>,
+    schema: Option<&Path>,
+) -> String {
+    let g = GateConfig::default();
+    let l = LoopConfig::default();
+    let quote = |s: &str| serde_json::to_string(s).expect("string renders");
+    let mut out = String::new();
+    out.push_str("# emend project configuration. Paths are relative to this file's directory.\n\n");
+    out.push_str("harness:\n");
+    match harness_command {
+        None => out.push_str(
+            "  # builtin: emend's own memory QA pipeline; command: your system, run per task shard.\n  kind: builtin\n",
+        ),
+        Some(_) => out.push_str(
+            "  # builtin: emend's own memory QA pipeline; command: your system, run per task shard.\n  kind: command\n",
+        ),
+    }
+    out.push_str(&format!(
+        "  # The locked task set: `builtin` (the embedded synthetic dataset) or a LoCoMo-format JSON file.\n  tasks: {}\n",
+        quote(tasks)
+    ));
+    out.push_str("  # Only these conversations (sample ids) form the task set; null for all.\n  conversations: null\n");
+    out.push_str("  # Keep LoCoMo category 5 (adversarial) questions.\n  include_adversarial: false\n");
+    out.push_str("  # How answers are judged (locked): evidence (deterministic), f1 or llm.\n  judge: evidence\n");
+    out.push_str("  # Token F1 at or above which an answer counts as correct (judge f1).\n  f1_threshold: 0.5\n");
+    out.push_str("  # Locked ceiling on context tokens (estimated as floor(1.33 x words)).\n  budget_ceiling: 2000\n");
+    match schema {
+        Some(s) => out.push_str(&format!(
+            "  # The strategy schema of your system.\n  schema: {}\n",
+            quote(&s.display().to_string())
+        )),
+        None => out.push_str("  # The strategy schema; null for emend's built-in one.\n  schema: null\n"),
+    }
+    out.push_str("  # Part of the harness hash: change it whenever the evaluated system changes.\n  version: null\n");
+    if let Some(argv) = harness_command {
+        out.push_str("  command:\n");
+        out.push_str("    # argv; {strategy}, {tasks} and {out} become file paths (strategy JSON, task shard JSON, outcomes JSONL).\n");
+        out.push_str(&format!("    argv: [{}]\n", argv.iter().map(|a| quote(a)).collect::<Vec<_>>().join(", ")));
+        out.push_str(
+            "    # Working directory (null: this directory) and extra environment.\n    workdir: null\n    env: {}\n",
+        );
+        out.push_str("    # Seconds before a shard is killed and retried once.\n    timeout_secs: 600\n");
+        out.push_str("    # Task shards, and how many run at once.\n    shards: 1\n    concurrency: 1\n");
+    }
+    out.push_str(&format!(
+        "\n# The served strategy; emend rewrites it atomically on every accepted change.\nstrategy: {}\n",
+        quote(&strategy.display().to_string())
+    ));
+    out.push_str("\ngates:\n");
+    out.push_str(&format!(
+        "  # Stage-1 probe: reject when accuracy falls more than this below the served strategy.\n  delta1: {}\n",
+        g.delta1
+    ));
+    out.push_str(&format!("  # Significance level of the whole run for the full paired test.\n  alpha: {}\n", g.alpha));
+    out.push_str(&format!(
+        "  # How alpha is spent over rounds: none (every round at alpha), basel or geometric\n  # (per-round levels that sum to alpha over the journal's life; see README).\n  alpha_schedule: {}\n",
+        g.alpha_schedule.name()
+    ));
+    out.push_str(&format!(
+        "  # Largest accuracy drop tolerated in any category, per step and against the run's start.\n  epsilon_c: {}\n",
+        g.epsilon_c
+    ));
+    out.push_str(&format!(
+        "  # Best-ever auto-restore when served falls more than this below the best-ever score.\n  tau_rollback: {}\n",
+        g.tau_rollback
+    ));
+    out.push_str(&format!(
+        "  # Largest relative growth of mean context tokens in one accepted step (null: no bound).\n  cost_bound: {}\n",
+        g.cost_bound.map_or("null".to_string(), |c| c.to_string())
+    ));
+    out.push_str(&format!(
+        "  # Questions in the seeded, category-stratified probe sample.\n  probe_size: {}\n",
+        g.probe_size
+    ));
+    out.push_str(&format!("  # Paired bootstrap resamples, and the resampling unit (question or conversation).\n  bootstrap_resamples: {}\n  bootstrap_unit: conversation\n", g.bootstrap_resamples));
+    out.push_str("\nloop:\n");
+    out.push_str(&format!("  # Rounds per `emend evolve` unless --rounds says otherwise.\n  rounds: {}\n", l.rounds));
+    out.push_str(&format!("  # Candidates proposed per round.\n  candidates: {}\n", l.candidates));
+    out.push_str("  # Seed of every random choice (probe samples, bootstrap).\n  seed: 0\n");
+    out.push_str(&format!("  # UCB1 exploration constant c0.\n  ucb_c: {}\n", l.ucb_c));
+    out.push_str("\n# Model roles (extractor, answerer, judge, critic, evolver, classifier), each an\n# OpenAI-compatible endpoint: {base_url, model, api_key_env}. None are needed\n# for the deterministic pipeline.\nroles: {}\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rendered_config_parses_to_the_defaults() {
+        let text = render_config("builtin", Path::new("strategies/served.yaml"), None, None);
+        let c = parse_config(&text).unwrap();
+        assert_eq!(c.gates, GateConfig::default());
+        assert_eq!(c.loop_, LoopConfig::default());
+        assert_eq!(c.harness.tasks, "builtin");
+        let cmd = vec!["python3".to_string(), "adapter.py".to_string()];
+        let text = render_config("t.json", Path::new("s.json"), Some(&cmd), Some(Path::new("schema.json")));
+        let c = parse_config(&text).unwrap();
+        assert_eq!(c.harness.kind, HarnessKind::Command);
+        assert_eq!(c.harness.command.unwrap().argv, cmd);
+    }
+
+    #[test]
+    fn bad_settings_name_the_field() {
+        let base = render_config("builtin", Path::new("s.yaml"), None, None);
+        let bad = base.replace("alpha: 0.05", "alpha: 2");
+        assert!(parse_config(&bad).unwrap_err().contains("gates.alpha: must be between"));
+        let bad = base.replace("candidates: 4", "candidates: lots");
+        let err = parse_config(&bad).unwrap_err();
+        assert!(err.contains("line") && err.contains("loop.candidates"), "{err}");
+        let bad = base.replace("seed: 0", "seed: 0\n  colour: red");
+        assert!(parse_config(&bad).unwrap_err().contains("unknown field `colour`"));
+    }
+}

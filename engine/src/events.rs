@@ -1,0 +1,403 @@
+//! The engine's journal events and the projector that derives the stores
+//! from them: rounds, dimension_effects, scoreboard, question_history,
+//! candidate_outcomes, stage_audits, layer_a_logs, hypothesis_tree, and the
+//! strategy store with the served and best-ever pointers (plus evaluations,
+//! for reuse, and escalations).
+//!
+//! Events carry everything their projections need, so every store can be
+//! rebuilt from the events alone. Keys zero-pad numbers so they sort.
+
+use std::collections::BTreeMap;
+
+use journal::{EventRecord, NewEvent, ProjectError, ProjectionState, Projector};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::gates::{CriticVerdict, GateResult, ProbeVerdict};
+use crate::hypothesis::Hypothesis;
+use crate::layer_a::Diagnosis;
+use crate::planner::{Change, DimensionEffect};
+
+pub const T_ROUNDS: &str = "rounds";
+pub const T_EFFECTS: &str = "dimension_effects";
+pub const T_SCOREBOARD: &str = "scoreboard";
+pub const T_QUESTIONS: &str = "question_history";
+pub const T_CANDIDATES: &str = "candidate_outcomes";
+pub const T_AUDITS: &str = "stage_audits";
+pub const T_LAYER_A: &str = "layer_a_logs";
+pub const T_TREE: &str = "hypothesis_tree";
+pub const T_STRATEGIES: &str = "strategies";
+pub const T_POINTERS: &str = "pointers";
+pub const T_EVALUATIONS: &str = "evaluations";
+pub const T_ESCALATIONS: &str = "escalations";
+
+pub const TREES: [&str; 12] = [
+    T_ROUNDS,
+    T_EFFECTS,
+    T_SCOREBOARD,
+    T_QUESTIONS,
+    T_CANDIDATES,
+    T_AUDITS,
+    T_LAYER_A,
+    T_TREE,
+    T_STRATEGIES,
+    T_POINTERS,
+    T_EVALUATIONS,
+    T_ESCALATIONS,
+];
+
+pub fn round_key(round: u64) -> String {
+    format!("{round:010}")
+}
+
+pub fn version_key(version: u64) -> String {
+    format!("v/{version:010}")
+}
+
+pub fn hash_key(hash: &str) -> String {
+    format!("h/{hash}")
+}
+
+pub fn evaluation_key(strategy: &str, harness: &str, dataset: &str) -> String {
+    format!("{strategy}/{harness}/{dataset}")
+}
+
+/// One question's result in a recorded evaluation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QuestionResult {
+    pub id: String,
+    pub category: String,
+    #[serde(default)]
+    pub conversation: Option<String>,
+    pub correct: bool,
+    /// Layer A label for a failure.
+    #[serde(default)]
+    pub label: Option<String>,
+    #[serde(default)]
+    pub tokens: Option<f64>,
+}
+
+/// Summary numbers of an evaluation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvalSummary {
+    pub n: usize,
+    pub correct: usize,
+    pub accuracy: f64,
+    /// category -> [n, correct]
+    pub per_category: BTreeMap<String, (usize, usize)>,
+    #[serde(default)]
+    pub mean_context_tokens: Option<f64>,
+}
+
+/// The engine's events.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Event {
+    /// A strategy became a numbered version (init, accepted candidate, hand edit).
+    StrategyVersioned {
+        version: u64,
+        parent: Option<u64>,
+        hash: String,
+        document: Value,
+        origin: String,
+        round: Option<u64>,
+        note: String,
+    },
+    /// A full evaluation under a harness and dataset.
+    Evaluated {
+        strategy_hash: String,
+        harness_hash: String,
+        dataset_hash: String,
+        summary: EvalSummary,
+        diagnosis: Diagnosis,
+        questions: Vec<QuestionResult>,
+    },
+    /// The served pointer moved. For rollbacks this is the rollback record.
+    ServedChanged {
+        from: Option<u64>,
+        to: u64,
+        hash: String,
+        /// init, accept, rollback, restore_best, auto_restore
+        cause: String,
+        reason: String,
+        who: String,
+        pinned: bool,
+        best_version: Option<u64>,
+        best_accuracy: Option<f64>,
+        at: String,
+    },
+    /// The best-ever pointer moved (a better version, or a re-scoring under a changed harness).
+    BestChanged {
+        version: u64,
+        hash: String,
+        accuracy: f64,
+        harness_hash: String,
+        dataset_hash: String,
+    },
+    /// One candidate's complete gate record.
+    CandidateJudged(Box<CandidateRecord>),
+    HypothesisUpdated {
+        node: Hypothesis,
+    },
+    /// A candidate class blocked three times as out of scope.
+    Escalated {
+        class: String,
+        round: u64,
+        reasons: Vec<String>,
+    },
+    /// A round's summary.
+    RoundFinished(Box<RoundRecord>),
+}
+
+/// The gate record of one candidate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CandidateRecord {
+    pub id: String,
+    pub round: u64,
+    pub hash: Option<String>,
+    pub parent_version: u64,
+    pub parent_hash: String,
+    pub hypothesis: String,
+    pub change: Option<Change>,
+    pub document: Option<Value>,
+    pub motivation: BTreeMap<String, usize>,
+    pub actionability: f64,
+    pub ucb: f64,
+    pub gates: Vec<GateResult>,
+    pub critic: Option<CriticVerdict>,
+    pub probe: Option<ProbeVerdict>,
+    /// The full paired comparison (stats), as JSON.
+    pub full: Option<Value>,
+    /// accepted, rejected, errored, blocked
+    pub outcome: String,
+    /// What stopped it: `gate:novelty`, `critic:duplicate`, `probe`, `full:<rule>`, `errored`, `not_best`.
+    pub rejected_by: Option<String>,
+    pub reason: String,
+    /// Paired accuracy delta (full test, else the probe's), when evaluated.
+    pub delta: Option<f64>,
+    /// The alpha this candidate was tested at.
+    pub alpha: Option<f64>,
+    pub accepted_version: Option<u64>,
+}
+
+/// A round's summary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoundRecord {
+    pub round: u64,
+    pub served_version_before: u64,
+    pub served_version_after: u64,
+    pub served_accuracy: f64,
+    pub best_version: Option<u64>,
+    pub best_accuracy: Option<f64>,
+    pub accepted: Option<String>,
+    pub candidates: usize,
+    pub probe_evaluations: usize,
+    pub full_evaluations: usize,
+    pub rejected_by: BTreeMap<String, usize>,
+    pub diagnosis: BTreeMap<String, usize>,
+    pub alpha: f64,
+    pub at: String,
+}
+
+impl Event {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::StrategyVersioned { .. } => "strategy_versioned",
+            Event::Evaluated { .. } => "evaluated",
+            Event::ServedChanged { .. } => "served_changed",
+            Event::BestChanged { .. } => "best_changed",
+            Event::CandidateJudged(_) => "candidate_judged",
+            Event::HypothesisUpdated { .. } => "hypothesis_updated",
+            Event::Escalated { .. } => "escalated",
+            Event::RoundFinished(_) => "round_finished",
+        }
+    }
+
+    /// The journal's generic form: kind + payload.
+    pub fn to_new(&self) -> NewEvent {
+        let mut payload = serde_json::to_value(self).expect("events serialize");
+        if let Some(m) = payload.as_object_mut() {
+            m.remove("kind");
+        }
+        NewEvent::new(self.kind(), payload)
+    }
+
+    /// Back from a stored record.
+    pub fn from_record(r: &EventRecord) -> Result<Event, String> {
+        let mut payload = r.payload.clone();
+        match payload.as_object_mut() {
+            Some(m) => {
+                m.insert("kind".into(), Value::String(r.kind.clone()));
+            }
+            None => return Err(format!("event {} ({}) has a non-object payload", r.seq, r.kind)),
+        }
+        serde_json::from_value(payload).map_err(|e| format!("event {} ({}): {e}", r.seq, r.kind))
+    }
+}
+
+/// Derives the engine's stores from its events.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EngineProjector;
+
+fn to_value<T: Serialize>(t: &T) -> Value {
+    serde_json::to_value(t).expect("projection values serialize")
+}
+
+impl Projector for EngineProjector {
+    fn trees(&self) -> Vec<String> {
+        TREES.iter().map(|t| t.to_string()).collect()
+    }
+
+    fn project(&self, state: &mut dyn ProjectionState, record: &EventRecord) -> Result<(), ProjectError> {
+        let event = Event::from_record(record)?;
+        match event {
+            Event::StrategyVersioned { version, parent, hash, document, origin, round, note } => {
+                state.put(
+                    T_STRATEGIES,
+                    &version_key(version),
+                    json!({"version": version, "parent": parent, "hash": hash, "origin": origin, "round": round, "note": note, "seq": record.seq}),
+                );
+                state.put(T_STRATEGIES, &hash_key(&hash), json!({"document": document, "version": version}));
+            }
+            Event::Evaluated { strategy_hash, harness_hash, dataset_hash, summary, diagnosis, questions } => {
+                let key = evaluation_key(&strategy_hash, &harness_hash, &dataset_hash);
+                state.put(T_EVALUATIONS, &key, json!({"summary": summary, "questions": questions, "seq": record.seq}));
+                state.put(T_LAYER_A, &key, to_value(&diagnosis));
+                for q in &questions {
+                    state.put(
+                        T_QUESTIONS,
+                        &format!("{}|{}", q.id, strategy_hash),
+                        json!({"correct": q.correct, "label": q.label, "harness": harness_hash, "dataset": dataset_hash, "seq": record.seq}),
+                    );
+                }
+            }
+            Event::ServedChanged { to, hash, cause, pinned, reason, .. } => {
+                state.put(
+                    T_POINTERS,
+                    "served",
+                    json!({"version": to, "hash": hash, "pinned": pinned, "cause": cause, "reason": reason, "seq": record.seq}),
+                );
+            }
+            Event::BestChanged { version, hash, accuracy, harness_hash, dataset_hash } => {
+                state.put(
+                    T_POINTERS,
+                    "best",
+                    json!({"version": version, "hash": hash, "accuracy": accuracy, "harness_hash": harness_hash, "dataset_hash": dataset_hash}),
+                );
+            }
+            Event::CandidateJudged(c) => {
+                let key = format!("{}/{}", round_key(c.round), c.id);
+                state.put(T_CANDIDATES, &key, to_value(&c));
+                if let (Some(hash), Some(doc)) = (&c.hash, &c.document)
+                    && state.get(T_STRATEGIES, &hash_key(hash)).is_none()
+                {
+                    state.put(T_STRATEGIES, &hash_key(hash), json!({"document": doc, "version": null}));
+                }
+                // The gate funnel of the round.
+                let audit_key = round_key(c.round);
+                let mut audit = state.get(T_AUDITS, &audit_key).unwrap_or_else(|| json!({}));
+                let stage = c.rejected_by.clone().unwrap_or_else(|| "accepted".into());
+                let count = audit.get(&stage).and_then(Value::as_u64).unwrap_or(0) + 1;
+                audit[stage.as_str()] = json!(count);
+                state.put(T_AUDITS, &audit_key, audit);
+                // The dimension's effect record.
+                if let Some(change) = &c.change {
+                    let mut effect: DimensionEffect =
+                        state.get(T_EFFECTS, &change.path).map(serde_json::from_value).transpose()?.unwrap_or_default();
+                    effect.tried += 1;
+                    if c.outcome == "accepted" {
+                        effect.accepted += 1;
+                    } else if c.delta.is_some_and(|d| d <= 0.0) {
+                        effect.reverted += 1;
+                    }
+                    effect.total_delta += c.delta.unwrap_or(0.0);
+                    state.put(T_EFFECTS, &change.path, to_value(&effect));
+                }
+            }
+            Event::HypothesisUpdated { node } => {
+                state.put(T_TREE, &node.key.clone(), to_value(&node));
+            }
+            Event::Escalated { class, round, reasons } => {
+                state.put(
+                    T_ESCALATIONS,
+                    &class,
+                    json!({"class": class, "round": round, "reasons": reasons, "seq": record.seq}),
+                );
+            }
+            Event::RoundFinished(r) => {
+                state.put(T_ROUNDS, &round_key(r.round), to_value(&r));
+                state.put(
+                    T_SCOREBOARD,
+                    &round_key(r.round),
+                    json!({"round": r.round, "served_version": r.served_version_after, "served_accuracy": r.served_accuracy,
+                           "best_version": r.best_version, "best_accuracy": r.best_accuracy, "accepted": r.accepted}),
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// UTC now as RFC 3339 (seconds), without a date library.
+pub fn now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    rfc3339(secs)
+}
+
+pub fn rfc3339(secs: u64) -> String {
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// `user@host` for rollback records.
+pub fn who() -> String {
+    let user = std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).unwrap_or_else(|_| "unknown".into());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "unknown-host".into());
+    format!("{user}@{host}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use journal::{EventLog, MemoryJournal};
+
+    #[test]
+    fn rfc3339_known_dates() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(1_795_961_003), "2026-11-29T14:03:23Z");
+    }
+
+    #[test]
+    fn events_round_trip_and_project() {
+        let mut j = MemoryJournal::new(EngineProjector);
+        let ev = Event::StrategyVersioned {
+            version: 1,
+            parent: None,
+            hash: "ab".into(),
+            document: json!({"x": 1}),
+            origin: "init".into(),
+            round: None,
+            note: String::new(),
+        };
+        let recs = j.append(vec![ev.to_new()]).unwrap();
+        assert_eq!(Event::from_record(&recs[0]).unwrap(), ev);
+        assert_eq!(j.get(T_STRATEGIES, "v/0000000001").unwrap().unwrap()["hash"], "ab");
+        assert_eq!(j.get(T_STRATEGIES, "h/ab").unwrap().unwrap()["document"]["x"], 1);
+        assert!(j.verify().unwrap().is_ok());
+    }
+}

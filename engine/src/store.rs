@@ -1,0 +1,165 @@
+//! Reading the engine's state back from the journal's projections: the
+//! served and best-ever pointers, versions and their artifacts, the
+//! hypothesis tree, dimension effects, recorded evaluations.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use journal::{EventLog, JournalError};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::events::{
+    EvalSummary, QuestionResult, T_CANDIDATES, T_EFFECTS, T_ESCALATIONS, T_EVALUATIONS, T_POINTERS, T_ROUNDS,
+    T_STRATEGIES, T_TREE, evaluation_key, hash_key, version_key,
+};
+use crate::hypothesis::Hypothesis;
+use crate::planner::DimensionEffect;
+
+/// Why the journal's state could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    #[error("journal state is inconsistent: {0}")]
+    Corrupt(String),
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+fn decode<T: for<'de> Deserialize<'de>>(what: &str, v: Value) -> Result<T> {
+    serde_json::from_value(v).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+}
+
+/// The served pointer.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Served {
+    pub version: u64,
+    pub hash: String,
+    #[serde(default)]
+    pub pinned: bool,
+    #[serde(default)]
+    pub cause: String,
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// The best-ever pointer.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Best {
+    pub version: u64,
+    pub hash: String,
+    pub accuracy: f64,
+    pub harness_hash: String,
+    pub dataset_hash: String,
+}
+
+/// A numbered version.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct VersionInfo {
+    pub version: u64,
+    pub parent: Option<u64>,
+    pub hash: String,
+    pub origin: String,
+    pub round: Option<u64>,
+    #[serde(default)]
+    pub note: String,
+}
+
+/// A recorded evaluation.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Recorded {
+    pub summary: EvalSummary,
+    pub questions: Vec<QuestionResult>,
+}
+
+/// Typed reads over any event log.
+pub struct Store<'a, L: EventLog + ?Sized> {
+    pub log: &'a L,
+}
+
+impl<'a, L: EventLog + ?Sized> Store<'a, L> {
+    pub fn new(log: &'a L) -> Self {
+        Store { log }
+    }
+
+    pub fn served(&self) -> Result<Option<Served>> {
+        self.log.get(T_POINTERS, "served")?.map(|v| decode("served pointer", v)).transpose()
+    }
+
+    pub fn best(&self) -> Result<Option<Best>> {
+        self.log.get(T_POINTERS, "best")?.map(|v| decode("best pointer", v)).transpose()
+    }
+
+    pub fn version(&self, version: u64) -> Result<Option<VersionInfo>> {
+        self.log.get(T_STRATEGIES, &version_key(version))?.map(|v| decode("version", v)).transpose()
+    }
+
+    pub fn versions(&self) -> Result<Vec<VersionInfo>> {
+        self.log.scan(T_STRATEGIES, "v/")?.into_iter().map(|(_, v)| decode("version", v)).collect()
+    }
+
+    /// The document stored under a content hash (versions and candidates).
+    pub fn document(&self, hash: &str) -> Result<Option<Value>> {
+        Ok(self.log.get(T_STRATEGIES, &hash_key(hash))?.and_then(|v| v.get("document").cloned()))
+    }
+
+    /// Every content hash ever evaluated, judged or versioned.
+    pub fn seen_hashes(&self) -> Result<BTreeSet<String>> {
+        Ok(self
+            .log
+            .scan(T_STRATEGIES, "h/")?
+            .into_iter()
+            .map(|(k, _)| k.trim_start_matches("h/").to_string())
+            .collect())
+    }
+
+    pub fn tree(&self) -> Result<BTreeMap<String, Hypothesis>> {
+        self.log.scan(T_TREE, "")?.into_iter().map(|(k, v)| Ok((k, decode("hypothesis", v)?))).collect()
+    }
+
+    pub fn effects(&self) -> Result<BTreeMap<String, DimensionEffect>> {
+        self.log.scan(T_EFFECTS, "")?.into_iter().map(|(k, v)| Ok((k, decode("dimension effect", v)?))).collect()
+    }
+
+    pub fn evaluation(&self, strategy: &str, harness: &str, dataset: &str) -> Result<Option<Recorded>> {
+        self.log
+            .get(T_EVALUATIONS, &evaluation_key(strategy, harness, dataset))?
+            .map(|v| decode("evaluation", v))
+            .transpose()
+    }
+
+    /// `(path, from, to)` of every move that was evaluated and rejected with a non-positive delta.
+    pub fn rejected_moves(&self) -> Result<BTreeSet<(String, String, String)>> {
+        let mut out = BTreeSet::new();
+        for (_, v) in self.log.scan(T_CANDIDATES, "")? {
+            let rejected = v.get("outcome").and_then(Value::as_str) == Some("rejected");
+            let non_positive = v.get("delta").and_then(Value::as_f64).is_some_and(|d| d <= 0.0);
+            if let (true, true, Some(c)) = (rejected, non_positive, v.get("change").filter(|c| !c.is_null())) {
+                let s = |k: &str| c.get(k).map(Value::to_string).unwrap_or_default();
+                out.insert((c.get("path").and_then(Value::as_str).unwrap_or("").to_string(), s("from"), s("to")));
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn candidates(&self) -> Result<Vec<(String, Value)>> {
+        Ok(self.log.scan(T_CANDIDATES, "")?)
+    }
+
+    /// Rounds finished so far (the last round number).
+    pub fn last_round(&self) -> Result<u64> {
+        Ok(self.log.scan(T_ROUNDS, "")?.last().and_then(|(k, _)| k.parse::<u64>().ok()).unwrap_or(0))
+    }
+
+    pub fn rounds(&self) -> Result<Vec<Value>> {
+        Ok(self.log.scan(T_ROUNDS, "")?.into_iter().map(|(_, v)| v).collect())
+    }
+
+    pub fn escalations(&self) -> Result<Vec<Value>> {
+        Ok(self.log.scan(T_ESCALATIONS, "")?.into_iter().map(|(_, v)| v).collect())
+    }
+
+    pub fn max_version(&self) -> Result<u64> {
+        Ok(self.versions()?.iter().map(|v| v.version).max().unwrap_or(0))
+    }
+}
