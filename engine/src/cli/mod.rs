@@ -5,6 +5,7 @@ mod compare;
 mod eval;
 mod evolve;
 mod inspect;
+mod report;
 mod review;
 mod validate;
 
@@ -68,6 +69,8 @@ enum Command {
     Rollback(review::RollbackArgs),
     /// Serve the best-ever version again.
     RestoreBest(review::RestoreBestArgs),
+    /// A self-contained HTML report of the run: trajectory, gate funnel, hypotheses, diffs.
+    Report(report::ReportArgs),
     /// The journal itself: verify the chain and projections, export events.
     #[command(subcommand)]
     Journal(inspect::JournalCommand),
@@ -102,6 +105,7 @@ pub fn main() -> ExitCode {
         Command::Diff(args) => review::diff(&args, project),
         Command::Rollback(args) => review::rollback(&args, project),
         Command::RestoreBest(args) => review::restore_best(&args, project),
+        Command::Report(args) => report::run(&args, project),
         Command::Journal(cmd) => inspect::journal(&cmd, project),
         Command::Compare(args) => compare::run(&args),
         Command::Eval(args) => eval::run(&args),
