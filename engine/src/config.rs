@@ -411,7 +411,7 @@ pub fn render_config(
         g.alpha_schedule.name()
     ));
     out.push_str(&format!(
-        "  # Largest accuracy drop tolerated in any category, per step and against the run's start.\n  epsilon_c: {}\n",
+        "  # Largest accuracy drop tolerated in any category, per step and against the first version (v1).\n  epsilon_c: {}\n",
         g.epsilon_c
     ));
     out.push_str(&format!(

@@ -192,7 +192,10 @@ pub fn evolve(
     };
     let mut value = served.clone();
     set_path(&mut value, &plan.path, to.clone());
-    Proposal::Candidate { value: Box::new(value), change: Change { path: plan.path.clone(), from: current.clone(), to } }
+    Proposal::Candidate {
+        value: Box::new(value),
+        change: Change { path: plan.path.clone(), from: current.clone(), to },
+    }
 }
 
 /// Keeps a numeric move inside the cross-field invariants that bind it to

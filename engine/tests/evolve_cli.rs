@@ -1,0 +1,165 @@
+//! `emend init` / `emend evolve` end to end on the embedded dataset: exit
+//! codes, the single-writer lock, and resuming after SIGKILL mid-round.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+fn emend(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_emend")).current_dir(dir).args(args).output().expect("emend runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn init(dir: &Path) {
+    let (code, out, err) = emend(dir.parent().unwrap(), &["init", dir.to_str().unwrap(), "--tasks", "builtin"]);
+    assert_eq!(code, 0, "{out}{err}");
+}
+
+/// The journal's events with wall-clock fields removed.
+fn normalized_events(dir: &Path) -> Vec<serde_json::Value> {
+    let (code, out, err) = emend(dir, &["journal", "export"]);
+    assert_eq!(code, 0, "{err}");
+    out.lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let mut payload = v["payload"].clone();
+            for k in ["at", "who"] {
+                payload.as_object_mut().unwrap().remove(k);
+            }
+            serde_json::json!({"seq": v["seq"], "kind": v["kind"], "payload": payload})
+        })
+        .collect()
+}
+
+#[test]
+fn evolve_json_summary_and_status() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    init(&dir);
+    let (code, out, err) = emend(&dir, &["evolve", "--rounds", "2", "--json", "--quiet"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for key in [
+        "rounds",
+        "accepted",
+        "rejected_by",
+        "full_evaluations",
+        "probe_evaluations",
+        "start_accuracy",
+        "served_accuracy",
+        "best_accuracy",
+        "served_version",
+        "rollbacks",
+        "elapsed_ms",
+    ] {
+        assert!(v.get(key).is_some(), "missing {key} in {v}");
+    }
+    assert_eq!(v["rounds"], 2);
+    let (code, out, _) = emend(&dir, &["status", "--json"]);
+    assert_eq!(code, 0);
+    let s: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(s["served_version"].is_u64() && s["best_version"].is_u64(), "{s}");
+    assert_eq!(s["rounds"], 2);
+    let (code, out, _) = emend(&dir, &["show", "served", "--yaml"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("retrieve:"), "{out}");
+    let (code, out, _) = emend(&dir, &["journal", "verify"]);
+    assert_eq!(code, 0, "{out}");
+}
+
+#[test]
+fn bad_input_and_missing_project_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (code, _, err) = emend(tmp.path(), &["evolve"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no emend.yaml"), "{err}");
+    let dir = tmp.path().join("p");
+    init(&dir);
+    let cfg = std::fs::read_to_string(dir.join("emend.yaml")).unwrap();
+    std::fs::write(dir.join("emend.yaml"), cfg.replace("alpha: 0.05", "alpha: 7")).unwrap();
+    let (code, _, err) = emend(&dir, &["evolve"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("emend.yaml: gates.alpha: must be between"), "{err}");
+    let (code, _, err) = emend(tmp.path(), &["init", dir.to_str().unwrap(), "--tasks", "builtin"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("already exists"), "{err}");
+}
+
+#[test]
+fn a_second_writer_exits_3_naming_the_holder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    init(&dir);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_emend"))
+        .current_dir(&dir)
+        .args(["evolve", "--rounds", "50"])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    assert!(first.starts_with("round 1"), "{first}");
+    let (code, _, err) = emend(&dir, &["evolve", "--rounds", "1"]);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains(&format!("pid {}", child.id())), "{err}");
+}
+
+#[test]
+fn killed_mid_round_and_resumed_gives_the_same_journal_as_an_uninterrupted_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let straight = tmp.path().join("straight");
+    init(&straight);
+    let (code, _, err) = emend(&straight, &["evolve", "--rounds", "3", "--quiet"]);
+    assert_eq!(code, 0, "{err}");
+
+    let resumed = tmp.path().join("resumed");
+    init(&resumed);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_emend"))
+        .current_dir(&resumed)
+        .args(["evolve", "--rounds", "3"])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    // Kill (SIGKILL) as soon as round 2 has started: mid-round.
+    loop {
+        let line = lines.next().expect("evolve printed round 2").unwrap();
+        if line.starts_with("round 2: served") {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let (code, out, _) = emend(&resumed, &["journal", "verify"]);
+    assert_eq!(code, 0, "{out}");
+    let (code, _, err) = emend(&resumed, &["evolve", "--rounds", "2", "--quiet"]);
+    assert_eq!(code, 0, "{err}");
+
+    let a = normalized_events(&straight);
+    let b = normalized_events(&resumed);
+    if let Some(i) = (0..a.len().min(b.len())).find(|&i| a[i] != b[i]) {
+        let (x, y) = (a[i].to_string(), b[i].to_string());
+        let at = x.bytes().zip(y.bytes()).position(|(p, q)| p != q).unwrap_or(0);
+        let clip = |s: &str| s[at.saturating_sub(200)..(at + 200).min(s.len())].to_string();
+        panic!(
+            "event {} differs ({}):\n uninterrupted: ...{}...\n resumed:       ...{}...",
+            i + 1,
+            a[i]["kind"],
+            clip(&x),
+            clip(&y)
+        );
+    }
+    assert_eq!(a.len(), b.len());
+    assert_eq!(
+        std::fs::read_to_string(straight.join("strategies/served.yaml")).unwrap(),
+        std::fs::read_to_string(resumed.join("strategies/served.yaml")).unwrap()
+    );
+}

@@ -1,0 +1,362 @@
+//! The evolution loop against a scripted backend: every behaviour of a
+//! round (acceptance, rejection, escalation, best-ever restore after a
+//! harness change, errored candidates, determinism) checked in milliseconds.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Mutex;
+
+use engine::artifact::{self, Artifact};
+use engine::backend::{Backend, BackendError};
+use engine::config::{Project, parse_config, render_config};
+use engine::events::{EngineProjector, Event};
+use engine::evolve::{self, Evolution, RunOptions, RunSummary};
+use engine::outcome::{Evaluation, EvidenceStep, OutcomeRecord};
+use engine::schema::{StrategySchema, get_path};
+use engine::store::Store;
+use journal::{EventLog, MemoryJournal};
+
+const DEFAULT: &str = include_str!("../../strategies/default.yaml");
+const CATEGORIES: [&str; 4] = ["multi-hop", "temporal", "open-domain", "single-hop"];
+const N: usize = 400;
+
+/// How a scripted backend scores a strategy: the share of questions it answers.
+type Capacity = fn(&serde_json::Value) -> f64;
+
+/// Answers question i when its difficulty is below the strategy's capacity.
+/// Failures carry a retrieval-gap trace, so the planner has symptoms to follow.
+struct Scripted {
+    capacity: Capacity,
+    harness: &'static str,
+    /// Strategies (by a field value) whose evaluation fails.
+    fail_when: Option<(&'static str, serde_json::Value)>,
+    calls: Mutex<usize>,
+}
+
+impl Scripted {
+    fn new(capacity: Capacity, harness: &'static str) -> Scripted {
+        Scripted { capacity, harness, fail_when: None, calls: Mutex::new(0) }
+    }
+}
+
+fn difficulty(i: usize) -> f64 {
+    ((i * 37) % 100) as f64 / 100.0 + (i % 7) as f64 * 1e-4
+}
+
+fn by_top_k(v: &serde_json::Value) -> f64 {
+    let k = get_path(v, "retrieve.top_k").and_then(|x| x.as_f64()).unwrap_or(0.0);
+    let pool = get_path(v, "retrieve.pool").and_then(|x| x.as_f64()).unwrap_or(0.0);
+    (k / 40.0 + pool / 1000.0).min(0.95)
+}
+
+/// A "judge change": the same strategies, scored the other way round.
+fn inverse_top_k(v: &serde_json::Value) -> f64 {
+    let k = get_path(v, "retrieve.top_k").and_then(|x| x.as_f64()).unwrap_or(0.0);
+    (0.7 - k / 40.0).max(0.05)
+}
+
+/// Nothing any strategy does matters.
+fn flat(_: &serde_json::Value) -> f64 {
+    0.3
+}
+
+impl Backend for Scripted {
+    fn harness_hash(&self) -> String {
+        artifact::sha256_hex(self.harness.as_bytes())
+    }
+    fn dataset_hash(&self) -> String {
+        artifact::sha256_hex(b"scripted dataset")
+    }
+    fn questions(&self) -> Vec<(String, String)> {
+        (0..N).map(|i| (format!("q{i:04}"), CATEGORIES[i % 4].to_string())).collect()
+    }
+    fn roles(&self) -> Vec<String> {
+        vec![]
+    }
+    fn evaluate(&self, a: &Artifact, subset: Option<&[String]>) -> Result<Evaluation, BackendError> {
+        *self.calls.lock().unwrap() += 1;
+        if let Some((path, value)) = &self.fail_when
+            && get_path(&a.value, path) == Some(value)
+        {
+            return Err(BackendError(format!("scripted failure for {path} = {value}")));
+        }
+        let cap = (self.capacity)(&a.value);
+        let outcomes = (0..N)
+            .map(|i| (i, format!("q{i:04}")))
+            .filter(|(_, id)| subset.is_none_or(|s| s.contains(id)))
+            .map(|(i, id)| {
+                let correct = difficulty(i) < cap;
+                OutcomeRecord {
+                    id,
+                    conversation: Some(format!("conv-{}", i % 8)),
+                    category: CATEGORIES[i % 4].to_string(),
+                    correct,
+                    question: None,
+                    gold_answer: None,
+                    answer: None,
+                    evidence: Some(vec!["D1:1".into()]),
+                    unresolved_evidence: Some(vec![]),
+                    evidence_trace: Some(vec![EvidenceStep {
+                        turn: "D1:1".into(),
+                        memory_ids: vec!["m1".into()],
+                        retrieved: correct,
+                        in_context: correct,
+                    }]),
+                    context_tokens: Some(100.0),
+                    error: None,
+                }
+            })
+            .collect();
+        Ok(Evaluation::new(outcomes))
+    }
+}
+
+fn project(dir: &Path, edit: impl Fn(&str) -> String) -> Project {
+    let text = edit(&render_config("builtin", Path::new("strategies/served.yaml"), None, None));
+    std::fs::write(dir.join("emend.yaml"), &text).unwrap();
+    Project { dir: dir.to_path_buf(), config: parse_config(&text).unwrap() }
+}
+
+fn start(project: &Project, log: &mut MemoryJournal, yaml: &str) -> Artifact {
+    let schema = StrategySchema::builtin();
+    let a = artifact::from_yaml("start.yaml", yaml, &schema).unwrap();
+    evolve::initialize(log, &a, "test").unwrap();
+    evolve::write_served(project, 1, None, &a.hash, &evolve::strip_metadata(&a.value)).unwrap();
+    a
+}
+
+fn run(
+    project: &Project,
+    log: &mut MemoryJournal,
+    backend: &dyn Backend,
+    rounds: u32,
+    candidates: usize,
+) -> RunSummary {
+    let schema = StrategySchema::builtin();
+    let mut evo = Evolution { project, schema: &schema, backend, log };
+    evo.run(&RunOptions { rounds, candidates }, &mut |_| {}).unwrap()
+}
+
+fn events(log: &MemoryJournal) -> Vec<Event> {
+    log.read_from(1).unwrap().iter().map(|r| Event::from_record(r).unwrap()).collect()
+}
+
+#[test]
+fn a_real_improvement_is_accepted_with_a_complete_gate_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = project(dir.path(), |s| s.to_string());
+    let mut log = MemoryJournal::new(EngineProjector);
+    start(&p, &mut log, DEFAULT);
+    let backend = Scripted::new(by_top_k, "h1");
+    let summary = run(&p, &mut log, &backend, 3, 4);
+    assert!(summary.accepted >= 1, "{summary:?}");
+    assert!(summary.served_accuracy > summary.start_accuracy + 0.1, "{summary:?}");
+    // Every accepted version has its gate record: five passing gates, the
+    // critic, a passing probe and a full comparison whose rules all pass.
+    let store = Store::new(&log);
+    for (_, c) in store.candidates().unwrap() {
+        if c["outcome"] == "accepted" {
+            let gates = c["gates"].as_array().unwrap();
+            assert_eq!(gates.len(), 5);
+            assert!(gates.iter().all(|g| g["pass"] == true));
+            assert!(c["critic"].is_object());
+            assert_eq!(c["probe"]["pass"], true);
+            assert_eq!(c["full"]["accept"], true);
+            assert!(c["full"]["rules"].as_array().unwrap().iter().all(|r| r["pass"] == true));
+            let v = c["accepted_version"].as_u64().unwrap();
+            assert_eq!(store.version(v).unwrap().unwrap().origin, "accepted");
+        }
+    }
+    // The served file is the served version.
+    let file = artifact::load_strategy_file(&p.strategy_path()).unwrap();
+    assert_eq!(file.hash, store.served().unwrap().unwrap().hash);
+    assert_eq!(file.version, Some(summary.served_version));
+    assert!(log.verify().unwrap().is_ok());
+}
+
+#[test]
+fn nothing_is_accepted_when_no_strategy_matters() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = project(dir.path(), |s| s.to_string());
+    let mut log = MemoryJournal::new(EngineProjector);
+    start(&p, &mut log, DEFAULT);
+    let summary = run(&p, &mut log, &Scripted::new(flat, "h1"), 3, 4);
+    assert_eq!(summary.accepted, 0, "{summary:?}");
+    assert_eq!(summary.served_version, 1);
+    assert!(summary.full_evaluations > 0, "the full test must have been reached and refused: {summary:?}");
+    assert!(summary.rejected_by.keys().any(|k| k.starts_with("full:")), "{summary:?}");
+}
+
+#[test]
+fn same_seed_and_inputs_give_the_same_journal_events() {
+    let journal_of = || {
+        let dir = tempfile::tempdir().unwrap();
+        let p = project(dir.path(), |s| s.to_string());
+        let mut log = MemoryJournal::new(EngineProjector);
+        start(&p, &mut log, DEFAULT);
+        run(&p, &mut log, &Scripted::new(by_top_k, "h1"), 4, 3);
+        // Wall-clock fields are the only ones allowed to differ.
+        events(&log)
+            .into_iter()
+            .map(|e| {
+                let mut v = serde_json::to_value(&e).unwrap();
+                for k in ["at", "who"] {
+                    v.as_object_mut().unwrap().remove(k);
+                }
+                v
+            })
+            .collect::<Vec<_>>()
+    };
+    let (a, b) = (journal_of(), journal_of());
+    assert!(a.len() > 10);
+    assert_eq!(a, b);
+}
+
+#[test]
+fn a_direction_blocked_three_times_is_escalated_and_not_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = project(dir.path(), |s| s.to_string());
+    let mut log = MemoryJournal::new(EngineProjector);
+    start(&p, &mut log, DEFAULT);
+    // Nothing helps, so nothing is accepted, and the direction that sits at
+    // its schema minimum (recency half-life 0) is blocked every round.
+    let backend = Scripted::new(flat, "h1");
+    run(&p, &mut log, &backend, 3, 40);
+    let escalated: Vec<Event> = events(&log).into_iter().filter(|e| matches!(e, Event::Escalated { .. })).collect();
+    assert_eq!(escalated.len(), 1, "{escalated:?}");
+    let Event::Escalated { class, round, reasons } = &escalated[0] else { unreachable!() };
+    assert_eq!(class, "retrieve.recency_half_life_days::decrease");
+    assert_eq!(*round, 3);
+    assert!(reasons[0].contains("schema minimum"), "{reasons:?}");
+    let node = Store::new(&log).tree().unwrap()[class.as_str()].clone();
+    assert_eq!(node.status, engine::hypothesis::Status::Escalated);
+    // Round 4 does not propose it again.
+    run(&p, &mut log, &backend, 1, 40);
+    let round4: Vec<String> = Store::new(&log)
+        .candidates()
+        .unwrap()
+        .into_iter()
+        .filter(|(k, _)| k.starts_with("0000000004/"))
+        .map(|(_, c)| c["hypothesis"].as_str().unwrap().to_string())
+        .collect();
+    assert!(!round4.contains(class), "{round4:?}");
+    // And the planner leaves it out even when its symptom is all there is.
+    let diagnosis = engine::layer_a::Diagnosis {
+        failures: 10,
+        n: 10,
+        counts: [("retrieval_gap".to_string(), 10)].into(),
+        ..Default::default()
+    };
+    let store = Store::new(&log);
+    let plans = engine::planner::plan(
+        &StrategySchema::builtin(),
+        &diagnosis,
+        &store.tree().unwrap(),
+        &store.effects().unwrap(),
+        engine::planner::PlannerSettings::default(),
+    );
+    assert!(!plans.iter().any(|p| p.key == *class));
+    assert_eq!(store.escalations().unwrap().len(), 1);
+}
+
+#[test]
+fn a_harness_change_that_drops_the_served_score_restores_the_best_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = project(dir.path(), |s| s.to_string());
+    let mut log = MemoryJournal::new(EngineProjector);
+    start(&p, &mut log, DEFAULT);
+    let first = run(&p, &mut log, &Scripted::new(by_top_k, "judge-a"), 3, 4);
+    assert!(first.served_version > 1, "{first:?}");
+    // The judge changes (a new harness hash): under it larger top_k is worse,
+    // so v1 now beats the served version by more than tau.
+    let second = run(&p, &mut log, &Scripted::new(inverse_top_k, "judge-b"), 1, 4);
+    assert_eq!(second.rollbacks, 1, "{second:?}");
+    let store = Store::new(&log);
+    let served = store.served().unwrap().unwrap();
+    let best = store.best().unwrap().unwrap();
+    assert_eq!(served.version, best.version);
+    assert_eq!(served.cause, "auto_restore");
+    let restore = events(&log)
+        .into_iter()
+        .rev()
+        .find_map(|e| match e {
+            Event::ServedChanged { cause, reason, from, to, .. } if cause == "auto_restore" => Some((reason, from, to)),
+            _ => None,
+        })
+        .unwrap();
+    assert!(restore.0.contains("more than tau"), "{restore:?}");
+    assert_eq!(restore.1, Some(first.served_version));
+    // The served file followed.
+    let file = artifact::load_strategy_file(&p.strategy_path()).unwrap();
+    assert_eq!(file.hash, served.hash);
+}
+
+#[test]
+fn a_candidate_whose_evaluation_fails_is_errored_never_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = project(dir.path(), |s| s.to_string());
+    let mut log = MemoryJournal::new(EngineProjector);
+    start(&p, &mut log, DEFAULT);
+    let mut backend = Scripted::new(by_top_k, "h1");
+    backend.fail_when = Some(("retrieve.top_k", serde_json::json!(15)));
+    run(&p, &mut log, &backend, 2, 4);
+    let cands: BTreeMap<String, serde_json::Value> = Store::new(&log).candidates().unwrap().into_iter().collect();
+    let errored: Vec<&serde_json::Value> =
+        cands.values().filter(|c| c["change"]["path"] == "retrieve.top_k" && c["change"]["to"] == 15).collect();
+    assert!(!errored.is_empty());
+    for c in errored {
+        assert_eq!(c["outcome"], "errored");
+        assert!(c["reason"].as_str().unwrap().contains("scripted failure"), "{c}");
+        assert!(c["accepted_version"].is_null());
+    }
+}
+
+#[test]
+fn a_hand_edited_served_file_stops_the_run_and_a_stale_one_is_repaired() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = project(dir.path(), |s| s.to_string());
+    let mut log = MemoryJournal::new(EngineProjector);
+    start(&p, &mut log, DEFAULT);
+    let backend = Scripted::new(by_top_k, "h1");
+    run(&p, &mut log, &backend, 2, 4);
+    let served_text = std::fs::read_to_string(p.strategy_path()).unwrap();
+    // Hand edit: refused, named, nothing changed.
+    std::fs::write(p.strategy_path(), served_text.replace("bm25_k1: 1.2", "bm25_k1: 1.3")).unwrap();
+    let schema = StrategySchema::builtin();
+    let before = log.head();
+    let err = Evolution { project: &p, schema: &schema, backend: &backend, log: &mut log }
+        .run(&RunOptions { rounds: 1, candidates: 4 }, &mut |_| {})
+        .unwrap_err();
+    assert!(err.to_string().contains("edited by hand"), "{err}");
+    assert_eq!(log.head(), before);
+    // A file that holds an older journaled version (a crash between the
+    // journal and the file write) is rewritten from the journal.
+    evolve::write_served(&p, 1, None, &artifact::from_yaml("d", DEFAULT, &schema).unwrap().hash, &{
+        let a = artifact::from_yaml("d", DEFAULT, &schema).unwrap();
+        evolve::strip_metadata(&a.value)
+    })
+    .unwrap();
+    run(&p, &mut log, &backend, 1, 4);
+    let file = artifact::load_strategy_file(&p.strategy_path()).unwrap();
+    assert_eq!(file.hash, Store::new(&log).served().unwrap().unwrap().hash);
+}
+
+#[test]
+fn no_category_ends_below_the_first_version_by_more_than_epsilon() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = project(dir.path(), |s| s.to_string());
+    let mut log = MemoryJournal::new(EngineProjector);
+    start(&p, &mut log, DEFAULT);
+    run(&p, &mut log, &Scripted::new(by_top_k, "h1"), 4, 4);
+    let store = Store::new(&log);
+    let h = artifact::sha256_hex(b"h1");
+    let d = artifact::sha256_hex(b"scripted dataset");
+    let v1 = store.version(1).unwrap().unwrap();
+    let served = store.served().unwrap().unwrap();
+    let a = store.evaluation(&v1.hash, &h, &d).unwrap().unwrap().summary;
+    let b = store.evaluation(&served.hash, &h, &d).unwrap().unwrap().summary;
+    for (cat, (n, c)) in &a.per_category {
+        let (m, e) = b.per_category[cat];
+        assert!(e as f64 / m as f64 >= *c as f64 / *n as f64 - 0.02, "{cat}");
+    }
+}
