@@ -332,10 +332,9 @@ pub fn log_entries(log: &dyn EventLog) -> Result<Vec<Value>, Failure> {
                     "candidates": std::mem::take(&mut pending),
                 }));
             }
-            Event::ServedChanged { from, to, cause, reason, who, at, .. } => {
-                if cause != "accept" {
-                    entries.push(json!({"seq": record.seq, "kind": cause, "from": from, "to": to, "reason": reason, "who": who, "at": at}));
-                }
+            Event::ServedChanged { from, to, cause, reason, who, at, .. } if cause != "accept" => {
+                entries.push(json!({"seq": record.seq, "kind": cause, "from": from, "to": to, "reason": reason, "who": who, "at": at}));
+            }
             }
             Event::StrategyVersioned { version, origin, note, .. } if origin == "hand_edit" => {
                 entries.push(json!({"seq": record.seq, "kind": "hand_edit", "version": version, "reason": note}));
