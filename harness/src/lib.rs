@@ -1,7 +1,32 @@
 //! emend's harness: the locked evaluation framework. It evaluates one strategy
 //! on one task set and says, for every question, where the gold evidence went.
 //! It knows nothing of evolution.
+//!
+//! The pipeline, one module per stage, each driven only by its part of the
+//! [`Strategy`]: [`ingest`] (turns -> memory items with provenance), [`index`]
+//! (BM25 and hashed trigram vectors), [`retrieve`] (channels, fusion, intent,
+//! rerank), [`assemble`] (the token-budgeted context), [`answer`] (extractive,
+//! or a model behind a trait) and [`judge`]. [`evaluator`] runs it with a stage
+//! cache and produces [`outcome::Outcome`] traces. [`dataset`] loads LoCoMo
+//! JSON; [`synthetic`] generates the embedded default dataset.
 
+pub mod answer;
+pub mod assemble;
+pub mod dataset;
+pub mod evaluator;
+pub mod index;
+pub mod ingest;
+pub mod judge;
+pub mod outcome;
+pub mod retrieve;
 pub mod strategy;
+pub mod synthetic;
+pub mod text;
 
+pub use dataset::{Category, Dataset, DatasetError, Selection, load_path, load_str};
+pub use evaluator::{
+    CacheStats, DEFAULT_BUDGET_CEILING, EvalError, Evaluation, Evaluator, HARNESS_VERSION, HarnessSettings,
+    harness_hash,
+};
+pub use outcome::{CategoryScore, EvidenceTrace, Outcome, RetrievedItem, Summary};
 pub use strategy::Strategy;

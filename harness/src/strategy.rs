@@ -155,3 +155,43 @@ pub struct JudgeSpec {
     pub kind: JudgeKind,
     pub f1_threshold: f64,
 }
+
+/// The strategy fields each stage reads, as JSON: the stage cache keys on
+/// these, so a field a stage ignores (for example `rrf_kappa` under
+/// `weighted_sum`) never invalidates that stage's cached output.
+impl Strategy {
+    /// `ingest.*`; `extraction_prompt` only for `unit: fact`.
+    pub fn ingest_fields(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(&self.ingest).expect("a strategy serializes");
+        if self.ingest.unit == IngestUnit::Window {
+            v.as_object_mut().expect("an object").remove("extraction_prompt");
+        }
+        v
+    }
+
+    /// `index.*`; `dense_dim` only with a dense channel.
+    pub fn index_fields(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(&self.index).expect("a strategy serializes");
+        if self.index.dense_kind == DenseKind::None {
+            v.as_object_mut().expect("an object").remove("dense_dim");
+        }
+        v
+    }
+
+    /// `retrieve.*`; `rrf_kappa` only under `rrf`, the expansion weight and
+    /// terms only with expansion enabled.
+    pub fn retrieve_fields(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(&self.retrieve).expect("a strategy serializes");
+        let o = v.as_object_mut().expect("an object");
+        if self.retrieve.fusion != Fusion::Rrf {
+            o.remove("rrf_kappa");
+        }
+        if !self.retrieve.expansion.enabled {
+            o.remove("expansion");
+            if let Some(w) = o.get_mut("weights").and_then(|w| w.as_object_mut()) {
+                w.remove("expansion");
+            }
+        }
+        v
+    }
+}

@@ -1,0 +1,137 @@
+//! Stage 5, answer: what the system replies, given the assembled context.
+//!
+//! Without an answerer model the answer is extractive ([`Extractive`]): the
+//! context sentence covering the most distinct question terms (ties: the
+//! earliest in the context), without its speaker; `short` keeps its first
+//! [`SHORT_WORDS`] words that are neither question words nor stopwords. No
+//! sentence sharing a term with the question gives no answer. An LLM
+//! answerer plugs in through [`Answerer`]; only it reads `answer.prompt`.
+
+use crate::assemble::ContextLine;
+use crate::strategy::{Answer, AnswerFormat};
+use crate::text::{fnv1a, for_each_term, is_stopword, terms, words};
+
+/// Words kept by the extractive answerer's `short` format.
+pub const SHORT_WORDS: usize = 6;
+
+/// An answerer model failed.
+#[derive(Debug, thiserror::Error)]
+#[error("answerer {answerer}: {message}")]
+pub struct AnswerError {
+    pub answerer: String,
+    pub message: String,
+}
+
+/// What an answerer sees.
+pub struct AnswerInput<'a> {
+    pub question: &'a str,
+    /// The context, line by line; [`crate::assemble::render`] gives the text a
+    /// prompt's `{context}` receives.
+    pub lines: &'a [ContextLine],
+}
+
+/// The answer stage's plug-in point.
+pub trait Answerer: Send + Sync {
+    /// Identity (endpoint, model, version); part of cache keys.
+    fn id(&self) -> String;
+    /// True when answers are worth caching (a model call); false for cheap deterministic ones.
+    fn cacheable(&self) -> bool {
+        true
+    }
+    fn answer(&self, input: &AnswerInput<'_>, spec: &Answer) -> Result<Option<String>, AnswerError>;
+}
+
+/// The built-in, model-free answerer.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Extractive;
+
+impl Answerer for Extractive {
+    fn id(&self) -> String {
+        "extractive/1".into()
+    }
+
+    fn cacheable(&self) -> bool {
+        false
+    }
+
+    fn answer(&self, input: &AnswerInput<'_>, spec: &Answer) -> Result<Option<String>, AnswerError> {
+        Ok(extract(input.question, input.lines, spec.format))
+    }
+}
+
+fn sentences(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let b = text.as_bytes();
+    for i in 0..b.len() {
+        if matches!(b[i], b'.' | b'!' | b'?') && (i + 1 == b.len() || b[i + 1] == b' ') {
+            out.push(text[start..=i].trim());
+            start = i + 1;
+        }
+    }
+    if start < text.len() {
+        out.push(text[start..].trim());
+    }
+    out.retain(|s| !s.is_empty());
+    out
+}
+
+/// The extractive answer.
+pub fn extract(question: &str, lines: &[ContextLine], format: AnswerFormat) -> Option<String> {
+    let mut q: Vec<String> = terms(question);
+    q.sort_unstable();
+    q.dedup();
+    q.truncate(64);
+    if q.is_empty() {
+        return None;
+    }
+    // Hashes first: this loop sees every word of every context.
+    let qh: Vec<u64> = q.iter().map(|t| fnv1a(t.as_bytes())).collect();
+    let mut best: Option<(u32, &str)> = None;
+    for line in lines {
+        for s in sentences(&line.text) {
+            // Distinct question terms covered, as a bit set.
+            let mut seen = 0u64;
+            for_each_term(s, |t| {
+                let h = fnv1a(t.as_bytes());
+                for (i, x) in qh.iter().enumerate() {
+                    if *x == h && q[i] == t {
+                        seen |= 1 << i;
+                    }
+                }
+            });
+            let cover = seen.count_ones();
+            if cover > 0 && best.is_none_or(|(c, _)| cover > c) {
+                best = Some((cover, s));
+            }
+        }
+    }
+    let (_, sentence) = best?;
+    Some(match format {
+        AnswerFormat::Sentence => sentence.to_string(),
+        AnswerFormat::Short => {
+            let qw = words(question);
+            let kept: Vec<String> =
+                words(sentence).into_iter().filter(|w| !is_stopword(w) && !qw.contains(w)).take(SHORT_WORDS).collect();
+            if kept.is_empty() { sentence.to_string() } else { kept.join(" ") }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(t: &str) -> ContextLine {
+        ContextLine { block: 0, speaker: Some("Ann".into()), text: t.into() }
+    }
+
+    #[test]
+    fn picks_the_sentence_covering_most_question_terms() {
+        let lines = [line("Hi there. I love the beach."), line("My dog Biscuit is a beagle! He loves the beach.")];
+        let q = "What breed is Ann's dog Biscuit?";
+        assert_eq!(extract(q, &lines, AnswerFormat::Sentence).as_deref(), Some("My dog Biscuit is a beagle!"));
+        assert_eq!(extract(q, &lines, AnswerFormat::Short).as_deref(), Some("beagle"));
+        assert_eq!(extract("Who won the cup?", &lines, AnswerFormat::Short), None);
+    }
+}

@@ -1,0 +1,619 @@
+//! LoCoMo-format datasets: loading, evidence-id normalization, question
+//! selection and the dataset's content hash.
+//!
+//! A file is a JSON list of samples, each with `sample_id`, a `conversation`
+//! (`speaker_a`, `speaker_b`, `session_N` turn lists, `session_N_date_time`)
+//! and `qa` (`question`, `answer`, `category`, `evidence`). Real files are
+//! messy: evidence ids such as `"D8:6; D9:17"`, `"D30:05"`, `"D:11:26"` are
+//! normalized; ids that cannot be resolved (`"D"`, a turn that does not
+//! exist) are kept on the question as `unresolved`, never dropped. Errors name
+//! the file, the sample and the field.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+use std::path::Path;
+
+use serde::Serialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::text::SessionDate;
+
+/// The name `--tasks builtin` resolves to: the embedded synthetic dataset.
+pub const BUILTIN_NAME: &str = "builtin";
+
+const BUILTIN_JSON: &str = include_str!("../data/synthetic-locomo.json");
+
+/// A question category, as LoCoMo numbers them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Category {
+    MultiHop,
+    Temporal,
+    OpenDomain,
+    SingleHop,
+    Adversarial,
+}
+
+impl Category {
+    pub const ALL: [Category; 5] =
+        [Category::MultiHop, Category::Temporal, Category::OpenDomain, Category::SingleHop, Category::Adversarial];
+
+    /// LoCoMo's number: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial.
+    pub fn from_number(n: u64) -> Option<Category> {
+        Some(match n {
+            1 => Category::MultiHop,
+            2 => Category::Temporal,
+            3 => Category::OpenDomain,
+            4 => Category::SingleHop,
+            5 => Category::Adversarial,
+            _ => return None,
+        })
+    }
+
+    pub fn number(self) -> u8 {
+        self as u8 + 1
+    }
+
+    /// The name used in outcomes and summaries.
+    pub fn name(self) -> &'static str {
+        match self {
+            Category::MultiHop => "multi-hop",
+            Category::Temporal => "temporal",
+            Category::OpenDomain => "open-domain",
+            Category::SingleHop => "single-hop",
+            Category::Adversarial => "adversarial",
+        }
+    }
+}
+
+impl fmt::Display for Category {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One dialogue turn.
+#[derive(Debug, Clone, Serialize)]
+pub struct Turn {
+    /// Canonical dia_id, `D<session>:<n>`.
+    pub id: String,
+    pub speaker: String,
+    pub text: String,
+    /// LoCoMo's `blip_caption` of a shared image, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub caption: Option<String>,
+}
+
+impl Turn {
+    /// What the turn says: its text, plus the caption of a shared image.
+    pub fn content(&self) -> String {
+        match &self.caption {
+            Some(c) => format!("{} [image: {}]", self.text, c),
+            None => self.text.clone(),
+        }
+    }
+
+    /// The turn as a context line: `Speaker: content`.
+    pub fn line(&self) -> String {
+        format!("{}: {}", self.speaker, self.content())
+    }
+}
+
+/// One dated session of a conversation.
+#[derive(Debug, Clone, Serialize)]
+pub struct Session {
+    /// N of `session_N`.
+    pub number: u32,
+    /// `session_N_date_time` as written.
+    pub date_time: Option<String>,
+    #[serde(skip)]
+    pub date: Option<SessionDate>,
+    pub turns: Vec<Turn>,
+}
+
+/// A question with its gold data, evidence already normalized.
+#[derive(Debug, Clone, Serialize)]
+pub struct Question {
+    /// Stable id: `<sample_id>#<index in qa>` (index among all qa entries).
+    pub id: String,
+    pub conversation: String,
+    pub index: usize,
+    pub question: String,
+    /// Gold answer; integers become strings; absent for adversarial questions.
+    pub answer: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adversarial_answer: Option<String>,
+    pub category: Category,
+    /// The evidence entries as written in the file.
+    pub raw_evidence: Vec<String>,
+    /// Resolved dia_ids of existing turns, in order of first mention, no repeats.
+    #[serde(skip)]
+    pub evidence: Vec<String>,
+    /// Evidence ids that could not be resolved, as written.
+    #[serde(skip)]
+    pub unresolved: Vec<String>,
+}
+
+/// One conversation and its questions.
+#[derive(Debug, Clone, Serialize)]
+pub struct Sample {
+    pub id: String,
+    pub speaker_a: String,
+    pub speaker_b: String,
+    /// Sessions with turns, ascending by number.
+    pub sessions: Vec<Session>,
+    pub questions: Vec<Question>,
+    /// dia_id -> ordinal (position among all turns of the conversation, chronological).
+    #[serde(skip)]
+    ordinals: HashMap<String, u32>,
+    /// ordinal -> (index into `sessions`, index into its turns).
+    #[serde(skip)]
+    locations: Vec<(u32, u32)>,
+}
+
+impl Sample {
+    /// A turn's ordinal: its position among all turns of the conversation.
+    pub fn ordinal(&self, dia_id: &str) -> Option<u32> {
+        self.ordinals.get(dia_id).copied()
+    }
+
+    /// The turn at an ordinal.
+    pub fn turn(&self, ordinal: u32) -> &Turn {
+        let (s, t) = self.locations[ordinal as usize];
+        &self.sessions[s as usize].turns[t as usize]
+    }
+
+    /// The index into `sessions` of the session holding an ordinal.
+    pub fn session_of(&self, ordinal: u32) -> usize {
+        self.locations[ordinal as usize].0 as usize
+    }
+
+    pub fn turn_count(&self) -> usize {
+        self.locations.len()
+    }
+}
+
+/// A loaded task set.
+#[derive(Debug, Clone)]
+pub struct Dataset {
+    name: String,
+    samples: Vec<Sample>,
+    hash: String,
+}
+
+/// Which questions an evaluation runs on.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Selection {
+    /// Keep category 5 (adversarial); excluded by default.
+    pub include_adversarial: bool,
+    /// Only these conversations (sample ids); all when None.
+    pub conversations: Option<Vec<String>>,
+}
+
+/// A conversation named in a selection that the dataset does not hold.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{dataset}: no conversation {id:?} (it has {available})")]
+pub struct UnknownConversation {
+    pub dataset: String,
+    pub id: String,
+    pub available: String,
+}
+
+impl Dataset {
+    /// The embedded synthetic dataset (`--tasks builtin`).
+    pub fn builtin() -> Dataset {
+        load_str(BUILTIN_NAME, BUILTIN_JSON).expect("the embedded synthetic dataset is valid (tested)")
+    }
+
+    /// The name errors and reports use (the file name, or `builtin`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn samples(&self) -> &[Sample] {
+        &self.samples
+    }
+
+    pub fn sample(&self, id: &str) -> Option<&Sample> {
+        self.samples.iter().find(|s| s.id == id)
+    }
+
+    /// SHA-256 (hex) of the canonical content: the parsed samples serialized
+    /// as JSON, so formatting and key order of the file do not matter.
+    pub fn hash(&self) -> &str {
+        &self.hash
+    }
+
+    /// All questions in file order.
+    pub fn questions(&self) -> impl Iterator<Item = &Question> {
+        self.samples.iter().flat_map(|s| s.questions.iter())
+    }
+
+    /// The questions a selection keeps, in file order.
+    pub fn select(&self, selection: &Selection) -> Result<Vec<&Question>, UnknownConversation> {
+        if let Some(ids) = &selection.conversations {
+            for id in ids {
+                if self.sample(id).is_none() {
+                    return Err(UnknownConversation {
+                        dataset: self.name.clone(),
+                        id: id.clone(),
+                        available: self.samples.iter().map(|s| s.id.as_str()).collect::<Vec<_>>().join(", "),
+                    });
+                }
+            }
+        }
+        Ok(self
+            .samples
+            .iter()
+            .filter(|s| selection.conversations.as_ref().is_none_or(|ids| ids.contains(&s.id)))
+            .flat_map(|s| s.questions.iter())
+            .filter(|q| selection.include_adversarial || q.category != Category::Adversarial)
+            .collect())
+    }
+}
+
+/// A dataset that could not be loaded: which file, and what is wrong where.
+#[derive(Debug, thiserror::Error)]
+#[error("{source_name}: {kind}")]
+pub struct DatasetError {
+    /// The file name (or `builtin`).
+    pub source_name: String,
+    pub kind: DatasetErrorKind,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DatasetErrorKind {
+    #[error("cannot read: {0}")]
+    Io(std::io::Error),
+    #[error("not valid JSON: {0}")]
+    Json(serde_json::Error),
+    /// `at` names the sample and field: `sample 3 (conv-41): qa[17].evidence`.
+    #[error("{at}: expected {expected}, got {got}")]
+    Shape { at: String, expected: String, got: String },
+    #[error("{at}: {message}")]
+    Invalid { at: String, message: String },
+}
+
+/// Reads a LoCoMo JSON file; the file name names it in errors.
+pub fn load_path(path: &Path) -> Result<Dataset, DatasetError> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string());
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| DatasetError { source_name: path.display().to_string(), kind: DatasetErrorKind::Io(e) })?;
+    load_str(&name, &text)
+}
+
+/// Parses LoCoMo JSON text; `name` names it in errors and reports.
+pub fn load_str(name: &str, text: &str) -> Result<Dataset, DatasetError> {
+    let fail = |kind| DatasetError { source_name: name.to_string(), kind };
+    let value: Value = serde_json::from_str(text).map_err(|e| fail(DatasetErrorKind::Json(e)))?;
+    let samples = parse_samples(&value).map_err(fail)?;
+    let hash = content_hash(&samples);
+    Ok(Dataset { name: name.to_string(), samples, hash })
+}
+
+fn content_hash(samples: &[Sample]) -> String {
+    #[derive(Serialize)]
+    struct Canon<'a> {
+        format: &'static str,
+        samples: &'a [Sample],
+    }
+    let bytes = serde_json::to_vec(&Canon { format: "locomo/1", samples }).expect("a dataset serializes");
+    hex::encode(Sha256::digest(&bytes))
+}
+
+/// A short description of a JSON value for "expected X, got Y" messages.
+fn describe(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => {
+            let short: String = s.chars().take(40).collect();
+            if short.len() < s.len() { format!("the string {short:?}...") } else { format!("the string {short:?}") }
+        }
+        Value::Array(_) => "a list".into(),
+        Value::Object(_) => "an object".into(),
+    }
+}
+
+fn shape(at: impl Into<String>, expected: &str, got: &Value) -> DatasetErrorKind {
+    DatasetErrorKind::Shape { at: at.into(), expected: expected.into(), got: describe(got) }
+}
+
+fn missing(at: impl Into<String>) -> DatasetErrorKind {
+    DatasetErrorKind::Invalid { at: at.into(), message: "missing".into() }
+}
+
+fn parse_samples(value: &Value) -> Result<Vec<Sample>, DatasetErrorKind> {
+    let list = value.as_array().ok_or_else(|| shape("top level", "a list of samples", value))?;
+    if list.is_empty() {
+        return Err(DatasetErrorKind::Invalid { at: "top level".into(), message: "no samples".into() });
+    }
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::with_capacity(list.len());
+    for (i, v) in list.iter().enumerate() {
+        let obj = v.as_object().ok_or_else(|| shape(format!("sample {i}"), "an object", v))?;
+        let id = match obj.get("sample_id") {
+            Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+            Some(Value::Number(n)) => n.to_string(),
+            Some(other) => return Err(shape(format!("sample {i}: sample_id"), "a non-empty string", other)),
+            None => return Err(missing(format!("sample {i}: sample_id"))),
+        };
+        if !seen.insert(id.clone()) {
+            return Err(DatasetErrorKind::Invalid {
+                at: format!("sample {i} ({id}): sample_id"),
+                message: "duplicate sample id".into(),
+            });
+        }
+        let at = format!("sample {i} ({id})");
+        out.push(parse_sample(&at, id, obj)?);
+    }
+    Ok(out)
+}
+
+fn parse_sample(at: &str, id: String, obj: &serde_json::Map<String, Value>) -> Result<Sample, DatasetErrorKind> {
+    let conv_v = obj.get("conversation").ok_or_else(|| missing(format!("{at}: conversation")))?;
+    let conv = conv_v.as_object().ok_or_else(|| shape(format!("{at}: conversation"), "an object", conv_v))?;
+    let speaker = |key: &str| -> Result<String, DatasetErrorKind> {
+        match conv.get(key) {
+            Some(Value::String(s)) => Ok(s.clone()),
+            Some(v) => Err(shape(format!("{at}: conversation.{key}"), "a string", v)),
+            None => Err(missing(format!("{at}: conversation.{key}"))),
+        }
+    };
+    let speaker_a = speaker("speaker_a")?;
+    let speaker_b = speaker("speaker_b")?;
+
+    let mut sessions = Vec::new();
+    for (key, v) in conv {
+        let Some(num) = key.strip_prefix("session_").and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let field = format!("{at}: conversation.{key}");
+        let turns_v = v.as_array().ok_or_else(|| shape(&field, "a list of turns", v))?;
+        let date_key = format!("session_{num}_date_time");
+        let date_time = match conv.get(&date_key) {
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(Value::Null) | None => None,
+            Some(other) => return Err(shape(format!("{at}: conversation.{date_key}"), "a string", other)),
+        };
+        let mut turns = Vec::with_capacity(turns_v.len());
+        for (t, tv) in turns_v.iter().enumerate() {
+            turns.push(parse_turn(&format!("{field}[{t}]"), tv)?);
+        }
+        if turns.is_empty() {
+            continue;
+        }
+        let date = date_time.as_deref().and_then(SessionDate::parse);
+        sessions.push(Session { number: num, date_time, date, turns });
+    }
+    sessions.sort_by_key(|s| s.number);
+    if sessions.is_empty() {
+        return Err(DatasetErrorKind::Invalid {
+            at: format!("{at}: conversation"),
+            message: "no session_N lists with turns".into(),
+        });
+    }
+    let mut ordinals = HashMap::new();
+    let mut locations = Vec::new();
+    for (s, session) in sessions.iter().enumerate() {
+        for (t, turn) in session.turns.iter().enumerate() {
+            locations.push((s as u32, t as u32));
+            if ordinals.insert(turn.id.clone(), locations.len() as u32 - 1).is_some() {
+                return Err(DatasetErrorKind::Invalid {
+                    at: format!("{at}: conversation.session_{}[{t}].dia_id", session.number),
+                    message: format!("duplicate dia_id {}", turn.id),
+                });
+            }
+        }
+    }
+
+    let qa_v = obj.get("qa").ok_or_else(|| missing(format!("{at}: qa")))?;
+    let qa = qa_v.as_array().ok_or_else(|| shape(format!("{at}: qa"), "a list of questions", qa_v))?;
+    let mut questions = Vec::with_capacity(qa.len());
+    for (k, qv) in qa.iter().enumerate() {
+        let q = parse_question(&format!("{at}: qa[{k}]"), &id, k, qv, &ordinals)?;
+        questions.push(q);
+    }
+    Ok(Sample { id, speaker_a, speaker_b, sessions, questions, ordinals, locations })
+}
+
+fn parse_turn(at: &str, v: &Value) -> Result<Turn, DatasetErrorKind> {
+    let obj = v.as_object().ok_or_else(|| shape(at, "a turn object", v))?;
+    let string = |key: &str| -> Result<String, DatasetErrorKind> {
+        match obj.get(key) {
+            Some(Value::String(s)) => Ok(s.clone()),
+            Some(v) => Err(shape(format!("{at}.{key}"), "a string", v)),
+            None => Err(missing(format!("{at}.{key}"))),
+        }
+    };
+    let raw_id = string("dia_id")?;
+    let id = normalize_id(&raw_id).ok_or_else(|| DatasetErrorKind::Invalid {
+        at: format!("{at}.dia_id"),
+        message: format!("expected an id like D3:5, got {raw_id:?}"),
+    })?;
+    let caption = match obj.get("blip_caption") {
+        Some(Value::String(s)) if !s.trim().is_empty() => Some(s.clone()),
+        _ => None,
+    };
+    Ok(Turn { id, speaker: string("speaker")?, text: string("text")?, caption })
+}
+
+fn parse_question(
+    at: &str,
+    sample_id: &str,
+    index: usize,
+    v: &Value,
+    turns: &HashMap<String, u32>,
+) -> Result<Question, DatasetErrorKind> {
+    let obj = v.as_object().ok_or_else(|| shape(at, "a question object", v))?;
+    let question = match obj.get("question") {
+        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+        Some(v) => return Err(shape(format!("{at}.question"), "a non-empty string", v)),
+        None => return Err(missing(format!("{at}.question"))),
+    };
+    let category = match obj.get("category") {
+        Some(v @ Value::Number(n)) => {
+            n.as_u64().and_then(Category::from_number).ok_or_else(|| shape(format!("{at}.category"), "1 to 5", v))?
+        }
+        Some(v) => return Err(shape(format!("{at}.category"), "a number 1 to 5", v)),
+        None => return Err(missing(format!("{at}.category"))),
+    };
+    let answer_of = |key: &str| -> Result<Option<String>, DatasetErrorKind> {
+        match obj.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(Value::Number(n)) => Ok(Some(n.to_string())),
+            Some(v) => Err(shape(format!("{at}.{key}"), "a string, a number or null", v)),
+        }
+    };
+    let answer = answer_of("answer")?;
+    let adversarial_answer = answer_of("adversarial_answer")?;
+    let ev_v = obj.get("evidence").ok_or_else(|| missing(format!("{at}.evidence")))?;
+    let ev_list = ev_v.as_array().ok_or_else(|| shape(format!("{at}.evidence"), "a list of strings", ev_v))?;
+    let mut raw_evidence = Vec::with_capacity(ev_list.len());
+    for (e, item) in ev_list.iter().enumerate() {
+        match item {
+            Value::String(s) => raw_evidence.push(s.clone()),
+            other => return Err(shape(format!("{at}.evidence[{e}]"), "a string", other)),
+        }
+    }
+    let (evidence, unresolved) = resolve_evidence(&raw_evidence, |id| turns.contains_key(id));
+    Ok(Question {
+        id: format!("{sample_id}#{index}"),
+        conversation: sample_id.to_string(),
+        index,
+        question,
+        answer,
+        adversarial_answer,
+        category,
+        raw_evidence,
+        evidence,
+        unresolved,
+    })
+}
+
+/// Normalizes one evidence id: `D30:05` -> `D30:5`, `D:11:26` -> `D11:26`.
+/// None when it is not of the form D<session>:<turn> (for example `D`).
+pub fn normalize_id(raw: &str) -> Option<String> {
+    let s = raw.trim();
+    let rest = s.strip_prefix('D').or_else(|| s.strip_prefix('d'))?;
+    let rest = rest.strip_prefix(':').unwrap_or(rest);
+    let (a, b) = rest.split_once(':')?;
+    let num = |x: &str| -> Option<u32> {
+        let x = x.trim();
+        if x.is_empty() || !x.bytes().all(|c| c.is_ascii_digit()) {
+            return None;
+        }
+        x.parse().ok()
+    };
+    Some(format!("D{}:{}", num(a)?, num(b)?))
+}
+
+/// Splits and normalizes evidence entries (`"D8:6; D9:17"` holds two ids).
+/// Returns (resolved ids of existing turns in order of first mention, unresolvable ids as written).
+pub fn resolve_evidence(raw: &[String], exists: impl Fn(&str) -> bool) -> (Vec<String>, Vec<String>) {
+    let mut resolved: Vec<String> = Vec::new();
+    let mut unresolved = Vec::new();
+    for entry in raw {
+        let pieces: Vec<&str> =
+            entry.split(|c: char| c == ';' || c == ',' || c.is_whitespace()).filter(|p| !p.is_empty()).collect();
+        if pieces.is_empty() {
+            unresolved.push(entry.clone());
+            continue;
+        }
+        for p in pieces {
+            match normalize_id(p) {
+                Some(id) if exists(&id) => {
+                    if !resolved.contains(&id) {
+                        resolved.push(id);
+                    }
+                }
+                _ => unresolved.push(p.to_string()),
+            }
+        }
+    }
+    (resolved, unresolved)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exists(id: &str) -> bool {
+        ["D8:6", "D9:17", "D30:5", "D11:26", "D1:1"].contains(&id)
+    }
+
+    fn res(raw: &[&str]) -> (Vec<String>, Vec<String>) {
+        resolve_evidence(&raw.iter().map(|s| s.to_string()).collect::<Vec<_>>(), exists)
+    }
+
+    #[test]
+    fn messy_evidence_ids_are_normalized_or_reported() {
+        assert_eq!(res(&["D8:6; D9:17"]), (vec!["D8:6".into(), "D9:17".into()], vec![]));
+        assert_eq!(res(&["D30:05"]), (vec!["D30:5".into()], vec![]));
+        assert_eq!(res(&["D:11:26"]), (vec!["D11:26".into()], vec![]));
+        assert_eq!(res(&["D"]), (vec![], vec!["D".into()]));
+        assert_eq!(res(&["D10:19", "D1:1", "D1:1"]), (vec!["D1:1".into()], vec!["D10:19".into()]));
+        assert_eq!(res(&[""]), (vec![], vec!["".into()]));
+        assert_eq!(normalize_id("D1:x"), None);
+        assert_eq!(normalize_id("D1:2:3"), None);
+    }
+
+    fn one(qa: &str) -> String {
+        format!(
+            r#"[{{"sample_id": "c1", "conversation": {{"speaker_a": "A", "speaker_b": "B",
+                "session_1_date_time": "1:56 pm on 8 May, 2023",
+                "session_1": [{{"speaker": "A", "dia_id": "D1:1", "text": "hi"}}]}},
+              "qa": [{qa}]}}]"#
+        )
+    }
+
+    #[test]
+    fn errors_name_the_sample_and_field() {
+        let e =
+            load_str("x.json", &one(r#"{"question": "q", "category": 4, "answer": "a", "evidence": 5}"#)).unwrap_err();
+        assert_eq!(e.to_string(), "x.json: sample 0 (c1): qa[0].evidence: expected a list of strings, got 5");
+        let e = load_str("x.json", &one(r#"{"category": 4, "evidence": []}"#)).unwrap_err();
+        assert_eq!(e.to_string(), "x.json: sample 0 (c1): qa[0].question: missing");
+        let e = load_str("x.json", "{").unwrap_err();
+        assert!(e.to_string().starts_with("x.json: not valid JSON: "), "{e}");
+        let e = load_str("x.json", r#"{"a": 1}"#).unwrap_err();
+        assert_eq!(e.to_string(), "x.json: top level: expected a list of samples, got an object");
+    }
+
+    #[test]
+    fn answers_may_be_integers_or_absent_and_ids_are_stable() {
+        let d = load_str(
+            "x.json",
+            &one(r#"{"question": "q", "category": 2, "answer": 2022, "evidence": ["D1:1"]},
+                   {"question": "q", "category": 5, "adversarial_answer": "x", "evidence": ["D"]},
+                   {"question": "q", "category": 4, "answer": "a", "evidence": ["D1:01"]}"#),
+        )
+        .unwrap();
+        let qs: Vec<_> = d.questions().collect();
+        assert_eq!(qs[0].answer.as_deref(), Some("2022"));
+        assert_eq!(qs[1].answer, None);
+        assert_eq!(qs[1].unresolved, vec!["D"]);
+        let kept = d.select(&Selection::default()).unwrap();
+        assert_eq!(kept.iter().map(|q| q.id.as_str()).collect::<Vec<_>>(), vec!["c1#0", "c1#2"]);
+        assert_eq!(kept[1].evidence, vec!["D1:1"]);
+        let all = d.select(&Selection { include_adversarial: true, conversations: None }).unwrap();
+        assert_eq!(all.len(), 3);
+        assert!(d.select(&Selection { include_adversarial: false, conversations: Some(vec!["nope".into()]) }).is_err());
+    }
+
+    #[test]
+    fn hash_ignores_formatting() {
+        let a = load_str("a", &one(r#"{"question": "q", "category": 4, "answer": "a", "evidence": []}"#)).unwrap();
+        let compact = serde_json::to_string(
+            &serde_json::from_str::<Value>(&one(r#"{"question": "q", "category": 4, "answer": "a", "evidence": []}"#))
+                .unwrap(),
+        )
+        .unwrap();
+        let b = load_str("b", &compact).unwrap();
+        assert_eq!(a.hash(), b.hash());
+        assert_eq!(a.hash().len(), 64);
+        let c = load_str("c", &one(r#"{"question": "q2", "category": 4, "answer": "a", "evidence": []}"#)).unwrap();
+        assert_ne!(a.hash(), c.hash());
+    }
+}

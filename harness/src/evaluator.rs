@@ -1,0 +1,624 @@
+//! The evaluator: runs a strategy through the pipeline on a task set and
+//! returns one [`Outcome`] per question, with a stage cache in between.
+//!
+//! Stage outputs are cached in memory by the SHA-256 of (the previous stage's
+//! key, the strategy fields the stage reads): ingest and index per
+//! conversation, retrieval per question, and model answers per (question,
+//! context). So a candidate that changes only retrieval fields re-runs neither
+//! ingest nor index. The cache is invisible in results: every stage is a pure
+//! function of its key's inputs. The evaluator is `Send + Sync`; questions and
+//! conversations run in parallel (rayon) and come back in a fixed order.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::answer::{AnswerError, AnswerInput, Answerer, Extractive};
+use crate::assemble::{assemble, render};
+use crate::dataset::{Dataset, Question, Sample, Selection, UnknownConversation};
+use crate::index::{self, Index};
+use crate::ingest::{self, ExtractError, Extractor, IngestStats, Memory};
+use crate::judge::{EvidenceJudge, F1Judge, Judge, JudgeCase, JudgeError};
+use crate::outcome::{EvidenceTrace, Outcome, RetrievedItem, Summary};
+use crate::retrieve::{Retrieval, retrieve};
+use crate::strategy::{IngestUnit, JudgeKind, Strategy};
+use crate::text::round6;
+
+/// The version of the locked pipeline. Bump it whenever a change to the
+/// harness can change any outcome: it is part of the harness hash.
+pub const HARNESS_VERSION: &str = "emend-harness/1";
+
+/// The locked context budget ceiling, in estimated tokens.
+pub const DEFAULT_BUDGET_CEILING: u32 = 2000;
+
+/// Locked settings of an evaluation: everything besides the strategy and the
+/// dataset that can change an outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HarnessSettings {
+    /// The harness's own context ceiling (the strategy's budget is capped by it).
+    pub budget_ceiling: u32,
+    /// Judge override; None uses the strategy's `judge.kind`.
+    pub judge: Option<JudgeKind>,
+    /// F1 threshold override; None uses the strategy's `judge.f1_threshold`.
+    pub f1_threshold: Option<f64>,
+    /// Keep category 5 (adversarial).
+    pub include_adversarial: bool,
+    /// Only these conversations; all when None.
+    pub conversations: Option<Vec<String>>,
+}
+
+impl Default for HarnessSettings {
+    fn default() -> Self {
+        HarnessSettings {
+            budget_ceiling: DEFAULT_BUDGET_CEILING,
+            judge: None,
+            f1_threshold: None,
+            include_adversarial: false,
+            conversations: None,
+        }
+    }
+}
+
+impl HarnessSettings {
+    pub fn selection(&self) -> Selection {
+        Selection { include_adversarial: self.include_adversarial, conversations: self.conversations.clone() }
+    }
+}
+
+/// SHA-256 (hex) of the harness version, the settings and the built-in
+/// components (extractive answerer, no extractor, no LLM judge).
+/// [`Evaluator::harness_hash`] gives the same value unless models are plugged in.
+pub fn harness_hash(settings: &HarnessSettings) -> String {
+    hash_harness(settings, &Extractive.id(), None, None)
+}
+
+fn hash_harness(
+    settings: &HarnessSettings,
+    answerer: &str,
+    extractor: Option<String>,
+    judge: Option<String>,
+) -> String {
+    let doc = serde_json::json!({
+        "harness_version": HARNESS_VERSION,
+        "settings": settings,
+        "answerer": answerer,
+        "extractor": extractor,
+        "llm_judge": judge,
+    });
+    hex::encode(Sha256::digest(serde_json::to_vec(&doc).expect("settings serialize")))
+}
+
+/// Why an evaluation could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    /// A strategy setting needs an LLM role that is not configured.
+    #[error("{field}: {value} needs roles.{role}")]
+    NeedsRole { field: &'static str, value: &'static str, role: &'static str },
+    /// A strategy value the pipeline cannot run (ranges are the schema's job; this guards the rest).
+    #[error("{field}: {message}")]
+    Strategy { field: &'static str, message: String },
+    #[error("unknown question id {0:?}")]
+    UnknownQuestion(String),
+    #[error(transparent)]
+    UnknownConversation(#[from] UnknownConversation),
+    #[error(transparent)]
+    Extract(#[from] ExtractError),
+    #[error(transparent)]
+    Answer(#[from] AnswerError),
+    #[error(transparent)]
+    Judge(#[from] JudgeError),
+}
+
+/// Hits and misses of one stage cache.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageCounter {
+    pub hits: u64,
+    pub misses: u64,
+}
+
+/// Cache counters per stage (per evaluation in [`Evaluation`], lifetime totals
+/// from [`Evaluator::cache_stats`]). Answers are counted only for answerers
+/// worth caching (models).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheStats {
+    pub ingest: StageCounter,
+    pub index: StageCounter,
+    pub retrieve: StageCounter,
+    pub answer: StageCounter,
+}
+
+#[derive(Default)]
+struct Counters([AtomicU64; 8]);
+
+impl Counters {
+    fn count(&self, stage: usize, hit: bool) {
+        self.0[stage * 2 + usize::from(!hit)].fetch_add(1, Ordering::Relaxed);
+    }
+    fn add(&self, other: &CacheStats) {
+        for (i, c) in [other.ingest, other.index, other.retrieve, other.answer].iter().enumerate() {
+            self.0[i * 2].fetch_add(c.hits, Ordering::Relaxed);
+            self.0[i * 2 + 1].fetch_add(c.misses, Ordering::Relaxed);
+        }
+    }
+    fn snapshot(&self) -> CacheStats {
+        let g = |i: usize| StageCounter {
+            hits: self.0[i * 2].load(Ordering::Relaxed),
+            misses: self.0[i * 2 + 1].load(Ordering::Relaxed),
+        };
+        CacheStats { ingest: g(0), index: g(1), retrieve: g(2), answer: g(3) }
+    }
+}
+
+const INGEST: usize = 0;
+const INDEX: usize = 1;
+const RETRIEVE: usize = 2;
+const ANSWER: usize = 3;
+
+type Key = [u8; 32];
+
+fn key(parts: &[&[u8]]) -> Key {
+    let mut h = Sha256::new();
+    for p in parts {
+        // Length-prefixed, so that part boundaries are unambiguous.
+        h.update((p.len() as u64).to_le_bytes());
+        h.update(p);
+    }
+    h.finalize().into()
+}
+
+fn json(v: &serde_json::Value) -> Vec<u8> {
+    serde_json::to_vec(v).expect("JSON serializes")
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding a cache lock leaves the map consistent (entries are inserted whole).
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+type Slot<V> = Arc<Mutex<Option<Arc<V>>>>;
+/// The slots by key, and the keys in insertion order (for eviction).
+type Slots<V> = (HashMap<Key, Slot<V>>, VecDeque<Key>);
+
+/// A bounded map from key to a stage's output; the oldest entries go first.
+/// One slot per key, so concurrent evaluations compute each output once.
+struct StageCache<V> {
+    capacity: usize,
+    inner: Mutex<Slots<V>>,
+}
+
+impl<V> StageCache<V> {
+    fn new(capacity: usize) -> Self {
+        StageCache { capacity, inner: Mutex::new((HashMap::new(), VecDeque::new())) }
+    }
+
+    fn get_or_try<E>(&self, k: Key, f: impl FnOnce() -> Result<V, E>) -> Result<(Arc<V>, bool), E> {
+        let slot = {
+            let mut g = lock(&self.inner);
+            let (map, order) = &mut *g;
+            match map.get(&k) {
+                Some(s) => s.clone(),
+                None => {
+                    let s: Slot<V> = Arc::new(Mutex::new(None));
+                    map.insert(k, s.clone());
+                    order.push_back(k);
+                    while order.len() > self.capacity {
+                        if let Some(old) = order.pop_front() {
+                            map.remove(&old);
+                        }
+                    }
+                    s
+                }
+            }
+        };
+        let mut value = lock(&slot);
+        if let Some(v) = &*value {
+            return Ok((v.clone(), true));
+        }
+        let v = Arc::new(f()?);
+        *value = Some(v.clone());
+        Ok((v, false))
+    }
+
+    fn clear(&self) {
+        let mut g = lock(&self.inner);
+        g.0.clear();
+        g.1.clear();
+    }
+}
+
+/// Memory-item statistics of an evaluation, summed over its conversations.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryStats {
+    pub conversations: usize,
+    pub items: usize,
+    pub candidates: u32,
+    pub too_short: u32,
+    pub duplicates: u32,
+    pub over_cap: u32,
+}
+
+/// The result of one evaluation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Evaluation {
+    /// Sorted by conversation id, then by index in the conversation's qa list.
+    pub outcomes: Vec<Outcome>,
+    pub summary: Summary,
+    /// Cache hits and misses of this evaluation alone.
+    pub cache: CacheStats,
+    pub memory: MemoryStats,
+}
+
+/// Evaluates strategies on one dataset with fixed settings. Cheap to share
+/// (`Arc<Evaluator>`) between threads.
+pub struct Evaluator {
+    dataset: Arc<Dataset>,
+    settings: HarnessSettings,
+    /// Selected questions as (sample index, question index), in outcome order.
+    selected: Vec<(usize, usize)>,
+    by_id: HashMap<String, (usize, usize)>,
+    extractor: Option<Arc<dyn Extractor>>,
+    answerer: Arc<dyn Answerer>,
+    llm_judge: Option<Arc<dyn Judge>>,
+    ingest_cache: StageCache<Memory>,
+    index_cache: StageCache<Index>,
+    retrieve_cache: StageCache<Retrieval>,
+    answer_cache: StageCache<Option<String>>,
+    totals: Counters,
+}
+
+impl std::fmt::Debug for Evaluator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Evaluator")
+            .field("dataset", &self.dataset.name())
+            .field("settings", &self.settings)
+            .field("questions", &self.selected.len())
+            .finish_non_exhaustive()
+    }
+}
+
+struct Prepared {
+    memory: Arc<Memory>,
+    index: Arc<Index>,
+    index_key: Key,
+}
+
+impl Evaluator {
+    /// Fails when the settings name a conversation the dataset does not hold.
+    pub fn new(dataset: Arc<Dataset>, settings: HarnessSettings) -> Result<Evaluator, EvalError> {
+        let selection = settings.selection();
+        let chosen: BTreeSet<&str> = dataset.select(&selection)?.into_iter().map(|q| q.id.as_str()).collect();
+        let mut selected = Vec::new();
+        let mut by_id = HashMap::new();
+        for (si, s) in dataset.samples().iter().enumerate() {
+            for (qi, q) in s.questions.iter().enumerate() {
+                by_id.insert(q.id.clone(), (si, qi));
+                if chosen.contains(q.id.as_str()) {
+                    selected.push((si, qi));
+                }
+            }
+        }
+        let samples = dataset.samples();
+        selected.sort_by(|a, b| samples[a.0].id.cmp(&samples[b.0].id).then(a.1.cmp(&b.1)));
+        Ok(Evaluator {
+            dataset,
+            settings,
+            selected,
+            by_id,
+            extractor: None,
+            answerer: Arc::new(Extractive),
+            llm_judge: None,
+            // Per conversation: a few dozen strategies' ingest and index outputs.
+            ingest_cache: StageCache::new(64),
+            index_cache: StageCache::new(64),
+            // Per question: about 60 full evaluations of locomo10-dev.
+            retrieve_cache: StageCache::new(50_000),
+            answer_cache: StageCache::new(200_000),
+            totals: Counters::default(),
+        })
+    }
+
+    /// Plugs in the extractor model (`ingest.unit: fact`).
+    pub fn with_extractor(mut self, extractor: Arc<dyn Extractor>) -> Self {
+        self.extractor = Some(extractor);
+        self
+    }
+
+    /// Replaces the extractive answerer with a model.
+    pub fn with_answerer(mut self, answerer: Arc<dyn Answerer>) -> Self {
+        self.answerer = answerer;
+        self
+    }
+
+    /// Plugs in the LLM judge (`judge.kind: llm`).
+    pub fn with_llm_judge(mut self, judge: Arc<dyn Judge>) -> Self {
+        self.llm_judge = Some(judge);
+        self
+    }
+
+    pub fn dataset(&self) -> &Arc<Dataset> {
+        &self.dataset
+    }
+
+    pub fn settings(&self) -> &HarnessSettings {
+        &self.settings
+    }
+
+    /// The selected questions, in outcome order (for sampling a probe).
+    pub fn questions(&self) -> Vec<&Question> {
+        self.selected.iter().map(|&(s, q)| &self.dataset.samples()[s].questions[q]).collect()
+    }
+
+    /// The harness hash of this evaluator (settings and plugged-in components).
+    pub fn harness_hash(&self) -> String {
+        hash_harness(
+            &self.settings,
+            &self.answerer.id(),
+            self.extractor.as_ref().map(|e| e.id()),
+            self.llm_judge.as_ref().map(|j| j.id()),
+        )
+    }
+
+    /// Lifetime cache counters.
+    pub fn cache_stats(&self) -> CacheStats {
+        self.totals.snapshot()
+    }
+
+    /// Drops every cached stage output (counters are kept).
+    pub fn clear_cache(&self) {
+        self.ingest_cache.clear();
+        self.index_cache.clear();
+        self.retrieve_cache.clear();
+        self.answer_cache.clear();
+    }
+
+    /// Evaluates the strategy on every selected question.
+    pub fn evaluate(&self, strategy: &Strategy) -> Result<Evaluation, EvalError> {
+        self.run(strategy, &self.selected)
+    }
+
+    /// Evaluates the strategy on some questions (ids as in outcomes; any
+    /// question of the dataset, selected or not). Outcomes keep the usual order.
+    pub fn evaluate_subset(&self, strategy: &Strategy, ids: &[String]) -> Result<Evaluation, EvalError> {
+        let mut qs = Vec::with_capacity(ids.len());
+        for id in ids {
+            qs.push(*self.by_id.get(id).ok_or_else(|| EvalError::UnknownQuestion(id.clone()))?);
+        }
+        let samples = self.dataset.samples();
+        qs.sort_by(|a, b| samples[a.0].id.cmp(&samples[b.0].id).then(a.1.cmp(&b.1)));
+        qs.dedup();
+        self.run(strategy, &qs)
+    }
+
+    fn check(&self, s: &Strategy) -> Result<(), EvalError> {
+        if s.ingest.unit == IngestUnit::Fact && self.extractor.is_none() {
+            return Err(EvalError::NeedsRole { field: "ingest.unit", value: "fact", role: "extractor" });
+        }
+        if self.judge_kind(s) == JudgeKind::Llm && self.llm_judge.is_none() {
+            return Err(EvalError::NeedsRole { field: "judge.kind", value: "llm", role: "judge" });
+        }
+        let bad = |field, message: String| Err(EvalError::Strategy { field, message });
+        if s.ingest.window_size == 0 {
+            return bad("ingest.window_size", "must be at least 1".into());
+        }
+        if s.ingest.window_overlap >= s.ingest.window_size {
+            return bad(
+                "ingest.window_overlap",
+                format!("{} must be below window_size ({})", s.ingest.window_overlap, s.ingest.window_size),
+            );
+        }
+        if s.index.dense_dim == 0 {
+            return bad("index.dense_dim", "must be at least 1".into());
+        }
+        if s.retrieve.pool == 0 || s.retrieve.top_k == 0 {
+            return bad("retrieve.top_k", "top_k and pool must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    fn judge_kind(&self, s: &Strategy) -> JudgeKind {
+        self.settings.judge.unwrap_or(s.judge.kind)
+    }
+
+    fn prepare(&self, sample: &Sample, s: &Strategy, local: &Counters) -> Result<Prepared, EvalError> {
+        let ingest_fields = json(&s.ingest_fields());
+        let extractor_id = match (s.ingest.unit, &self.extractor) {
+            (IngestUnit::Fact, Some(e)) => e.id(),
+            _ => String::new(),
+        };
+        let ingest_key = key(&[
+            b"ingest",
+            self.dataset.hash().as_bytes(),
+            sample.id.as_bytes(),
+            &ingest_fields,
+            extractor_id.as_bytes(),
+        ]);
+        let (memory, hit) = self.ingest_cache.get_or_try(ingest_key, || {
+            ingest::ingest(sample, &s.ingest, self.extractor.as_deref().filter(|_| s.ingest.unit == IngestUnit::Fact))
+        })?;
+        local.count(INGEST, hit);
+        let index_key = key(&[b"index", &ingest_key, &json(&s.index_fields())]);
+        let (index, hit) = self
+            .index_cache
+            .get_or_try::<std::convert::Infallible>(index_key, || Ok(index::build(&memory, &s.index)))
+            .unwrap_or_else(|e| match e {});
+        local.count(INDEX, hit);
+        Ok(Prepared { memory, index, index_key })
+    }
+
+    fn run(&self, s: &Strategy, qs: &[(usize, usize)]) -> Result<Evaluation, EvalError> {
+        self.check(s)?;
+        let judge: Arc<dyn Judge> = match self.judge_kind(s) {
+            JudgeKind::Evidence => Arc::new(EvidenceJudge),
+            JudgeKind::F1 => {
+                Arc::new(F1Judge { threshold: self.settings.f1_threshold.unwrap_or(s.judge.f1_threshold) })
+            }
+            JudgeKind::Llm => self.llm_judge.clone().expect("checked above"),
+        };
+        let local = Counters::default();
+        let samples = self.dataset.samples();
+        let convs: Vec<usize> = qs.iter().map(|q| q.0).collect::<BTreeSet<_>>().into_iter().collect();
+        let prepared: Vec<(usize, Prepared)> = convs
+            .par_iter()
+            .map(|&c| self.prepare(&samples[c], s, &local).map(|p| (c, p)))
+            .collect::<Result<_, _>>()?;
+        let prepared: HashMap<usize, Prepared> = prepared.into_iter().collect();
+        let retrieve_fields = json(&s.retrieve_fields());
+        let answer_fields = json(&serde_json::to_value(&s.answer).expect("a strategy serializes"));
+        let outcomes: Vec<Outcome> = qs
+            .par_iter()
+            .map(|&(si, qi)| {
+                let sample = &samples[si];
+                let p = &prepared[&si];
+                self.question(sample, &sample.questions[qi], p, s, &retrieve_fields, &answer_fields, &*judge, &local)
+            })
+            .collect::<Result<_, _>>()?;
+        let cache = local.snapshot();
+        self.totals.add(&cache);
+        let mut memory = MemoryStats { conversations: prepared.len(), ..MemoryStats::default() };
+        for p in prepared.values() {
+            let st: IngestStats = p.memory.stats;
+            memory.items += p.memory.items.len();
+            memory.candidates += st.candidates;
+            memory.too_short += st.too_short;
+            memory.duplicates += st.duplicates;
+            memory.over_cap += st.over_cap;
+        }
+        Ok(Evaluation { summary: Summary::from_outcomes(&outcomes), outcomes, cache, memory })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn question(
+        &self,
+        sample: &Sample,
+        q: &Question,
+        p: &Prepared,
+        s: &Strategy,
+        retrieve_fields: &[u8],
+        answer_fields: &[u8],
+        judge: &dyn Judge,
+        local: &Counters,
+    ) -> Result<Outcome, EvalError> {
+        let memory = &*p.memory;
+        let rkey = key(&[b"retrieve", &p.index_key, retrieve_fields, q.id.as_bytes()]);
+        let (ret, hit) = self
+            .retrieve_cache
+            .get_or_try::<std::convert::Infallible>(rkey, || Ok(retrieve(&q.question, memory, &p.index, &s.retrieve)))
+            .unwrap_or_else(|e| match e {});
+        local.count(RETRIEVE, hit);
+
+        let ctx = assemble(sample, memory, &ret, &s.assemble, self.settings.budget_ceiling);
+        let lines = ctx.lines(sample, memory);
+        let input = AnswerInput { question: &q.question, lines: &lines };
+        let answer = if self.answerer.cacheable() {
+            let text = render(&lines);
+            let akey =
+                key(&[b"answer", self.answerer.id().as_bytes(), answer_fields, q.question.as_bytes(), text.as_bytes()]);
+            let (a, hit) = self.answer_cache.get_or_try(akey, || self.answerer.answer(&input, &s.answer))?;
+            local.count(ANSWER, hit);
+            (*a).clone()
+        } else {
+            self.answerer.answer(&input, &s.answer)?
+        };
+
+        let context_turns: Vec<String> = ctx.turns.iter().map(|&o| sample.turn(o).id.clone()).collect();
+        let verdict =
+            judge.judge(&JudgeCase { question: q, answer: answer.as_deref(), context_turns: &context_turns })?;
+
+        let item_id = |i: u32| memory.items[i as usize].id.clone();
+        let retrieved_items: BTreeSet<u32> = ret.hits.iter().map(|h| h.item).collect();
+        let mut evidence_items: BTreeSet<u32> = BTreeSet::new();
+        let evidence_trace: Vec<EvidenceTrace> = q
+            .evidence
+            .iter()
+            .map(|turn| {
+                let o = sample.ordinal(turn).expect("resolved evidence names an existing turn");
+                let holders = &memory.holders[o as usize];
+                evidence_items.extend(holders.iter().copied());
+                EvidenceTrace {
+                    turn: turn.clone(),
+                    memory_ids: holders.iter().map(|&i| item_id(i)).collect(),
+                    retrieved: holders.iter().any(|i| retrieved_items.contains(i)),
+                    in_context: ctx.turns.contains(&o),
+                }
+            })
+            .collect();
+
+        Ok(Outcome {
+            id: q.id.clone(),
+            conversation: q.conversation.clone(),
+            category: q.category.name().to_string(),
+            question: q.question.clone(),
+            gold_answer: q.answer.clone(),
+            correct: verdict.correct,
+            evidence: q.evidence.clone(),
+            unresolved_evidence: q.unresolved.clone(),
+            evidence_memory_ids: evidence_items.into_iter().map(item_id).collect(),
+            retrieved: ret
+                .hits
+                .iter()
+                .enumerate()
+                .map(|(r, h)| RetrievedItem {
+                    id: item_id(h.item),
+                    rank: r as u32 + 1,
+                    score: round6(h.score),
+                    channel: h.channel,
+                })
+                .collect(),
+            context_ids: ctx.blocks.iter().map(|b| item_id(b.item)).collect(),
+            context_turns,
+            context_tokens: ctx.tokens,
+            answer,
+            evidence_trace,
+            intent: ret.intent.map(|i| i.name().to_string()),
+            expansion_terms: ret.expansion_terms.clone(),
+            judge_score: verdict.score.map(round6),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn evaluator_is_send_and_sync() {
+        assert_send_sync::<Evaluator>();
+    }
+
+    #[test]
+    fn harness_hash_depends_on_every_setting() {
+        let base = HarnessSettings::default();
+        let h = harness_hash(&base);
+        assert_eq!(h.len(), 64);
+        assert_eq!(h, harness_hash(&base.clone()));
+        for other in [
+            HarnessSettings { budget_ceiling: 1000, ..base.clone() },
+            HarnessSettings { judge: Some(JudgeKind::F1), ..base.clone() },
+            HarnessSettings { f1_threshold: Some(0.3), ..base.clone() },
+            HarnessSettings { include_adversarial: true, ..base.clone() },
+            HarnessSettings { conversations: Some(vec!["a".into()]), ..base.clone() },
+        ] {
+            assert_ne!(harness_hash(&other), h);
+        }
+    }
+
+    #[test]
+    fn stage_cache_evicts_the_oldest_and_counts_hits() {
+        let c: StageCache<u32> = StageCache::new(2);
+        let k = |i: u8| [i; 32];
+        let ok = |v: u32| move || Ok::<_, ()>(v);
+        assert_eq!(c.get_or_try(k(1), ok(1)).unwrap(), (Arc::new(1), false));
+        assert_eq!(c.get_or_try(k(1), ok(9)).unwrap(), (Arc::new(1), true));
+        c.get_or_try(k(2), ok(2)).unwrap();
+        c.get_or_try(k(3), ok(3)).unwrap();
+        assert_eq!(c.get_or_try(k(1), ok(4)).unwrap(), (Arc::new(4), false));
+        assert!(c.get_or_try(k(5), || Err::<u32, _>("boom")).is_err());
+        assert_eq!(c.get_or_try(k(5), ok(5)).unwrap(), (Arc::new(5), false));
+    }
+}

@@ -1,0 +1,248 @@
+//! Stage 2, index: a BM25 index and a dense channel over one conversation's
+//! memory items.
+//!
+//! Reads `index.*`. BM25 (Lucene's idf, `ln(1 + (N - df + 0.5) / (df + 0.5))`)
+//! runs over [`crate::text::terms`]. The dense channel embeds text as hashed,
+//! signed character-trigram counts in `dense_dim` buckets, L2-normalized, so
+//! that word forms sharing stems (`painting` / `paint`) meet where BM25's exact
+//! terms do not.
+
+use std::collections::HashMap;
+
+use crate::ingest::Memory;
+use crate::strategy::{DenseKind, Index as IndexSpec};
+use crate::text::{FnvBuild, for_each_term, for_each_trigram};
+
+/// BM25 over the items' terms.
+#[derive(Debug, Clone)]
+pub struct Bm25 {
+    k1: f64,
+    b: f64,
+    avgdl: f64,
+    vocab: HashMap<String, u32, FnvBuild>,
+    /// Per term id: (item, term frequency), ascending by item.
+    postings: Vec<Vec<(u32, u32)>>,
+    idf: Vec<f64>,
+    doc_len: Vec<u32>,
+    /// Per item: (term id, tf), ascending by term id; for expansion and reranking.
+    doc_terms: Vec<Vec<(u32, u32)>>,
+    terms: Vec<String>,
+}
+
+impl Bm25 {
+    pub fn build(texts: &[&str], k1: f64, b: f64) -> Bm25 {
+        let mut vocab: HashMap<String, u32, FnvBuild> = HashMap::default();
+        let mut names: Vec<String> = Vec::new();
+        let mut postings: Vec<Vec<(u32, u32)>> = Vec::new();
+        let mut doc_len = Vec::with_capacity(texts.len());
+        let mut doc_terms = Vec::with_capacity(texts.len());
+        for (d, text) in texts.iter().enumerate() {
+            let mut ids: Vec<u32> = Vec::new();
+            for_each_term(text, |t| {
+                let id = match vocab.get(t) {
+                    Some(&id) => id,
+                    None => {
+                        names.push(t.to_string());
+                        vocab.insert(t.to_string(), names.len() as u32 - 1);
+                        names.len() as u32 - 1
+                    }
+                };
+                ids.push(id);
+            });
+            doc_len.push(ids.len() as u32);
+            ids.sort_unstable();
+            let mut counts: Vec<(u32, u32)> = Vec::new();
+            for id in ids {
+                match counts.last_mut() {
+                    Some((x, c)) if *x == id => *c += 1,
+                    _ => counts.push((id, 1)),
+                }
+            }
+            postings.resize(names.len(), Vec::new());
+            for &(t, c) in &counts {
+                postings[t as usize].push((d as u32, c));
+            }
+            doc_terms.push(counts);
+        }
+        let n = texts.len() as f64;
+        let idf = postings.iter().map(|p| (1.0 + (n - p.len() as f64 + 0.5) / (p.len() as f64 + 0.5)).ln()).collect();
+        let avgdl = if texts.is_empty() { 1.0 } else { doc_len.iter().map(|&l| f64::from(l)).sum::<f64>() / n };
+        Bm25 { k1, b, avgdl: avgdl.max(1e-9), vocab, postings, idf, doc_len, doc_terms, terms: names }
+    }
+
+    /// Term ids of the known terms of `text`, first occurrence order, no repeats.
+    pub fn query_ids(&self, text: &str) -> Vec<u32> {
+        let mut out = Vec::new();
+        for_each_term(text, |t| {
+            if let Some(&id) = self.vocab.get(t)
+                && !out.contains(&id)
+            {
+                out.push(id);
+            }
+        });
+        out
+    }
+
+    pub fn term(&self, id: u32) -> &str {
+        &self.terms[id as usize]
+    }
+
+    pub fn idf(&self, id: u32) -> f64 {
+        self.idf[id as usize]
+    }
+
+    pub fn doc_terms(&self, item: u32) -> &[(u32, u32)] {
+        &self.doc_terms[item as usize]
+    }
+
+    pub fn len(&self) -> usize {
+        self.doc_len.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.doc_len.is_empty()
+    }
+
+    /// BM25 score of every item for a query of distinct term ids.
+    pub fn scores(&self, query: &[u32]) -> Vec<f64> {
+        let mut s = vec![0.0; self.doc_len.len()];
+        for &t in query {
+            let idf = self.idf[t as usize];
+            for &(d, tf) in &self.postings[t as usize] {
+                let tf = f64::from(tf);
+                let norm = 1.0 - self.b + self.b * f64::from(self.doc_len[d as usize]) / self.avgdl;
+                s[d as usize] += idf * tf * (self.k1 + 1.0) / (tf + self.k1 * norm);
+            }
+        }
+        s
+    }
+}
+
+/// Hashed character-trigram vectors, one row per item, with the buckets'
+/// idf weights so that trigrams found in every item (speaker names) count little.
+#[derive(Debug, Clone)]
+pub struct Dense {
+    dim: usize,
+    idf: Vec<f32>,
+    rows: Vec<f32>,
+}
+
+impl Dense {
+    pub fn build(texts: &[&str], dim: usize) -> Dense {
+        let raw: Vec<Vec<f32>> = texts.iter().map(|t| hashed_counts(t, dim)).collect();
+        let mut df = vec![0u32; dim];
+        for r in &raw {
+            for (d, x) in df.iter_mut().zip(r) {
+                *d += u32::from(*x != 0.0);
+            }
+        }
+        let n = texts.len() as f32;
+        let idf: Vec<f32> = df.iter().map(|&d| ((n + 1.0) / (d as f32 + 1.0)).ln() + 1.0).collect();
+        let mut rows = Vec::with_capacity(texts.len() * dim);
+        for r in raw {
+            rows.extend(weighted_unit(r, &idf));
+        }
+        Dense { dim, idf, rows }
+    }
+
+    /// Cosine of the query with every item.
+    pub fn scores(&self, query: &str) -> Vec<f64> {
+        let q = weighted_unit(hashed_counts(query, self.dim), &self.idf);
+        self.rows.chunks_exact(self.dim).map(|r| f64::from(dot(r, &q))).collect()
+    }
+}
+
+/// Dot product in eight fixed lanes (vectorizes; the summation order is fixed,
+/// so results are identical on every run).
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for i in 0..8 {
+            lanes[i] += x[i] * y[i];
+        }
+    }
+    let mut s = ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
+    for (x, y) in ra.iter().zip(rb) {
+        s += x * y;
+    }
+    s
+}
+
+/// Signed hashed trigram counts: each trigram hash adds +1 or -1 (its top
+/// bit) to bucket `hash % dim`.
+pub fn hashed_counts(text: &str, dim: usize) -> Vec<f32> {
+    let mut v = vec![0f32; dim];
+    for_each_trigram(text, |h| {
+        let bucket = (h % dim as u64) as usize;
+        v[bucket] += if h >> 63 == 1 { -1.0 } else { 1.0 };
+    });
+    v
+}
+
+/// Multiplies by the bucket weights and scales to unit length (all zero stays zero).
+fn weighted_unit(mut v: Vec<f32>, idf: &[f32]) -> Vec<f32> {
+    for (x, w) in v.iter_mut().zip(idf) {
+        *x *= w;
+    }
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        for x in &mut v {
+            *x /= norm;
+        }
+    }
+    v
+}
+
+/// The dense embedding without corpus weights: [`hashed_counts`], L2-normalized.
+pub fn embed(text: &str, dim: usize) -> Vec<f32> {
+    weighted_unit(hashed_counts(text, dim), &vec![1.0; dim])
+}
+
+/// The index of one conversation's memory.
+#[derive(Debug, Clone)]
+pub struct Index {
+    pub bm25: Bm25,
+    /// None when `dense_kind: none`.
+    pub dense: Option<Dense>,
+}
+
+/// Runs the index stage.
+pub fn build(memory: &Memory, spec: &IndexSpec) -> Index {
+    let texts: Vec<&str> = memory.items.iter().map(|i| i.text.as_str()).collect();
+    let bm25 = Bm25::build(&texts, spec.bm25_k1, spec.bm25_b);
+    let dense = match spec.dense_kind {
+        DenseKind::Trigram => Some(Dense::build(&texts, spec.dense_dim.max(1) as usize)),
+        DenseKind::None => None,
+    };
+    Index { bm25, dense }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bm25_prefers_rare_terms_and_short_items() {
+        let docs = ["the cat sat on the mat", "a dog and a cat", "dog dog dog running far away today"];
+        let ix = Bm25::build(&docs, 1.2, 0.75);
+        let q = ix.query_ids("Dog? unknown dog");
+        assert_eq!(q.len(), 1);
+        let s = ix.scores(&q);
+        assert_eq!(s[0], 0.0);
+        assert!(s[1] > 0.0 && s[2] > 0.0);
+        let binary = Bm25::build(&docs, 0.0, 0.75).scores(&q);
+        assert!((binary[1] - binary[2]).abs() < 1e-12, "k1 = 0 ignores term frequency");
+    }
+
+    #[test]
+    fn dense_vectors_are_unit_length_and_match_word_forms() {
+        let v = embed("painting sunsets", 256);
+        assert!((v.iter().map(|x| x * x).sum::<f32>() - 1.0).abs() < 1e-5);
+        assert!(embed("", 64).iter().all(|x| *x == 0.0));
+        let d = Dense::build(&["I have been painting sunsets", "we went swimming yesterday"], 512);
+        let s = d.scores("paint a sunset");
+        assert!(s[0] > s[1] + 0.1, "{s:?}");
+    }
+}

@@ -1,0 +1,147 @@
+//! The diagnostic trace: one [`Outcome`] per question (a JSONL record of
+//! `emend eval --outcomes`, and the format external harnesses write), and the
+//! [`Summary`] computed from a set of them.
+//!
+//! The trace says where every gold evidence turn went. For each resolved gold
+//! turn, [`EvidenceTrace`] records the memory items holding it, whether any of
+//! them was retrieved and whether the turn is in the context, so the earliest
+//! losing stage of a turn that is not in the context is read off directly:
+//! no `memory_ids` -> ingest; none of them `retrieved` -> retrieval; else
+//! assembly. A turn can be `in_context` without a retrieved item holding it
+//! (neighbour backfill): such a turn is not lost.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::retrieve::Channel;
+
+/// One retrieved item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RetrievedItem {
+    /// Memory item id, `<conversation>/m<NNNN>`.
+    pub id: String,
+    /// 1-based, after reranking.
+    pub rank: u32,
+    /// Fused score after recency decay, rounded to 6 decimals.
+    pub score: f64,
+    /// The channel contributing most to the fused score.
+    pub channel: Channel,
+}
+
+/// Where one resolved gold turn went.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EvidenceTrace {
+    /// The dia_id.
+    pub turn: String,
+    /// Memory items holding the turn (empty: ingest lost it).
+    pub memory_ids: Vec<String>,
+    /// Some item in `memory_ids` was retrieved.
+    pub retrieved: bool,
+    /// The turn is in the assembled context.
+    pub in_context: bool,
+}
+
+/// The record of one question.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// `<sample_id>#<index in qa>`.
+    pub id: String,
+    pub conversation: String,
+    /// `multi-hop`, `temporal`, `open-domain`, `single-hop` or `adversarial`.
+    pub category: String,
+    pub question: String,
+    pub gold_answer: Option<String>,
+    pub correct: bool,
+    /// Resolved gold dia_ids.
+    pub evidence: Vec<String>,
+    /// Gold evidence ids that could not be resolved, as written.
+    pub unresolved_evidence: Vec<String>,
+    /// Memory items holding any resolved gold turn.
+    pub evidence_memory_ids: Vec<String>,
+    pub retrieved: Vec<RetrievedItem>,
+    /// Memory items in the context, in context order.
+    pub context_ids: Vec<String>,
+    /// Every dia_id the context covers (backfill included), chronological.
+    pub context_turns: Vec<String>,
+    pub context_tokens: u32,
+    pub answer: Option<String>,
+    /// One entry per resolved gold turn, in `evidence` order.
+    pub evidence_trace: Vec<EvidenceTrace>,
+    /// The intent read from the question text, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent: Option<String>,
+    /// Terms the expansion channel added.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expansion_terms: Vec<String>,
+    /// The judge's score where it has one (F1), rounded to 6 decimals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_score: Option<f64>,
+}
+
+/// Accuracy over a group of questions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CategoryScore {
+    pub n: usize,
+    pub correct: usize,
+    pub accuracy: f64,
+}
+
+impl CategoryScore {
+    fn new(n: usize, correct: usize) -> Self {
+        CategoryScore { n, correct, accuracy: if n == 0 { 0.0 } else { correct as f64 / n as f64 } }
+    }
+}
+
+/// Aggregate figures of an evaluation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub n: usize,
+    pub correct: usize,
+    pub accuracy: f64,
+    /// Category name -> score; only categories present.
+    pub per_category: BTreeMap<String, CategoryScore>,
+    /// Mean of `context_tokens`, rounded to 3 decimals.
+    pub mean_context_tokens: f64,
+    /// Questions with at least one unresolvable evidence id.
+    pub unresolved_evidence: usize,
+    /// Unresolvable evidence ids in all (a question may have several).
+    pub unresolved_evidence_ids: usize,
+    /// Questions with no resolvable evidence at all (always wrong under the evidence judge).
+    pub without_evidence: usize,
+}
+
+impl Summary {
+    pub fn from_outcomes(outcomes: &[Outcome]) -> Summary {
+        let n = outcomes.len();
+        let correct = outcomes.iter().filter(|o| o.correct).count();
+        let mut cats: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+        for o in outcomes {
+            let e = cats.entry(o.category.clone()).or_default();
+            e.0 += 1;
+            e.1 += usize::from(o.correct);
+        }
+        let tokens: u64 = outcomes.iter().map(|o| u64::from(o.context_tokens)).sum();
+        let mean = if n == 0 { 0.0 } else { (tokens as f64 / n as f64 * 1000.0).round() / 1000.0 };
+        Summary {
+            n,
+            correct,
+            accuracy: CategoryScore::new(n, correct).accuracy,
+            per_category: cats.into_iter().map(|(k, (n, c))| (k, CategoryScore::new(n, c))).collect(),
+            mean_context_tokens: mean,
+            unresolved_evidence: outcomes.iter().filter(|o| !o.unresolved_evidence.is_empty()).count(),
+            unresolved_evidence_ids: outcomes.iter().map(|o| o.unresolved_evidence.len()).sum(),
+            without_evidence: outcomes.iter().filter(|o| o.evidence.is_empty()).count(),
+        }
+    }
+}
+
+/// Writes outcomes as JSONL, one record a line.
+pub fn to_jsonl(outcomes: &[Outcome]) -> String {
+    let mut s = String::new();
+    for o in outcomes {
+        s.push_str(&serde_json::to_string(o).expect("an outcome serializes"));
+        s.push('\n');
+    }
+    s
+}
