@@ -39,6 +39,12 @@ pub trait Answerer: Send + Sync {
         true
     }
     fn answer(&self, input: &AnswerInput<'_>, spec: &Answer) -> Result<Option<String>, AnswerError>;
+    /// Answers many questions (the evaluator calls this once per stage with
+    /// every answer it needs); results in input order. A model overrides it
+    /// to run the calls concurrently.
+    fn answer_batch(&self, inputs: &[AnswerInput<'_>], spec: &Answer) -> Vec<Result<Option<String>, AnswerError>> {
+        inputs.iter().map(|i| self.answer(i, spec)).collect()
+    }
 }
 
 /// The built-in, model-free answerer.

@@ -18,11 +18,11 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::answer::{AnswerError, AnswerInput, Answerer, Extractive};
-use crate::assemble::{assemble, render};
+use crate::assemble::{Context, ContextLine, assemble, render};
 use crate::dataset::{Dataset, Question, Sample, Selection, UnknownConversation};
 use crate::index::{self, Index};
 use crate::ingest::{self, ExtractError, Extractor, IngestStats, Memory};
-use crate::judge::{EvidenceJudge, F1Judge, Judge, JudgeCase, JudgeError};
+use crate::judge::{EvidenceJudge, F1Judge, Judge, JudgeCase, JudgeError, Verdict};
 use crate::outcome::{EvidenceTrace, Outcome, RetrievedItem, Summary};
 use crate::retrieve::{Retrieval, retrieve};
 use crate::strategy::{IngestUnit, JudgeKind, Strategy};
@@ -221,6 +221,17 @@ impl<V> StageCache<V> {
         let v = Arc::new(f()?);
         *value = Some(v.clone());
         Ok((v, false))
+    }
+
+    /// The stored output for a key, if any (without computing it).
+    fn get(&self, k: &Key) -> Option<Arc<V>> {
+        let slot = lock(&self.inner).0.get(k).cloned()?;
+        lock(&slot).clone()
+    }
+
+    /// Stores an output computed elsewhere (a batch); keeps one already stored.
+    fn insert(&self, k: Key, v: V) -> Arc<V> {
+        self.get_or_try::<std::convert::Infallible>(k, || Ok(v)).map(|(v, _)| v).unwrap_or_else(|e| match e {})
     }
 
     fn clear(&self) {
@@ -461,25 +472,134 @@ impl Evaluator {
         let local = Counters::default();
         let samples = self.dataset.samples();
         let convs: Vec<usize> = qs.iter().map(|q| q.0).collect::<BTreeSet<_>>().into_iter().collect();
-        let prepared: Vec<(usize, Prepared)> = convs
+        // A conversation whose extraction failed makes its questions errored, not the evaluation.
+        let prepared: HashMap<usize, Result<Prepared, String>> = convs
             .par_iter()
-            .map(|&c| self.prepare(&samples[c], s, &local).map(|p| (c, p)))
-            .collect::<Result<_, _>>()?;
-        let prepared: HashMap<usize, Prepared> = prepared.into_iter().collect();
-        let retrieve_fields = json(&s.retrieve_fields());
-        let answer_fields = json(&serde_json::to_value(&s.answer).expect("a strategy serializes"));
-        let outcomes: Vec<Outcome> = qs
-            .par_iter()
-            .map(|&(si, qi)| {
-                let sample = &samples[si];
-                let p = &prepared[&si];
-                self.question(sample, &sample.questions[qi], p, s, &retrieve_fields, &answer_fields, &*judge, &local)
+            .map(|&c| {
+                let p = match self.prepare(&samples[c], s, &local) {
+                    Ok(p) => Ok(p),
+                    Err(EvalError::Extract(e)) => Err(e.to_string()),
+                    Err(e) => return Err(e),
+                };
+                Ok((c, p))
             })
             .collect::<Result<_, _>>()?;
+        let retrieve_fields = json(&s.retrieve_fields());
+        let answer_fields = json(&serde_json::to_value(&s.answer).expect("a strategy serializes"));
+
+        // Retrieval and assembly, per question in parallel.
+        let staged: Vec<Result<Staged, String>> = qs
+            .par_iter()
+            .map(|&(si, qi)| match &prepared[&si] {
+                Ok(p) => Ok(self.stage(&samples[si], si, qi, p, s, &retrieve_fields, &local)),
+                Err(e) => Err(e.clone()),
+            })
+            .collect();
+
+        // Answers: model answers go through the cache and one batch call.
+        let mut answers: Vec<Result<Option<String>, String>> = vec![Ok(None); staged.len()];
+        if self.answerer.cacheable() {
+            let id = self.answerer.id();
+            let mut missing: Vec<(usize, Key)> = Vec::new();
+            for (i, st) in staged.iter().enumerate() {
+                let Ok(st) = st else { continue };
+                let q = &samples[st.si].questions[st.qi];
+                let text = render(&st.lines);
+                let akey = key(&[b"answer", id.as_bytes(), &answer_fields, q.question.as_bytes(), text.as_bytes()]);
+                match self.answer_cache.get(&akey) {
+                    Some(a) => {
+                        local.count(ANSWER, true);
+                        answers[i] = Ok((*a).clone());
+                    }
+                    None => missing.push((i, akey)),
+                }
+            }
+            let inputs: Vec<AnswerInput<'_>> = missing
+                .iter()
+                .map(|&(i, _)| {
+                    let st = staged[i].as_ref().expect("only staged questions are missing");
+                    AnswerInput { question: &samples[st.si].questions[st.qi].question, lines: &st.lines }
+                })
+                .collect();
+            let results = if inputs.is_empty() { Vec::new() } else { self.answerer.answer_batch(&inputs, &s.answer) };
+            for ((i, akey), r) in missing.into_iter().zip(results) {
+                local.count(ANSWER, false);
+                answers[i] = match r {
+                    Ok(a) => Ok((*self.answer_cache.insert(akey, a)).clone()),
+                    Err(e) => Err(e.to_string()),
+                };
+            }
+        } else {
+            answers = staged
+                .par_iter()
+                .map(|st| match st {
+                    Ok(st) => {
+                        let q = &samples[st.si].questions[st.qi];
+                        self.answerer
+                            .answer(&AnswerInput { question: &q.question, lines: &st.lines }, &s.answer)
+                            .map_err(|e| e.to_string())
+                    }
+                    Err(_) => Ok(None),
+                })
+                .collect();
+        }
+
+        // Judgement, one batch for every question that has an answer stage behind it.
+        let context_turns: Vec<Vec<String>> = staged
+            .iter()
+            .map(|st| match st {
+                Ok(st) => st.ctx.turns.iter().map(|&o| samples[st.si].turn(o).id.clone()).collect(),
+                Err(_) => Vec::new(),
+            })
+            .collect();
+        let judged: Vec<usize> = (0..staged.len()).filter(|&i| staged[i].is_ok() && answers[i].is_ok()).collect();
+        let cases: Vec<JudgeCase<'_>> = judged
+            .iter()
+            .map(|&i| {
+                let st = staged[i].as_ref().expect("filtered");
+                JudgeCase {
+                    question: &samples[st.si].questions[st.qi],
+                    answer: answers[i].as_ref().expect("filtered").as_deref(),
+                    context_turns: &context_turns[i],
+                }
+            })
+            .collect();
+        let verdicts = if cases.is_empty() { Vec::new() } else { judge.judge_batch(&cases) };
+        let mut verdict: Vec<Option<Result<Verdict, String>>> = vec![None; staged.len()];
+        for (i, v) in judged.into_iter().zip(verdicts) {
+            verdict[i] = Some(v.map_err(|e| e.to_string()));
+        }
+
+        let outcomes: Vec<Outcome> = staged
+            .iter()
+            .zip(answers)
+            .zip(verdict)
+            .zip(context_turns)
+            .zip(qs)
+            .map(|((((st, answer), verdict), context_turns), &(si, qi))| {
+                let q = &samples[si].questions[qi];
+                match st {
+                    Ok(st) => {
+                        let p = prepared[&si].as_ref().expect("staged questions have a memory");
+                        let (answer, error) = match answer {
+                            Ok(a) => (a, None),
+                            Err(e) => (None, Some(e)),
+                        };
+                        let (verdict, error) = match verdict {
+                            Some(Ok(v)) => (v, error),
+                            Some(Err(e)) => (Verdict { correct: false, score: None }, Some(e)),
+                            None => (Verdict { correct: false, score: None }, error),
+                        };
+                        self.outcome(&samples[si], q, p, st, context_turns, answer, verdict, error)
+                    }
+                    Err(e) => errored(q, e.clone()),
+                }
+            })
+            .collect();
         let cache = local.snapshot();
         self.totals.add(&cache);
         let mut memory = MemoryStats { conversations: prepared.len(), ..MemoryStats::default() };
-        for p in prepared.values() {
+        for p in prepared.values().flatten() {
             let st: IngestStats = p.memory.stats;
             memory.items += p.memory.items.len();
             memory.candidates += st.candidates;
@@ -490,18 +610,19 @@ impl Evaluator {
         Ok(Evaluation { summary: Summary::from_outcomes(&outcomes), outcomes, cache, memory })
     }
 
+    /// Retrieval and assembly of one question.
     #[allow(clippy::too_many_arguments)]
-    fn question(
+    fn stage(
         &self,
         sample: &Sample,
-        q: &Question,
+        si: usize,
+        qi: usize,
         p: &Prepared,
         s: &Strategy,
         retrieve_fields: &[u8],
-        answer_fields: &[u8],
-        judge: &dyn Judge,
         local: &Counters,
-    ) -> Result<Outcome, EvalError> {
+    ) -> Staged {
+        let q = &sample.questions[qi];
         let memory = &*p.memory;
         let rkey = key(&[b"retrieve", &p.index_key, retrieve_fields, q.id.as_bytes()]);
         let (ret, hit) = self
@@ -509,25 +630,25 @@ impl Evaluator {
             .get_or_try::<std::convert::Infallible>(rkey, || Ok(retrieve(&q.question, memory, &p.index, &s.retrieve)))
             .unwrap_or_else(|e| match e {});
         local.count(RETRIEVE, hit);
-
         let ctx = assemble(sample, memory, &ret, &s.assemble, self.settings.budget_ceiling);
         let lines = ctx.lines(sample, memory);
-        let input = AnswerInput { question: &q.question, lines: &lines };
-        let answer = if self.answerer.cacheable() {
-            let text = render(&lines);
-            let akey =
-                key(&[b"answer", self.answerer.id().as_bytes(), answer_fields, q.question.as_bytes(), text.as_bytes()]);
-            let (a, hit) = self.answer_cache.get_or_try(akey, || self.answerer.answer(&input, &s.answer))?;
-            local.count(ANSWER, hit);
-            (*a).clone()
-        } else {
-            self.answerer.answer(&input, &s.answer)?
-        };
+        Staged { si, qi, ret, ctx, lines }
+    }
 
-        let context_turns: Vec<String> = ctx.turns.iter().map(|&o| sample.turn(o).id.clone()).collect();
-        let verdict =
-            judge.judge(&JudgeCase { question: q, answer: answer.as_deref(), context_turns: &context_turns })?;
-
+    #[allow(clippy::too_many_arguments)]
+    fn outcome(
+        &self,
+        sample: &Sample,
+        q: &Question,
+        p: &Prepared,
+        st: &Staged,
+        context_turns: Vec<String>,
+        answer: Option<String>,
+        verdict: Verdict,
+        error: Option<String>,
+    ) -> Outcome {
+        let memory = &*p.memory;
+        let (ret, ctx) = (&st.ret, &st.ctx);
         let item_id = |i: u32| memory.items[i as usize].id.clone();
         let retrieved_items: BTreeSet<u32> = ret.hits.iter().map(|h| h.item).collect();
         let mut evidence_items: BTreeSet<u32> = BTreeSet::new();
@@ -547,13 +668,13 @@ impl Evaluator {
             })
             .collect();
 
-        Ok(Outcome {
+        Outcome {
             id: q.id.clone(),
             conversation: q.conversation.clone(),
             category: q.category.name().to_string(),
             question: q.question.clone(),
             gold_answer: q.answer.clone(),
-            correct: verdict.correct,
+            correct: verdict.correct && error.is_none(),
             evidence: q.evidence.clone(),
             unresolved_evidence: q.unresolved.clone(),
             evidence_memory_ids: evidence_items.into_iter().map(item_id).collect(),
@@ -576,7 +697,42 @@ impl Evaluator {
             intent: ret.intent.map(|i| i.name().to_string()),
             expansion_terms: ret.expansion_terms.clone(),
             judge_score: verdict.score.map(round6),
-        })
+            error,
+        }
+    }
+}
+
+/// A question after retrieval and assembly.
+struct Staged {
+    si: usize,
+    qi: usize,
+    ret: Arc<Retrieval>,
+    ctx: Context,
+    lines: Vec<ContextLine>,
+}
+
+/// The outcome of a question whose conversation could not be ingested.
+fn errored(q: &Question, error: String) -> Outcome {
+    Outcome {
+        id: q.id.clone(),
+        conversation: q.conversation.clone(),
+        category: q.category.name().to_string(),
+        question: q.question.clone(),
+        gold_answer: q.answer.clone(),
+        correct: false,
+        evidence: q.evidence.clone(),
+        unresolved_evidence: q.unresolved.clone(),
+        evidence_memory_ids: vec![],
+        retrieved: vec![],
+        context_ids: vec![],
+        context_turns: vec![],
+        context_tokens: 0,
+        answer: None,
+        evidence_trace: vec![],
+        intent: None,
+        expansion_terms: vec![],
+        judge_score: None,
+        error: Some(error),
     }
 }
 

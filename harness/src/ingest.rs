@@ -87,6 +87,18 @@ pub trait Extractor: Send + Sync {
     fn id(&self) -> String;
     /// `prompt` is `ingest.extraction_prompt` with `{turns}` filled in.
     fn extract(&self, prompt: &str, window: &[&Turn]) -> Result<Vec<Fact>, ExtractError>;
+    /// Extracts from every window of a conversation (ingest calls this once
+    /// per conversation); results in input order. A model overrides it to
+    /// run the calls concurrently.
+    fn extract_batch(&self, jobs: &[ExtractJob<'_>]) -> Vec<Result<Vec<Fact>, ExtractError>> {
+        jobs.iter().map(|j| self.extract(&j.prompt, &j.window)).collect()
+    }
+}
+
+/// One window to extract facts from.
+pub struct ExtractJob<'a> {
+    pub prompt: String,
+    pub window: Vec<&'a Turn>,
 }
 
 struct Candidate {
@@ -120,6 +132,9 @@ pub fn ingest(sample: &Sample, spec: &Ingest, extractor: Option<&dyn Extractor>)
     let size = spec.window_size.max(1);
     let overlap = spec.window_overlap.min(size - 1);
     let mut candidates = Vec::new();
+    // Fact windows are extracted in one batch: (session, start, end) per job.
+    let mut jobs: Vec<ExtractJob<'_>> = Vec::new();
+    let mut spans: Vec<(usize, u32, u32)> = Vec::new();
     let mut first = 0u32;
     for (s, session) in sample.sessions.iter().enumerate() {
         let end = first + session.turns.len() as u32;
@@ -133,38 +148,35 @@ pub fn ingest(sample: &Sample, spec: &Ingest, extractor: Option<&dyn Extractor>)
                     body: turns.iter().map(|t| t.line()).collect::<Vec<_>>().join("\n"),
                 }),
                 IngestUnit::Fact => {
-                    let Some(ex) = extractor else {
-                        return Err(ExtractError {
-                            extractor: "(none)".into(),
-                            message: "ingest.unit: fact needs roles.extractor".into(),
-                        });
-                    };
                     let listing: String =
                         turns.iter().map(|t| format!("[{}] {}\n", t.id, t.line())).collect::<String>();
                     let prompt = spec.extraction_prompt.replace("{turns}", listing.trim_end());
-                    for fact in ex.extract(&prompt, &turns)? {
-                        let mut cited: Vec<u32> = fact
-                            .turns
-                            .iter()
-                            .filter_map(|id| sample.ordinal(id))
-                            .filter(|o| (a..b).contains(o))
-                            .collect();
-                        cited.sort_unstable();
-                        cited.dedup();
-                        if cited.is_empty() {
-                            cited = (a..b).collect();
-                        }
-                        candidates.push(Candidate {
-                            session: s,
-                            turns: cited,
-                            content: fact.text.clone(),
-                            body: fact.text,
-                        });
-                    }
+                    jobs.push(ExtractJob { prompt, window: turns });
+                    spans.push((s, a, b));
                 }
             }
         }
         first = end;
+    }
+    if spec.unit == IngestUnit::Fact {
+        let Some(ex) = extractor else {
+            return Err(ExtractError {
+                extractor: "(none)".into(),
+                message: "ingest.unit: fact needs roles.extractor".into(),
+            });
+        };
+        for ((s, a, b), facts) in spans.into_iter().zip(ex.extract_batch(&jobs)) {
+            for fact in facts? {
+                let mut cited: Vec<u32> =
+                    fact.turns.iter().filter_map(|id| sample.ordinal(id)).filter(|o| (a..b).contains(o)).collect();
+                cited.sort_unstable();
+                cited.dedup();
+                if cited.is_empty() {
+                    cited = (a..b).collect();
+                }
+                candidates.push(Candidate { session: s, turns: cited, content: fact.text.clone(), body: fact.text });
+            }
+        }
     }
 
     let mut stats = IngestStats { candidates: candidates.len() as u32, ..IngestStats::default() };

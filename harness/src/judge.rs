@@ -40,6 +40,11 @@ pub trait Judge: Send + Sync {
     /// Identity, part of the harness hash.
     fn id(&self) -> String;
     fn judge(&self, case: &JudgeCase<'_>) -> Result<Verdict, JudgeError>;
+    /// Judges many cases (once per evaluation); results in input order. A
+    /// model overrides it to run the calls concurrently.
+    fn judge_batch(&self, cases: &[JudgeCase<'_>]) -> Vec<Result<Verdict, JudgeError>> {
+        cases.iter().map(|c| self.judge(c)).collect()
+    }
 }
 
 /// All resolved gold turns in the context.

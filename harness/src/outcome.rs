@@ -77,6 +77,11 @@ pub struct Outcome {
     /// The judge's score where it has one (F1), rounded to 6 decimals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge_score: Option<f64>,
+    /// Why this question has no verdict: a model call (extraction, answer,
+    /// judge) failed after its retries. Such an outcome is not correct, and
+    /// the evaluation is incomplete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// Accuracy over a group of questions.
@@ -109,6 +114,13 @@ pub struct Summary {
     pub unresolved_evidence_ids: usize,
     /// Questions with no resolvable evidence at all (always wrong under the evidence judge).
     pub without_evidence: usize,
+    /// Questions whose model calls failed (see [`Outcome::error`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub errors: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Summary {
@@ -132,6 +144,7 @@ impl Summary {
             unresolved_evidence: outcomes.iter().filter(|o| !o.unresolved_evidence.is_empty()).count(),
             unresolved_evidence_ids: outcomes.iter().map(|o| o.unresolved_evidence.len()).sum(),
             without_evidence: outcomes.iter().filter(|o| o.evidence.is_empty()).count(),
+            errors: outcomes.iter().filter(|o| o.error.is_some()).count(),
         }
     }
 }
