@@ -23,7 +23,7 @@ pub struct RetrievedItem {
     pub id: String,
     /// 1-based, after reranking.
     pub rank: u32,
-    /// Fused score after recency decay, rounded to 6 decimals.
+    /// Fused score after recency decay, rounded to 6 significant digits.
     pub score: f64,
     /// The channel contributing most to the fused score.
     pub channel: Channel,
@@ -74,7 +74,7 @@ pub struct Outcome {
     /// Terms the expansion channel added.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub expansion_terms: Vec<String>,
-    /// The judge's score where it has one (F1), rounded to 6 decimals.
+    /// The judge's score where it has one (F1), rounded to 6 significant digits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge_score: Option<f64>,
     /// Why this question has no verdict: a model call (extraction, answer,

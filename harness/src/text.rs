@@ -357,10 +357,13 @@ fn parse_clock(t: &str) -> Option<u32> {
     Some(h * 60 + m)
 }
 
-/// Rounds to 6 decimals so scores print the same everywhere (traces are compared byte for byte).
+/// Rounds to 6 significant digits, so that scores print the same everywhere
+/// (traces are compared byte for byte) without erasing tiny decayed scores.
 pub fn round6(x: f64) -> f64 {
-    let r = (x * 1e6).round() / 1e6;
-    if r == 0.0 { 0.0 } else { r }
+    if x == 0.0 || !x.is_finite() {
+        return if x.is_finite() { 0.0 } else { x };
+    }
+    format!("{x:.5e}").parse().expect("a formatted float parses")
 }
 
 #[cfg(test)]
@@ -397,6 +400,14 @@ mod tests {
         assert_eq!(trigram_hashes("Cat"), vec![fnv1a(b" ca"), fnv1a(b"cat"), fnv1a(b"at ")]);
         assert_eq!(trigram_hashes("é"), vec![fnv1a(" é ".as_bytes())]);
         assert_eq!(trigram_hashes("a, b"), trigram_hashes("A B"));
+    }
+
+    #[test]
+    fn rounding_keeps_six_significant_digits() {
+        assert_eq!(round6(0.016393442622950821), 0.0163934);
+        assert_eq!(round6(1.234567891e-12), 1.23457e-12);
+        assert_eq!(round6(-0.0), 0.0);
+        assert_eq!(round6(2.0), 2.0);
     }
 
     #[test]
