@@ -404,7 +404,7 @@ mod tests {
 
     #[test]
     fn rounding_keeps_six_significant_digits() {
-        assert_eq!(round6(0.016393442622950821), 0.0163934);
+        assert_eq!(round6(1.0 / 61.0), 0.0163934);
         assert_eq!(round6(1.234567891e-12), 1.23457e-12);
         assert_eq!(round6(-0.0), 0.0);
         assert_eq!(round6(2.0), 2.0);
