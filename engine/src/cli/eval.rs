@@ -1,10 +1,197 @@
-//! `emend eval` (being written).
+//! `emend eval`: evaluates one strategy on a task set with the built-in
+//! harness and prints accuracy, per-category figures, context cost and the
+//! unresolved evidence; `--outcomes` writes the per-question traces (JSONL).
+//!
+//! Standalone: no project or journal is needed, and the harness's model-free
+//! components run (extractive answers; a strategy that needs an LLM role is
+//! refused as bad input).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::anyhow;
+use harness::strategy::JudgeKind;
+use harness::{Category, Dataset, EvalError, Evaluation, Evaluator, HarnessSettings};
+use serde_json::json;
 
 use super::{CmdResult, Failure};
 
-#[derive(Debug, clap::Args)]
-pub struct EvalArgs {}
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum JudgeArg {
+    /// Every resolvable gold evidence turn is in the context (deterministic).
+    Evidence,
+    /// Token F1 of the answer against the gold answer, at the strategy's threshold.
+    F1,
+}
 
-pub fn run(_args: &EvalArgs) -> CmdResult {
-    Err(Failure::failed(anyhow::anyhow!("emend eval is not built yet")))
+#[derive(Debug, clap::Args)]
+pub struct EvalArgs {
+    /// The strategy file (YAML), checked against the schema.
+    #[arg(long, value_name = "PATH")]
+    strategy: PathBuf,
+    /// A LoCoMo-format JSON file, or `builtin` for the embedded synthetic dataset.
+    #[arg(long, value_name = "PATH|builtin", default_value = harness::dataset::BUILTIN_NAME)]
+    tasks: String,
+    /// The judge (default: the strategy's `judge.kind`).
+    #[arg(long, value_enum)]
+    judge: Option<JudgeArg>,
+    /// Keep category 5 (adversarial) questions, excluded by default.
+    #[arg(long)]
+    include_adversarial: bool,
+    /// Only these conversations (sample ids, comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "ID,...")]
+    conversations: Option<Vec<String>>,
+    /// Write one outcome record per question (JSONL) to this file, atomically.
+    #[arg(long, value_name = "OUT.jsonl")]
+    outcomes: Option<PathBuf>,
+    /// Print one JSON object instead of the report.
+    #[arg(long)]
+    json: bool,
+}
+
+/// What the arguments resolve to: files read and checked.
+struct Resolved {
+    strategy: harness::Strategy,
+    strategy_hash: String,
+    dataset: Dataset,
+    settings: HarnessSettings,
+}
+
+fn resolve(args: &EvalArgs) -> Result<Resolved, Failure> {
+    let artifact = engine::artifact::load_strategy_file(&args.strategy).map_err(Failure::bad_input)?;
+    let strategy = artifact.typed().map_err(Failure::bad_input)?.clone();
+    let dataset = if args.tasks == harness::dataset::BUILTIN_NAME {
+        Dataset::builtin()
+    } else {
+        harness::load_path(Path::new(&args.tasks)).map_err(Failure::bad_input)?
+    };
+    if let Some(out) = &args.outcomes {
+        let dir = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if !dir.is_dir() {
+            return Err(Failure::bad_input(anyhow!("--outcomes {}: no directory {}", out.display(), dir.display())));
+        }
+    }
+    let settings = HarnessSettings {
+        judge: args.judge.map(|j| match j {
+            JudgeArg::Evidence => JudgeKind::Evidence,
+            JudgeArg::F1 => JudgeKind::F1,
+        }),
+        include_adversarial: args.include_adversarial,
+        conversations: args.conversations.clone(),
+        ..HarnessSettings::default()
+    };
+    Ok(Resolved { strategy, strategy_hash: artifact.hash, dataset, settings })
+}
+
+pub fn run(args: &EvalArgs) -> CmdResult {
+    let start = Instant::now();
+    let r = resolve(args)?;
+    let dataset_hash = r.dataset.hash().to_string();
+    let tasks_name = r.dataset.name().to_string();
+    let evaluator = Evaluator::new(Arc::new(r.dataset), r.settings).map_err(Failure::bad_input)?;
+    let eval = evaluator.evaluate(&r.strategy).map_err(|e| match e {
+        EvalError::NeedsRole { .. } | EvalError::Strategy { .. } | EvalError::UnknownConversation(_) => {
+            Failure::bad_input(anyhow!("{}: {e}", args.strategy.display()))
+        }
+        other => Failure::failed(other),
+    })?;
+    if let Some(out) = &args.outcomes {
+        let text = harness::outcome::to_jsonl(&eval.outcomes);
+        engine::artifact::write_atomic(out, text.as_bytes())
+            .map_err(|e| Failure::failed(anyhow!("cannot write {}: {e}", out.display())))?;
+    }
+    let elapsed_ms = start.elapsed().as_millis() as u64;
+    let hashes = Hashes { strategy: &r.strategy_hash, dataset: &dataset_hash, harness: &evaluator.harness_hash() };
+    if args.json {
+        println!("{}", json_report(args, &tasks_name, &eval, &hashes, elapsed_ms));
+    } else {
+        print!("{}", human_report(args, &tasks_name, evaluator.dataset(), &eval, &hashes, elapsed_ms));
+    }
+    Ok(engine::exit::OK)
+}
+
+struct Hashes<'a> {
+    strategy: &'a str,
+    dataset: &'a str,
+    harness: &'a str,
+}
+
+fn json_report(args: &EvalArgs, tasks: &str, e: &Evaluation, h: &Hashes<'_>, elapsed_ms: u64) -> String {
+    let s = &e.summary;
+    let doc = json!({
+        "strategy": args.strategy.display().to_string(),
+        "tasks": tasks,
+        "n": s.n,
+        "correct": s.correct,
+        "accuracy": s.accuracy,
+        "per_category": s.per_category,
+        "mean_context_tokens": s.mean_context_tokens,
+        "unresolved_evidence": s.unresolved_evidence,
+        "unresolved_evidence_ids": s.unresolved_evidence_ids,
+        "without_evidence": s.without_evidence,
+        "errors": s.errors,
+        "strategy_hash": h.strategy,
+        "dataset_hash": h.dataset,
+        "harness_hash": h.harness,
+        "harness_version": harness::HARNESS_VERSION,
+        "memory": e.memory,
+        "cache": e.cache,
+        "outcomes": args.outcomes.as_ref().map(|p| p.display().to_string()),
+        "elapsed_ms": elapsed_ms,
+    });
+    serde_json::to_string(&doc).expect("a report serializes")
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}%", 100.0 * x)
+}
+
+fn human_report(
+    args: &EvalArgs,
+    tasks: &str,
+    dataset: &Dataset,
+    e: &Evaluation,
+    h: &Hashes<'_>,
+    elapsed_ms: u64,
+) -> String {
+    let s = &e.summary;
+    let conversations: std::collections::BTreeSet<&str> = e.outcomes.iter().map(|o| o.conversation.as_str()).collect();
+    let mut out = String::new();
+    out += &format!("strategy   {}  (sha256 {})\n", args.strategy.display(), &h.strategy[..12]);
+    out += &format!(
+        "tasks      {tasks}: {} questions in {} of {} conversations  (sha256 {})\n",
+        s.n,
+        conversations.len(),
+        dataset.samples().len(),
+        &h.dataset[..12]
+    );
+    out += &format!("harness    {}  (sha256 {})\n\n", harness::HARNESS_VERSION, &h.harness[..12]);
+    out += &format!("accuracy   {}  ({}/{})\n\n", pct(s.accuracy), s.correct, s.n);
+    out += &format!("{:<12} {:>5} {:>8} {:>9}\n", "category", "n", "correct", "accuracy");
+    // LoCoMo's order (1 to 5), not the map's alphabetical one.
+    for c in Category::ALL {
+        if let Some(cs) = s.per_category.get(c.name()) {
+            out += &format!("{:<12} {:>5} {:>8} {:>9}\n", c.name(), cs.n, cs.correct, pct(cs.accuracy));
+        }
+    }
+    out += "\n";
+    out += &format!("mean context tokens   {:.1}\n", s.mean_context_tokens);
+    out += &format!(
+        "unresolved evidence   {} questions ({} ids); {} without any resolvable evidence\n",
+        s.unresolved_evidence, s.unresolved_evidence_ids, s.without_evidence
+    );
+    let m = &e.memory;
+    out += &format!(
+        "memory items          {} ({} too short, {} near-duplicates, {} over the session cap)\n",
+        m.items, m.too_short, m.duplicates, m.over_cap
+    );
+    if s.errors > 0 {
+        out += &format!("errors                {} questions (model calls failed)\n", s.errors);
+    }
+    out += &format!("time                  {:.2} s\n", elapsed_ms as f64 / 1000.0);
+    if let Some(p) = &args.outcomes {
+        out += &format!("outcomes              {}\n", p.display());
+    }
+    out
 }
