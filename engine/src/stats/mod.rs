@@ -1,1 +1,36 @@
-//! Paired statistics.
+//! Paired statistics for Stage-2 verification: is a candidate strategy better
+//! than the served one on the same questions?
+//!
+//! The pipeline, each step a pure function over frozen records:
+//!
+//! 1. [`pair`]: align two runs' [`Outcome`]s by question id into a [`Paired`]
+//!    set (improved, regressed, both-correct, both-wrong, per-category deltas).
+//! 2. [`mcnemar`]: McNemar's test on the discordant counts (|I|, |R|), exact
+//!    binomial for few discordant pairs, continuity-corrected chi-square otherwise.
+//! 3. [`paired_bootstrap`]: a seeded percentile CI of the accuracy difference,
+//!    resampling questions or whole conversations.
+//! 4. [`verdict`]: every acceptance rule with its number and pass/fail.
+//!
+//! [`compare`] runs all four. [`AlphaSchedule`] splits a run's alpha across
+//! rounds so that the whole run, not each round, controls false accepts.
+//!
+//! Nothing here reads files, clocks or global randomness: seeds and
+//! thresholds are arguments, and the same inputs give the same output.
+
+mod alpha;
+mod bootstrap;
+#[cfg(test)]
+mod calibration;
+mod comparison;
+mod mcnemar;
+mod pairing;
+#[cfg(test)]
+mod testdata;
+mod verdict;
+
+pub use alpha::AlphaSchedule;
+pub use bootstrap::{BootstrapCi, BootstrapConfig, BootstrapError, BootstrapUnit, paired_bootstrap};
+pub use comparison::{CompareConfig, Comparison, StatsError, compare};
+pub use mcnemar::{EXACT_BELOW, McNemar, McNemarTest, mcnemar};
+pub use pairing::{CategoryDelta, Outcome, Pair, Paired, PairingError, Side, pair};
+pub use verdict::{Cost, Rule, RuleKind, ThresholdError, Thresholds, Verdict, verdict};
