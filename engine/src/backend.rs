@@ -8,6 +8,10 @@ use std::sync::Arc;
 
 use crate::artifact::{Artifact, sha256_hex};
 use crate::config::{JudgeChoice, Project};
+use crate::layer_a::{self, Label};
+use crate::llm::advice::{self, SplitCase};
+use crate::llm::pipeline::{LlmAnswerer, LlmExtractor, LlmJudge};
+use crate::llm::{Models, Role};
 use crate::outcome::{Evaluation, OutcomeRecord};
 
 /// Why an evaluation could not complete. The candidate is rejected as
@@ -26,6 +30,10 @@ pub trait Backend: Send + Sync {
     fn questions(&self) -> Vec<(String, String)>;
     /// LLM roles available to strategies (fields with `x-needs-role`).
     fn roles(&self) -> Vec<String>;
+    /// The configured model roles (the loop's critic and evolver live here too).
+    fn models(&self) -> Option<&Arc<Models>> {
+        None
+    }
     /// Evaluates on every question, or on `subset` (sorted ids) for a probe.
     fn evaluate(&self, artifact: &Artifact, subset: Option<&[String]>) -> Result<Evaluation, BackendError>;
 }
@@ -35,6 +43,8 @@ pub struct BuiltinBackend {
     evaluator: harness::Evaluator,
     harness_hash: String,
     questions: Vec<(String, String)>,
+    version: Option<String>,
+    models: Option<Arc<Models>>,
 }
 
 /// Why a built-in backend could not be set up (bad input: exit 2).
@@ -57,7 +67,43 @@ impl BuiltinBackend {
             include_adversarial: h.include_adversarial,
             conversations: h.conversations.clone(),
         };
-        BuiltinBackend::new(Arc::new(dataset), settings, h.version.as_deref())
+        let backend = BuiltinBackend::new(Arc::new(dataset), settings, h.version.as_deref())?;
+        match Models::from_project(project).map_err(|e| SetupError(e.to_string()))? {
+            Some(models) => Ok(backend.with_models(models)),
+            None => Ok(backend),
+        }
+    }
+
+    /// Plugs the configured roles into the harness: the extractor, the
+    /// answerer (instead of the extractive one) and the LLM judge; the
+    /// classifier labels generation errors of full evaluations. Their
+    /// identities enter the harness hash.
+    pub fn with_models(self, models: Arc<Models>) -> BuiltinBackend {
+        let mut evaluator = self.evaluator;
+        if models.has(Role::Extractor) {
+            evaluator = evaluator.with_extractor(Arc::new(LlmExtractor { models: models.clone() }));
+        }
+        if models.has(Role::Answerer) {
+            evaluator = evaluator.with_answerer(Arc::new(LlmAnswerer { models: models.clone() }));
+        }
+        if models.has(Role::Judge) {
+            evaluator = evaluator.with_llm_judge(Arc::new(LlmJudge { models: models.clone() }));
+        }
+        let mut base = evaluator.harness_hash();
+        if let Some(classifier) = models.identity(Role::Classifier) {
+            base = sha256_hex(format!("{base}\nclassifier {classifier}").as_bytes());
+        }
+        let harness_hash = match &self.version {
+            Some(v) => sha256_hex(format!("{base}\n{v}").as_bytes()),
+            None => base,
+        };
+        BuiltinBackend {
+            evaluator,
+            harness_hash,
+            questions: self.questions,
+            version: self.version,
+            models: Some(models),
+        }
     }
 
     pub fn new(
@@ -76,7 +122,53 @@ impl BuiltinBackend {
         let mut questions: Vec<(String, String)> =
             evaluator.questions().iter().map(|q| (q.id.clone(), q.category.name().to_string())).collect();
         questions.sort();
-        Ok(BuiltinBackend { evaluator, harness_hash, questions })
+        Ok(BuiltinBackend { evaluator, harness_hash, questions, version: version.map(str::to_string), models: None })
+    }
+
+    /// Labels the generation errors of a full evaluation with the classifier;
+    /// a failed classification is that question's error.
+    fn classify(&self, eval: &mut Evaluation) {
+        let Some(models) = self.models.as_ref().filter(|m| m.has(Role::Classifier)) else { return };
+        let dataset = self.evaluator.dataset();
+        let targets: Vec<usize> = (0..eval.outcomes.len())
+            .filter(|&i| {
+                eval.outcomes[i].error.is_none() && layer_a::label(&eval.outcomes[i]) == Some(Label::GenerationError)
+            })
+            .collect();
+        let cases: Vec<SplitCase> = targets
+            .iter()
+            .map(|&i| {
+                let o = &eval.outcomes[i];
+                let sample = o.conversation.as_deref().and_then(|c| dataset.sample(c));
+                let evidence_turns = o
+                    .evidence
+                    .iter()
+                    .flatten()
+                    .filter_map(|id| {
+                        let s = sample?;
+                        let t = s.turn(s.ordinal(id)?);
+                        Some(format!("[{}] {}", t.id, t.line()))
+                    })
+                    .collect();
+                SplitCase {
+                    question: o.question.clone(),
+                    gold_answer: o.gold_answer.clone(),
+                    answer: o.answer.clone(),
+                    evidence_turns,
+                }
+            })
+            .collect();
+        if cases.is_empty() {
+            return;
+        }
+        for (i, r) in targets.into_iter().zip(advice::classify(models, &cases)) {
+            match r {
+                Ok(split) => {
+                    eval.splits.insert(eval.outcomes[i].id.clone(), split);
+                }
+                Err(e) => eval.outcomes[i].error = Some(e.to_string()),
+            }
+        }
     }
 
     pub fn evaluator(&self) -> &harness::Evaluator {
@@ -107,7 +199,11 @@ impl Backend for BuiltinBackend {
     }
 
     fn roles(&self) -> Vec<String> {
-        Vec::new()
+        self.models.as_ref().map(|m| m.names()).unwrap_or_default()
+    }
+
+    fn models(&self) -> Option<&Arc<Models>> {
+        self.models.as_ref()
     }
 
     fn evaluate(&self, artifact: &Artifact, subset: Option<&[String]>) -> Result<Evaluation, BackendError> {
@@ -126,6 +222,10 @@ impl Backend for BuiltinBackend {
                     .map_err(|e| BackendError(format!("outcome {}: {e}", o.id)))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Evaluation::new(outcomes))
+        let mut eval = Evaluation::new(outcomes);
+        if subset.is_none() {
+            self.classify(&mut eval);
+        }
+        Ok(eval)
     }
 }

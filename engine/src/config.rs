@@ -207,16 +207,174 @@ impl Default for LoopConfig {
     }
 }
 
-/// One model role: an OpenAI-compatible endpoint and model.
+/// The model roles emend knows. Each is configured separately, so the
+/// component that proposes a change never judges it.
+pub const ROLE_NAMES: [&str; 6] = ["extractor", "answerer", "judge", "critic", "evolver", "classifier"];
+
+/// One model role: an OpenAI-compatible endpoint and model, and how emend
+/// calls it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RoleConfig {
+    /// The API base, e.g. `http://localhost:8000/v1` (requests go to `{base_url}/chat/completions`).
     pub base_url: String,
     pub model: String,
     /// Name of the environment variable holding the API key (never the key itself).
     #[serde(default)]
     pub api_key_env: Option<String>,
-    #[serde(flatten)]
-    pub extra: BTreeMap<String, serde_json::Value>,
+    #[serde(default)]
+    pub temperature: f64,
+    /// Largest completion, in tokens.
+    #[serde(default = "d_max_tokens")]
+    pub max_tokens: u32,
+    /// Requests of this role in flight at once.
+    #[serde(default = "d_role_concurrency")]
+    pub concurrency: usize,
+    /// Seconds one request may take.
+    #[serde(default = "d_role_timeout")]
+    pub timeout_secs: f64,
+    /// Retries of one call on 429, 5xx, timeouts and connection errors.
+    #[serde(default = "d_role_retries")]
+    pub retries: u32,
+    /// First backoff in seconds; it doubles per retry (with jitter) unless the server sends Retry-After.
+    #[serde(default = "d_role_backoff")]
+    pub backoff_secs: f64,
+    /// Seconds one call may take in all, retries and waits included.
+    #[serde(default = "d_role_deadline")]
+    pub deadline_secs: f64,
+    /// On `roles.judge` only: allow the judge to share endpoint and model with
+    /// the answerer or the evolver (normally a configuration error).
+    #[serde(default)]
+    pub allow_shared_with_judge: bool,
+}
+
+fn d_max_tokens() -> u32 {
+    512
+}
+fn d_role_concurrency() -> usize {
+    4
+}
+fn d_role_timeout() -> f64 {
+    60.0
+}
+fn d_role_retries() -> u32 {
+    4
+}
+fn d_role_backoff() -> f64 {
+    0.5
+}
+fn d_role_deadline() -> f64 {
+    300.0
+}
+
+impl RoleConfig {
+    /// A role with every optional setting at its default.
+    pub fn new(base_url: &str, model: &str) -> RoleConfig {
+        RoleConfig {
+            base_url: base_url.to_string(),
+            model: model.to_string(),
+            api_key_env: None,
+            temperature: 0.0,
+            max_tokens: d_max_tokens(),
+            concurrency: d_role_concurrency(),
+            timeout_secs: d_role_timeout(),
+            retries: d_role_retries(),
+            backoff_secs: d_role_backoff(),
+            deadline_secs: d_role_deadline(),
+            allow_shared_with_judge: false,
+        }
+    }
+
+    /// The endpoint as compared for judge separation: no trailing slash, scheme and host lowercased.
+    pub fn endpoint(&self) -> String {
+        let trimmed = self.base_url.trim().trim_end_matches('/');
+        match trimmed.split_once("://") {
+            Some((scheme, rest)) => {
+                let (host, path) = rest.split_once('/').map_or((rest, ""), |(h, p)| (h, p));
+                let path = if path.is_empty() { String::new() } else { format!("/{path}") };
+                format!("{}://{}{path}", scheme.to_ascii_lowercase(), host.to_ascii_lowercase())
+            }
+            None => trimmed.to_string(),
+        }
+    }
+}
+
+/// Checks every role's settings and that the judge is neither the answerer
+/// nor the evolver.
+pub fn check_roles(roles: &BTreeMap<String, RoleConfig>) -> Result<(), String> {
+    for (name, r) in roles {
+        if !ROLE_NAMES.contains(&name.as_str()) {
+            return Err(format!("roles.{name}: unknown role (expected one of {})", ROLE_NAMES.join(", ")));
+        }
+        let field = |f: &str| format!("roles.{name}.{f}");
+        let url = r.base_url.trim();
+        if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() < 10 {
+            return Err(format!("{}: expected an http:// or https:// URL", field("base_url")));
+        }
+        if r.model.trim().is_empty() {
+            return Err(format!("{}: must not be empty", field("model")));
+        }
+        if let Some(var) = &r.api_key_env {
+            let valid = !var.is_empty()
+                && !var.starts_with(|c: char| c.is_ascii_digit())
+                && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            // Never echo the value: a key pasted here by mistake must not reach a log.
+            if !valid {
+                return Err(format!(
+                    "{}: must be the name of an environment variable (letters, digits, underscores), not the key itself",
+                    field("api_key_env")
+                ));
+            }
+        }
+        if !(r.temperature.is_finite() && (0.0..=2.0).contains(&r.temperature)) {
+            return Err(format!("{}: must be between 0 and 2, got {}", field("temperature"), r.temperature));
+        }
+        if r.max_tokens == 0 {
+            return Err(format!("{}: must be at least 1", field("max_tokens")));
+        }
+        if !(1..=256).contains(&r.concurrency) {
+            return Err(format!("{}: must be between 1 and 256, got {}", field("concurrency"), r.concurrency));
+        }
+        if !(r.timeout_secs.is_finite() && r.timeout_secs > 0.0) {
+            return Err(format!("{}: must be a positive number of seconds", field("timeout_secs")));
+        }
+        if r.retries > 20 {
+            return Err(format!("{}: must be at most 20, got {}", field("retries"), r.retries));
+        }
+        if !(r.backoff_secs.is_finite() && (0.0..=60.0).contains(&r.backoff_secs)) {
+            return Err(format!("{}: must be between 0 and 60 seconds", field("backoff_secs")));
+        }
+        if !(r.deadline_secs.is_finite() && r.deadline_secs >= r.timeout_secs) {
+            return Err(format!(
+                "{}: must be at least timeout_secs ({}), got {}",
+                field("deadline_secs"),
+                r.timeout_secs,
+                r.deadline_secs
+            ));
+        }
+        if r.allow_shared_with_judge && name != "judge" {
+            return Err(format!("{}: only meaningful on roles.judge", field("allow_shared_with_judge")));
+        }
+    }
+    if let Some(judge) = roles.get("judge")
+        && !judge.allow_shared_with_judge
+    {
+        for other in ["answerer", "evolver"] {
+            if let Some(o) = roles.get(other)
+                && o.endpoint() == judge.endpoint()
+                && o.model.trim() == judge.model.trim()
+            {
+                return Err(format!(
+                    "roles.judge: same endpoint and model as roles.{other} ({} {}); the component that \
+                     answers or proposes must never judge. Configure another judge model, or set \
+                     roles.judge.allow_shared_with_judge: true to accept the risk",
+                    judge.endpoint(),
+                    judge.model.trim()
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -345,8 +503,39 @@ pub fn parse_config(text: &str) -> Result<ProjectConfig, String> {
     if config.harness.kind == HarnessKind::Command && config.harness.command.is_none() {
         return Err("harness.command: required when harness.kind is command".into());
     }
+    check_roles(&config.roles)?;
+    if config.harness.judge == JudgeChoice::Llm && !config.roles.contains_key("judge") {
+        return Err("harness.judge: llm needs roles.judge (an OpenAI-compatible endpoint and model)".into());
+    }
     Ok(config)
 }
+
+/// The comment above `roles:` in a generated `emend.yaml`.
+const ROLES_DOC: &str = "
+# Model roles, each an OpenAI-compatible endpoint and model. None are needed
+# for the deterministic pipeline (the default). The roles:
+#   extractor   facts with source turn ids from ingest windows (ingest.unit: fact)
+#   answerer    answers from the assembled context via answer.prompt
+#   judge       correctness of answers (harness.judge: llm); never the answerer or evolver
+#   critic      labels each candidate after its probe (it may reject, never override a gate)
+#   evolver     proposes prompt rewrites as a patch; every patch goes through the gates
+#   classifier  splits Layer A's generation_error into full_coverage / source_only
+# Each role takes these settings (defaults shown):
+#   answerer:
+#     base_url: http://localhost:8000/v1  # requests go to {base_url}/chat/completions
+#     model: my-model
+#     api_key_env: OPENAI_API_KEY   # the variable's name, never the key; omit for no key
+#     temperature: 0
+#     max_tokens: 512               # largest completion
+#     concurrency: 4                # requests of this role in flight at once
+#     timeout_secs: 60              # one request
+#     retries: 4                    # on 429, 5xx, timeouts and connection errors
+#     backoff_secs: 0.5             # first wait, doubled per retry with jitter (Retry-After wins)
+#     deadline_secs: 300            # one call in all, retries and waits included
+# and on the judge only:
+#     allow_shared_with_judge: false  # true allows the answerer's or evolver's endpoint and model
+# Replies are cached under .emend/cache/llm/, so re-evaluating makes no requests.
+";
 
 /// The commented `emend.yaml` that `emend init` writes.
 pub fn render_config(
@@ -432,7 +621,8 @@ pub fn render_config(
     out.push_str(&format!("  # Candidates proposed per round.\n  candidates: {}\n", l.candidates));
     out.push_str("  # Seed of every random choice (probe samples, bootstrap).\n  seed: 0\n");
     out.push_str(&format!("  # UCB1 exploration constant c0.\n  ucb_c: {}\n", l.ucb_c));
-    out.push_str("\n# Model roles (extractor, answerer, judge, critic, evolver, classifier), each an\n# OpenAI-compatible endpoint: {base_url, model, api_key_env}. None are needed\n# for the deterministic pipeline.\nroles: {}\n");
+    out.push_str(ROLES_DOC);
+    out.push_str("roles: {}\n");
     out
 }
 
@@ -464,5 +654,58 @@ mod tests {
         assert!(err.contains("line") && err.contains("loop.candidates"), "{err}");
         let bad = base.replace("seed: 0", "seed: 0\n  colour: red");
         assert!(parse_config(&bad).unwrap_err().contains("unknown field `colour`"));
+    }
+
+    fn with_roles(roles: &str) -> Result<ProjectConfig, String> {
+        let base = render_config("builtin", Path::new("s.yaml"), None, None);
+        parse_config(&base.replace("roles: {}\n", roles))
+    }
+
+    #[test]
+    fn roles_take_typed_settings_with_defaults() {
+        let c =
+            with_roles("roles:\n  answerer: {base_url: 'http://127.0.0.1:9/v1', model: m, concurrency: 8}\n").unwrap();
+        let r = &c.roles["answerer"];
+        assert_eq!(r.concurrency, 8);
+        assert_eq!(*r, RoleConfig { concurrency: 8, ..RoleConfig::new("http://127.0.0.1:9/v1", "m") });
+        let err = with_roles("roles:\n  answerer: {base_url: 'http://h/v1', model: m, colour: red}\n").unwrap_err();
+        assert!(err.contains("unknown field `colour`"), "{err}");
+        let err = with_roles("roles:\n  oracle: {base_url: 'http://host/v1', model: m}\n").unwrap_err();
+        assert!(err.contains("roles.oracle: unknown role"), "{err}");
+        let err =
+            with_roles("roles:\n  critic: {base_url: 'http://host/v1', model: m, timeout_secs: 0}\n").unwrap_err();
+        assert!(err.contains("roles.critic.timeout_secs"), "{err}");
+    }
+
+    #[test]
+    fn a_key_pasted_into_api_key_env_is_refused_without_echoing_it() {
+        let err = with_roles("roles:\n  critic: {base_url: 'http://host/v1', model: m, api_key_env: sk-live-123}\n")
+            .unwrap_err();
+        assert!(err.contains("roles.critic.api_key_env: must be the name of an environment variable"), "{err}");
+        assert!(!err.contains("sk-live-123"), "{err}");
+    }
+
+    #[test]
+    fn the_judge_must_not_be_the_answerer_or_the_evolver() {
+        let same = "roles:\n  answerer: {base_url: 'http://Host:8000/v1/', model: m}\n  judge: {base_url: 'http://host:8000/v1', model: m}\n";
+        let err = with_roles(same).unwrap_err();
+        assert!(err.contains("roles.judge: same endpoint and model as roles.answerer"), "{err}");
+        let evolver = "roles:\n  evolver: {base_url: 'http://host/v1', model: m}\n  judge: {base_url: 'http://host/v1', model: m}\n";
+        assert!(with_roles(evolver).unwrap_err().contains("roles.evolver"));
+        let other_model = same.replace(
+            "judge: {base_url: 'http://host:8000/v1', model: m}",
+            "judge: {base_url: 'http://host:8000/v1', model: j}",
+        );
+        assert!(with_roles(&other_model).is_ok());
+        let overridden = same.replace(
+            "judge: {base_url: 'http://host:8000/v1', model: m}",
+            "judge: {base_url: 'http://host:8000/v1', model: m, allow_shared_with_judge: true}",
+        );
+        assert!(with_roles(&overridden).is_ok());
+        let misplaced = "roles:\n  answerer: {base_url: 'http://host/v1', model: m, allow_shared_with_judge: true}\n";
+        assert!(with_roles(misplaced).unwrap_err().contains("only meaningful on roles.judge"));
+        let no_judge =
+            render_config("builtin", Path::new("s.yaml"), None, None).replace("judge: evidence", "judge: llm");
+        assert!(parse_config(&no_judge).unwrap_err().contains("harness.judge: llm needs roles.judge"));
     }
 }

@@ -75,6 +75,9 @@ pub struct QuestionResult {
     pub label: Option<String>,
     #[serde(default)]
     pub tokens: Option<f64>,
+    /// The Layer A classifier's split of a generation error (`full_coverage` or `source_only`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split: Option<String>,
 }
 
 /// Summary numbers of an evaluation.

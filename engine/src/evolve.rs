@@ -90,6 +90,7 @@ pub fn question_results(eval: &Evaluation) -> Vec<QuestionResult> {
             correct: o.correct,
             label: layer_a::label(o).map(|l| l.as_str().to_string()),
             tokens: o.context_tokens,
+            split: eval.splits.get(&o.id).cloned(),
         })
         .collect()
 }
@@ -125,6 +126,9 @@ pub fn diagnose_results(results: &[QuestionResult], examples: usize) -> Diagnosi
         let ex = d.examples.entry(l.clone()).or_default();
         if ex.len() < examples {
             ex.push(q.id.clone());
+        }
+        if let Some(split) = &q.split {
+            *d.splits.entry(split.clone()).or_default() += 1;
         }
     }
     d

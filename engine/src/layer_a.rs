@@ -110,6 +110,11 @@ pub struct Diagnosis {
     pub by_category: BTreeMap<String, BTreeMap<String, usize>>,
     /// label -> up to `examples` question ids, in id order
     pub examples: BTreeMap<String, Vec<String>>,
+    /// The LLM classifier's split of `generation_error`: `full_coverage`
+    /// (the context states the answer) or `source_only` (it holds only the
+    /// source; the answer needs more) -> count. Empty without a classifier.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub splits: BTreeMap<String, usize>,
 }
 
 impl Diagnosis {

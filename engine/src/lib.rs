@@ -14,6 +14,7 @@ pub mod exit;
 pub mod gates;
 pub mod hypothesis;
 pub mod layer_a;
+pub mod llm;
 pub mod outcome;
 pub mod planner;
 pub mod schema;

@@ -57,12 +57,20 @@ fn category_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::
 #[derive(Debug, Clone, PartialEq)]
 pub struct Evaluation {
     pub outcomes: Vec<OutcomeRecord>,
+    /// The Layer A classifier's split of generation errors by question id
+    /// (`full_coverage` or `source_only`), when `roles.classifier` is configured.
+    pub splits: std::collections::BTreeMap<String, String>,
 }
 
 impl Evaluation {
     pub fn new(mut outcomes: Vec<OutcomeRecord>) -> Evaluation {
         outcomes.sort_by(|a, b| a.id.cmp(&b.id));
-        Evaluation { outcomes }
+        Evaluation { outcomes, splits: Default::default() }
+    }
+
+    /// Questions whose evaluation failed (a model call, say).
+    pub fn errors(&self) -> usize {
+        self.outcomes.iter().filter(|o| o.error.is_some()).count()
     }
 
     pub fn n(&self) -> usize {

@@ -1,0 +1,430 @@
+//! One role's client: async-openai's chat API over the role's endpoint,
+//! with emend's own retry policy instead of the library's.
+//!
+//! The library's built-in retry layer is replaced by [`StatusService`],
+//! which turns every non-2xx response into an error that keeps the status
+//! and `Retry-After`, so that [`RoleClient::call`] decides: 429, 408, 5xx,
+//! timeouts, connection errors and unreadable bodies are retried with
+//! exponential backoff and jitter (Retry-After wins when the server sends
+//! it) up to `retries` times and within `deadline_secs`; other statuses
+//! fail at once. Each request is bounded by `timeout_secs`, and a role
+//! never has more than `concurrency` calls in flight (a tokio semaphore,
+//! held across backoff waits so a rate-limited role slows down as a whole).
+//! A reply that does not parse is answered once with the parse error; a
+//! second bad reply fails the call.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use async_openai::Client;
+use async_openai::config::OpenAIConfig;
+use async_openai::error::OpenAIError;
+use async_openai::middleware::{HttpRequestFactory, ReqwestService};
+use async_openai::types::chat::{
+    ChatCompletionRequestAssistantMessage, ChatCompletionRequestMessage, ChatCompletionRequestSystemMessage,
+    ChatCompletionRequestUserMessage, CreateChatCompletionRequest,
+};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use tower_service::Service;
+
+use super::cache::ReplyCache;
+use super::{PROMPTS_VERSION, Role, RoleUsage};
+use crate::config::RoleConfig;
+
+/// Longest backoff between two attempts when the server sends no Retry-After.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How much of an error body is kept in a message.
+const BODY_EXCERPT: usize = 300;
+
+/// One chat message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum Message {
+    System(String),
+    User(String),
+    Assistant(String),
+}
+
+impl Message {
+    fn to_openai(&self) -> ChatCompletionRequestMessage {
+        match self {
+            Message::System(t) => ChatCompletionRequestSystemMessage::from(t.clone()).into(),
+            Message::User(t) => ChatCompletionRequestUserMessage::from(t.clone()).into(),
+            Message::Assistant(t) => ChatCompletionRequestAssistantMessage::from(t.clone()).into(),
+        }
+    }
+}
+
+/// A call's messages (the role's settings add model, temperature and max tokens).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Request {
+    pub messages: Vec<Message>,
+}
+
+impl Request {
+    pub fn new(system: impl Into<String>, user: impl Into<String>) -> Request {
+        Request { messages: vec![Message::System(system.into()), Message::User(user.into())] }
+    }
+}
+
+/// A call that failed after its retries.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("roles.{role}: {kind} ({requests} request(s))")]
+pub struct CallError {
+    pub role: Role,
+    /// Requests sent for this call.
+    pub requests: u32,
+    #[source]
+    pub kind: CallErrorKind,
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CallErrorKind {
+    /// Retries exhausted on retryable failures; the last one.
+    #[error("gave up after {retries} retries: {last}")]
+    Exhausted { retries: u32, last: String },
+    /// The call's deadline passed (or the next wait would pass it).
+    #[error("deadline of {deadline_secs} s passed: {last}")]
+    Deadline { deadline_secs: f64, last: String },
+    /// The reply did not have the expected form, twice.
+    #[error("malformed reply, also after quoting the parse error back: {0}")]
+    Malformed(String),
+    /// A failure that retrying cannot fix (401, 404, 400...).
+    #[error("{0}")]
+    Fatal(String),
+}
+
+/// A non-2xx response, as [`StatusService`] reports it.
+#[derive(Debug, thiserror::Error)]
+#[error("HTTP {status}: {body}")]
+struct HttpStatus {
+    status: u16,
+    retry_after: Option<Duration>,
+    body: String,
+}
+
+/// The HTTP transport installed in async-openai's client instead of its
+/// default stack (which retries by itself and drops response headers on
+/// errors): plain reqwest, non-2xx responses turned into [`HttpStatus`].
+#[derive(Clone, Default)]
+struct StatusService {
+    inner: ReqwestService,
+}
+
+type Response = <ReqwestService as Service<HttpRequestFactory>>::Response;
+
+impl Service<HttpRequestFactory> for StatusService {
+    type Response = Response;
+    type Error = OpenAIError;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, OpenAIError>> + Send + 'static>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), OpenAIError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: HttpRequestFactory) -> Self::Future {
+        let mut inner = self.inner.clone();
+        Box::pin(async move {
+            let response = inner.call(request).await?;
+            let status = response.status();
+            if status.is_success() {
+                return Ok(response);
+            }
+            let retry_after =
+                response.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(parse_retry_after);
+            let body = response.text().await.unwrap_or_default();
+            let body: String = body.chars().take(BODY_EXCERPT).collect();
+            Err(OpenAIError::Boxed(Box::new(HttpStatus { status: status.as_u16(), retry_after, body })))
+        })
+    }
+}
+
+/// `Retry-After` in seconds (HTTP dates are not honoured: the backoff applies).
+pub fn parse_retry_after(v: &str) -> Option<Duration> {
+    let secs: f64 = v.trim().parse().ok()?;
+    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(86_400.0)))
+}
+
+/// What to do about a failed attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Attempt {
+    Retry { message: String, retry_after: Option<Duration> },
+    Fail(String),
+}
+
+fn classify(e: &OpenAIError) -> Attempt {
+    let retry = |message: String, retry_after| Attempt::Retry { message, retry_after };
+    match e {
+        OpenAIError::Boxed(b) => match b.downcast_ref::<HttpStatus>() {
+            Some(h) if h.status == 429 || h.status == 408 || h.status >= 500 => retry(h.to_string(), h.retry_after),
+            Some(h) => Attempt::Fail(h.to_string()),
+            None => retry(b.to_string(), None),
+        },
+        OpenAIError::ApiError(a) => {
+            let s = a.status_code.as_u16();
+            if s == 429 || s == 408 || s >= 500 { retry(a.to_string(), None) } else { Attempt::Fail(a.to_string()) }
+        }
+        OpenAIError::Reqwest(r) => retry(format!("transport error: {r}"), None),
+        OpenAIError::JSONDeserialize(err, _) => retry(format!("unreadable response body: {err}"), None),
+        other => Attempt::Fail(other.to_string()),
+    }
+}
+
+/// The wait before retry number `retry` (0-based): Retry-After when given,
+/// else `base * 2^retry` capped at [`MAX_BACKOFF`], scaled into [1/2, 1] by
+/// `jitter` (in [0, 1)) so that concurrent callers spread out.
+pub fn backoff(retry: u32, base: Duration, retry_after: Option<Duration>, jitter: f64) -> Duration {
+    if let Some(d) = retry_after {
+        return d;
+    }
+    let full = base.saturating_mul(1u32 << retry.min(20)).min(MAX_BACKOFF);
+    full.mul_f64(0.5 + 0.5 * jitter.clamp(0.0, 1.0))
+}
+
+#[derive(Default)]
+struct Counters {
+    requests: AtomicU64,
+    prompt_tokens: AtomicU64,
+    completion_tokens: AtomicU64,
+    cache_hits: AtomicU64,
+    errors: AtomicU64,
+    retries: AtomicU64,
+}
+
+fn bump(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
+}
+
+/// One configured role.
+pub struct RoleClient {
+    role: Role,
+    endpoint: String,
+    settings: RoleConfig,
+    client: Client<OpenAIConfig>,
+    /// Only to scrub it from error text a server might echo.
+    key: String,
+    permits: tokio::sync::Semaphore,
+    cache: Arc<ReplyCache>,
+    counters: Counters,
+}
+
+impl RoleClient {
+    pub fn new(role: Role, settings: &RoleConfig, key: String, cache: Arc<ReplyCache>) -> RoleClient {
+        let endpoint = settings.base_url.trim().trim_end_matches('/').to_string();
+        // Everything explicit: nothing is taken from OPENAI_* variables.
+        let config = OpenAIConfig::new()
+            .with_api_base(endpoint.clone())
+            .with_api_key(key.clone())
+            .with_org_id("")
+            .with_project_id("");
+        let client = Client::with_config(config).with_http_service(StatusService::default());
+        RoleClient {
+            role,
+            endpoint,
+            settings: settings.clone(),
+            client,
+            key,
+            permits: tokio::sync::Semaphore::new(settings.concurrency),
+            cache,
+            counters: Counters::default(),
+        }
+    }
+
+    /// What determines a reply besides the request: part of cache keys and harness hashes.
+    pub fn identity(&self) -> String {
+        format!(
+            "{}/{PROMPTS_VERSION} {} {} temperature={} max_tokens={}",
+            self.role,
+            self.endpoint,
+            self.settings.model.trim(),
+            self.settings.temperature,
+            self.settings.max_tokens
+        )
+    }
+
+    pub fn usage(&self) -> RoleUsage {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let c = &self.counters;
+        RoleUsage {
+            requests: g(&c.requests),
+            prompt_tokens: g(&c.prompt_tokens),
+            completion_tokens: g(&c.completion_tokens),
+            cache_hits: g(&c.cache_hits),
+            errors: g(&c.errors),
+            retries: g(&c.retries),
+        }
+    }
+
+    fn cache_key(&self, request: &Request) -> String {
+        let doc = serde_json::json!({
+            "role": self.role.as_str(),
+            "identity": self.identity(),
+            "messages": request.messages,
+        });
+        hex::encode(Sha256::digest(serde_json::to_vec(&doc).expect("a request serializes")))
+    }
+
+    fn scrub(&self, text: String) -> String {
+        if self.key.len() >= 4 { text.replace(&self.key, "[redacted]") } else { text }
+    }
+
+    fn fail<T>(&self, requests: u32, kind: CallErrorKind) -> Result<T, CallError> {
+        bump(&self.counters.errors, 1);
+        let kind = match kind {
+            CallErrorKind::Exhausted { retries, last } => CallErrorKind::Exhausted { retries, last: self.scrub(last) },
+            CallErrorKind::Deadline { deadline_secs, last } => {
+                CallErrorKind::Deadline { deadline_secs, last: self.scrub(last) }
+            }
+            CallErrorKind::Malformed(m) => CallErrorKind::Malformed(self.scrub(m)),
+            CallErrorKind::Fatal(m) => CallErrorKind::Fatal(self.scrub(m)),
+        };
+        Err(CallError { role: self.role, requests, kind })
+    }
+
+    #[allow(deprecated)] // max_tokens: what OpenAI-compatible servers (vLLM, llama.cpp, Ollama) all accept
+    async fn send(&self, messages: &[Message]) -> Result<(String, u64, u64), OpenAIError> {
+        let request = CreateChatCompletionRequest {
+            messages: messages.iter().map(Message::to_openai).collect(),
+            model: self.settings.model.trim().to_string(),
+            temperature: Some(self.settings.temperature as f32),
+            max_tokens: Some(self.settings.max_tokens),
+            ..Default::default()
+        };
+        let response = self.client.chat().create(request).await?;
+        let (p, c) =
+            response.usage.as_ref().map_or((0, 0), |u| (u64::from(u.prompt_tokens), u64::from(u.completion_tokens)));
+        let text = response.choices.into_iter().next().and_then(|c| c.message.content).unwrap_or_default();
+        Ok((text, p, c))
+    }
+
+    /// One call: the cached reply when there is one, else requests with
+    /// retries until `parse` accepts a reply.
+    pub async fn call<T>(&self, request: &Request, parse: fn(&str) -> Result<T, String>) -> Result<T, CallError> {
+        let key = self.cache_key(request);
+        if let Some(text) = self.cache.get(&key)
+            && let Ok(v) = parse(&text)
+        {
+            bump(&self.counters.cache_hits, 1);
+            return Ok(v);
+        }
+        let _permit = self.permits.acquire().await.expect("the semaphore is never closed");
+        let timeout = Duration::from_secs_f64(self.settings.timeout_secs);
+        let deadline_secs = self.settings.deadline_secs;
+        let deadline = Instant::now() + Duration::from_secs_f64(deadline_secs);
+        let base = Duration::from_secs_f64(self.settings.backoff_secs);
+        let mut messages = request.messages.clone();
+        let (mut requests, mut retries, mut reparsed) = (0u32, 0u32, false);
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return self.fail(requests, CallErrorKind::Deadline { deadline_secs, last: "no time left".into() });
+            }
+            requests += 1;
+            bump(&self.counters.requests, 1);
+            let per_try = timeout.min(remaining);
+            let attempt = match tokio::time::timeout(per_try, self.send(&messages)).await {
+                Ok(Ok((text, prompt_tokens, completion_tokens))) => {
+                    bump(&self.counters.prompt_tokens, prompt_tokens);
+                    bump(&self.counters.completion_tokens, completion_tokens);
+                    match parse(&text) {
+                        Ok(v) => {
+                            self.cache.put(&key, self.role.as_str(), &text);
+                            return Ok(v);
+                        }
+                        Err(e) if !reparsed => {
+                            reparsed = true;
+                            messages.push(Message::Assistant(text));
+                            messages.push(Message::User(format!(
+                                "Your reply could not be used: {e}. Reply again with only what was asked for, in the exact format described."
+                            )));
+                            continue;
+                        }
+                        Err(e) => return self.fail(requests, CallErrorKind::Malformed(e)),
+                    }
+                }
+                Ok(Err(e)) => classify(&e),
+                Err(_) if per_try < timeout => {
+                    return self.fail(
+                        requests,
+                        CallErrorKind::Deadline {
+                            deadline_secs,
+                            last: format!("no reply within {:.1} s", per_try.as_secs_f64()),
+                        },
+                    );
+                }
+                Err(_) => Attempt::Retry {
+                    message: format!("no reply within {} s", self.settings.timeout_secs),
+                    retry_after: None,
+                },
+            };
+            match attempt {
+                Attempt::Fail(m) => return self.fail(requests, CallErrorKind::Fatal(m)),
+                Attempt::Retry { message, retry_after } => {
+                    if retries >= self.settings.retries {
+                        return self.fail(requests, CallErrorKind::Exhausted { retries, last: message });
+                    }
+                    let wait = backoff(retries, base, retry_after, jitter(&key, retries));
+                    if Instant::now() + wait >= deadline {
+                        let last =
+                            format!("{message}; the next attempt (in {:.1} s) would pass it", wait.as_secs_f64());
+                        return self.fail(requests, CallErrorKind::Deadline { deadline_secs, last });
+                    }
+                    retries += 1;
+                    bump(&self.counters.retries, 1);
+                    tokio::time::sleep(wait).await;
+                }
+            }
+        }
+    }
+}
+
+/// A jitter fraction in [0, 1) derived from the call and the retry number:
+/// concurrent calls spread out, and a rerun waits the same.
+fn jitter(key: &str, retry: u32) -> f64 {
+    let h = Sha256::digest(format!("{key}/{retry}").as_bytes());
+    let n = u64::from_le_bytes(h[..8].try_into().expect("8 bytes"));
+    (n >> 11) as f64 / (1u64 << 53) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_with_jitter_and_retry_after_wins() {
+        let base = Duration::from_millis(500);
+        assert_eq!(backoff(0, base, None, 1.0), Duration::from_millis(500));
+        assert_eq!(backoff(0, base, None, 0.0), Duration::from_millis(250));
+        assert_eq!(backoff(2, base, None, 1.0), Duration::from_secs(2));
+        assert_eq!(backoff(30, base, None, 1.0), MAX_BACKOFF);
+        assert_eq!(backoff(3, base, Some(Duration::from_secs(7)), 0.3), Duration::from_secs(7));
+        let j = jitter("k", 0);
+        assert!((0.0..1.0).contains(&j));
+        assert_eq!(j, jitter("k", 0));
+        assert_ne!(j, jitter("k", 1));
+    }
+
+    #[test]
+    fn retry_after_is_read_in_seconds() {
+        assert_eq!(parse_retry_after("2"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_retry_after(" 0.5 "), Some(Duration::from_millis(500)));
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        assert_eq!(parse_retry_after("-1"), None);
+    }
+
+    #[test]
+    fn statuses_are_classified() {
+        let status = |s: u16| {
+            classify(&OpenAIError::Boxed(Box::new(HttpStatus { status: s, retry_after: None, body: "x".into() })))
+        };
+        assert!(matches!(status(429), Attempt::Retry { .. }));
+        assert!(matches!(status(503), Attempt::Retry { .. }));
+        assert!(matches!(status(408), Attempt::Retry { .. }));
+        assert_eq!(status(401), Attempt::Fail("HTTP 401: x".into()));
+        assert!(matches!(status(404), Attempt::Fail(_)));
+    }
+}
