@@ -10,7 +10,7 @@ use crate::artifact::{Artifact, sha256_hex};
 use crate::config::{JudgeChoice, Project};
 use crate::layer_a::{self, Label};
 use crate::llm::advice::{self, SplitCase};
-use crate::llm::pipeline::{LlmAnswerer, LlmExtractor, LlmJudge};
+use crate::llm::pipeline;
 use crate::llm::{Models, Role};
 use crate::outcome::{Evaluation, OutcomeRecord};
 
@@ -79,16 +79,7 @@ impl BuiltinBackend {
     /// classifier labels generation errors of full evaluations. Their
     /// identities enter the harness hash.
     pub fn with_models(self, models: Arc<Models>) -> BuiltinBackend {
-        let mut evaluator = self.evaluator;
-        if models.has(Role::Extractor) {
-            evaluator = evaluator.with_extractor(Arc::new(LlmExtractor { models: models.clone() }));
-        }
-        if models.has(Role::Answerer) {
-            evaluator = evaluator.with_answerer(Arc::new(LlmAnswerer { models: models.clone() }));
-        }
-        if models.has(Role::Judge) {
-            evaluator = evaluator.with_llm_judge(Arc::new(LlmJudge { models: models.clone() }));
-        }
+        let evaluator = pipeline::plug(self.evaluator, &models);
         let mut base = evaluator.harness_hash();
         if let Some(classifier) = models.identity(Role::Classifier) {
             base = sha256_hex(format!("{base}\nclassifier {classifier}").as_bytes());

@@ -200,6 +200,10 @@ pub struct RoundRecord {
     pub diagnosis: BTreeMap<String, usize>,
     pub alpha: f64,
     pub at: String,
+    /// Model usage of the round per role (requests, tokens, cache hits,
+    /// errors); empty without model roles.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub llm: crate::llm::Usage,
 }
 
 impl Event {

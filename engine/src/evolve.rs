@@ -16,9 +16,10 @@ use crate::artifact::{self, Artifact};
 use crate::backend::{Backend, BackendError};
 use crate::config::Project;
 use crate::events::{CandidateRecord, EvalSummary, Event, QuestionResult, RoundRecord, now_rfc3339, who};
-use crate::gates::{self, CriticInput, GateInput, Replay};
+use crate::gates::{self, CriticInput, DataText, GateInput, Replay};
 use crate::hypothesis::Hypothesis;
 use crate::layer_a::{self, Diagnosis};
+use crate::llm::{self, Role, advice};
 use crate::outcome::Evaluation;
 use crate::planner::{self, PlannerSettings, Proposal};
 use crate::schema::StrategySchema;
@@ -349,6 +350,16 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             .backend
             .evaluate(artifact, None)
             .map_err(|source| EvolveError::Served { version: artifact.version.unwrap_or(0), source })?;
+        if let Some(o) = eval.outcomes.iter().find(|o| o.error.is_some()) {
+            let source = BackendError(format!(
+                "{} of {} questions could not be evaluated (first: {}: {})",
+                eval.errors(),
+                eval.n(),
+                o.id,
+                o.error.as_deref().unwrap_or("")
+            ));
+            return Err(EvolveError::Served { version: artifact.version.unwrap_or(0), source });
+        }
         let results = question_results(&eval);
         self.log.append(vec![evaluated_event(&artifact.hash, &h, &d, &results).to_new()])?;
         Ok((results, false))
@@ -443,6 +454,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         let mut start: Option<EvalSummary> = None;
         let mut replay: Option<Replay> = None;
         for _ in 0..opts.rounds {
+            let usage_before = self.backend.models().map(|m| m.usage());
             let round = self.store().last_round()? + 1;
             let observed = self.observe(round)?;
             progress(Progress::Observed {
@@ -470,6 +482,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                 start.as_ref().expect("set above"),
                 replay.as_ref().expect("set above"),
                 opts,
+                usage_before.as_ref(),
                 progress,
             )?;
             summary.rounds += 1;
@@ -508,6 +521,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         Ok(summary)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn round(
         &mut self,
         round: u64,
@@ -515,6 +529,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         start: &EvalSummary,
         replay: &Replay,
         opts: &RunOptions,
+        usage_before: Option<&llm::Usage>,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<RoundOutcome> {
         let cfg = &self.project.config;
@@ -577,7 +592,36 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                 alpha: None,
                 accepted_version: None,
             };
-            let proposal = planner::evolve(self.schema, &observed.artifact.value, plan, tree.get(&plan.key), &roles);
+            // A rewrite goes to the evolver model when there is one; its patch is
+            // judged like any candidate (`data`: the dataset text it saw).
+            let (proposal, data) = match self.model_rewrite(plan, observed, &node, &roles) {
+                None => {
+                    (planner::evolve(self.schema, &observed.artifact.value, plan, tree.get(&plan.key), &roles), None)
+                }
+                Some(Ok((proposal, data))) => (proposal, Some(data)),
+                Some(Err(reason)) => {
+                    progress(Progress::Candidate {
+                        round,
+                        id: id.clone(),
+                        summary: format!("{}: errored ({reason})", plan.key),
+                    });
+                    let record = CandidateRecord {
+                        outcome: "errored".into(),
+                        rejected_by: Some("errored".into()),
+                        reason: format!("the evolver failed: {reason}"),
+                        ..base
+                    };
+                    trials.push(Trial {
+                        record,
+                        artifact: None,
+                        full: None,
+                        node,
+                        comparison: None,
+                        extra_rules: vec![],
+                    });
+                    continue;
+                }
+            };
             let (value, change) = match proposal {
                 Proposal::Blocked { reason } => {
                     if blocked >= opts.candidates {
@@ -646,6 +690,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                 seen: &seen,
                 hypothesis: tree.get(&plan.key),
                 replay,
+                data: data.as_ref(),
             });
             seen.insert(hash.clone());
             let failed = gate_results.iter().find(|g| !g.pass).cloned();
@@ -664,6 +709,14 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             if let Some(g) = failed {
                 record.rejected_by = Some(format!("gate:{}", g.gate.as_str()));
                 record.reason = g.detail.clone();
+                // A model's proposal stopped by a gate counts toward escalation.
+                if data.is_some() && g.gate != gates::Gate::Novelty && node.block() {
+                    escalations.push(Event::Escalated {
+                        class: plan.key.clone(),
+                        round,
+                        reasons: vec![format!("the evolver's proposal failed gate {}: {}", g.gate.as_str(), g.detail)],
+                    });
+                }
                 progress(Progress::Candidate {
                     round,
                     id: id.clone(),
@@ -768,6 +821,65 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                 });
                 trials.push(Trial { record, artifact: None, full: None, node, comparison: None, extra_rules: vec![] });
                 continue;
+            }
+            // The critic model's second opinion, now that the probe is known: it may only reject.
+            if let Some(models) = self.backend.models().filter(|m| m.has(Role::Critic)) {
+                let (improved, regressed) = probe_examples(&observed.results, &probe);
+                let input = advice::ReviewInput {
+                    change: &change,
+                    field,
+                    effect: effects.get(&change.path),
+                    motivation: &plan.motivation,
+                    probe: &pv,
+                    improved: &improved,
+                    regressed: &regressed,
+                    rules: &verdict,
+                };
+                match advice::review(models, &input) {
+                    Ok(v) => {
+                        let reject = v.reject;
+                        record.critic = Some(v.clone());
+                        if reject {
+                            record.rejected_by = Some(format!("critic:{}", v.label.as_str()));
+                            record.reason = v.reason.clone();
+                            if v.label == gates::CriticLabel::OutOfScope && node.block() {
+                                escalations.push(Event::Escalated {
+                                    class: plan.key.clone(),
+                                    round,
+                                    reasons: vec![v.reason.clone()],
+                                });
+                            }
+                            progress(Progress::Candidate {
+                                round,
+                                id: id.clone(),
+                                summary: format!("{line}: rejected by the critic model ({})", v.label.as_str()),
+                            });
+                            trials.push(Trial {
+                                record,
+                                artifact: None,
+                                full: None,
+                                node,
+                                comparison: None,
+                                extra_rules: vec![],
+                            });
+                            continue;
+                        }
+                    }
+                    Err(e) => {
+                        record.outcome = "errored".into();
+                        record.rejected_by = Some("errored".into());
+                        record.reason = format!("the critic failed: {e}");
+                        trials.push(Trial {
+                            record,
+                            artifact: None,
+                            full: None,
+                            node,
+                            comparison: None,
+                            extra_rules: vec![],
+                        });
+                        continue;
+                    }
+                }
             }
             // Stage 2: the full set.
             let full = match self.backend.evaluate(&candidate, None) {
@@ -1047,6 +1159,10 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             diagnosis: diag_counts,
             alpha,
             at: now_rfc3339(),
+            llm: match (self.backend.models(), usage_before) {
+                (Some(m), Some(before)) => llm::usage_since(&m.usage(), before),
+                _ => llm::Usage::new(),
+            },
         })));
         self.log.append(events.iter().map(Event::to_new).collect())?;
         if winner.is_some() || restored {
@@ -1073,6 +1189,102 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             rejected_by,
             escalations: escalation_count,
         })
+    }
+}
+
+/// Up to three improved and three regressed questions of a probe, for the critic.
+fn probe_examples(served: &[QuestionResult], probe: &Evaluation) -> (Vec<advice::Example>, Vec<advice::Example>) {
+    let was: BTreeMap<&str, bool> = served.iter().map(|q| (q.id.as_str(), q.correct)).collect();
+    let pick = |want: bool| {
+        probe
+            .outcomes
+            .iter()
+            .filter(|o| was.get(o.id.as_str()).is_some_and(|&w| w != want) && o.correct == want)
+            .take(3)
+            .map(advice::Example::of)
+            .collect::<Vec<_>>()
+    };
+    (pick(true), pick(false))
+}
+
+/// Sets `path` in a copy of `doc`, creating the objects on the way, so that
+/// even a patch to a path the schema does not know reaches the gates.
+fn apply_patch(doc: &Value, path: &str, value: Value) -> Value {
+    let mut out = doc.clone();
+    let mut slot = &mut out;
+    for key in path.split('.') {
+        if !slot.is_object() {
+            *slot = Value::Object(Default::default());
+        }
+        slot = slot.as_object_mut().expect("an object").entry(key.to_string()).or_insert(Value::Null);
+    }
+    *slot = value;
+    out
+}
+
+impl<L: EventLog + ?Sized> Evolution<'_, L> {
+    /// Asks the evolver model to rewrite a text field, when the direction is a
+    /// rewrite, roles.evolver is configured and the field's own role exists.
+    /// The examples are failed questions of the served strategy (re-evaluated
+    /// on just those ids, cheap with the caches); their text is what the gates
+    /// later check the proposal against. None: the planner's own evolver moves.
+    fn model_rewrite(
+        &self,
+        plan: &planner::Plan,
+        observed: &Observed,
+        node: &Hypothesis,
+        roles: &[String],
+    ) -> Option<std::result::Result<(Proposal, DataText), String>> {
+        let models = self.backend.models().filter(|m| m.has(Role::Evolver))?;
+        let field = self.schema.field(&plan.path).filter(|f| f.kind == crate::schema::FieldKind::Text)?;
+        if plan.direction != crate::schema::Direction::Rewrite
+            || field.needs_role.as_ref().is_some_and(|r| !roles.contains(r))
+        {
+            return None;
+        }
+        let current = crate::schema::get_path(&observed.artifact.value, &plan.path).and_then(Value::as_str)?;
+        let mut ids: Vec<String> = observed
+            .results
+            .iter()
+            .filter(|q| q.label.as_ref().is_some_and(|l| plan.motivation.contains_key(l)))
+            .map(|q| (q.split.as_deref() != Some("full_coverage"), q.id.clone()))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .map(|(_, id)| id)
+            .take(6)
+            .collect();
+        ids.sort();
+        let examples: Vec<advice::Example> = if ids.is_empty() {
+            Vec::new()
+        } else {
+            match self.backend.evaluate(&observed.artifact, Some(&ids)) {
+                Ok(eval) => eval.outcomes.iter().map(advice::Example::of).collect(),
+                Err(e) => return Some(Err(format!("cannot collect examples: {e}"))),
+            }
+        };
+        let splits = diagnose_results(&observed.results, 0).splits;
+        let input = advice::RewriteInput {
+            field,
+            current,
+            motivation: &plan.motivation,
+            splits: &splits,
+            examples: &examples,
+            attempt: node.visits + node.blocked,
+        };
+        let patch = match advice::rewrite(models, &input) {
+            Ok(p) => p,
+            Err(e) => return Some(Err(e.to_string())),
+        };
+        let mut data = DataText::new();
+        for e in &examples {
+            for t in e.texts() {
+                data.add(&t);
+            }
+        }
+        let value = apply_patch(&observed.artifact.value, &patch.path, patch.value.clone());
+        let from = crate::schema::get_path(&observed.artifact.value, &patch.path).cloned().unwrap_or(Value::Null);
+        let change = planner::Change { path: patch.path, from, to: patch.value };
+        Some(Ok((Proposal::Candidate { value: Box::new(value), change }, data)))
     }
 }
 

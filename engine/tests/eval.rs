@@ -185,7 +185,7 @@ fn bad_input_exits_2_naming_the_problem() {
         (vec!["--tasks".into(), "/nonexistent/tasks.json".into()], "cannot read"),
         (vec!["--conversations".into(), "conv-404".into()], "no conversation \"conv-404\""),
         (vec!["--outcomes".into(), "/nonexistent/dir/out.jsonl".into()], "no directory /nonexistent/dir"),
-        (vec!["--judge".into(), "llm".into()], "invalid value 'llm'"),
+        (vec!["--judge".into(), "llm".into()], "judge.kind: llm needs roles.judge"),
     ];
     for (extra, expected) in cases {
         let mut args = vec!["--strategy", s];

@@ -4,7 +4,9 @@
 //!
 //! Standalone: no project or journal is needed, and the harness's model-free
 //! components run (extractive answers; a strategy that needs an LLM role is
-//! refused as bad input).
+//! refused as bad input). Inside a project (`--project DIR`, or an
+//! `emend.yaml` here or above) its model roles plug in: the extractor, the
+//! answerer and the judge (`--judge llm`), with the project's reply cache.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,6 +17,9 @@ use harness::strategy::JudgeKind;
 use harness::{Category, Dataset, EvalError, Evaluation, Evaluator, HarnessSettings};
 use serde_json::json;
 
+use engine::config::Project;
+use engine::llm::{Models, Usage};
+
 use super::{CmdResult, Failure};
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -23,6 +28,8 @@ enum JudgeArg {
     Evidence,
     /// Token F1 of the answer against the gold answer, at the strategy's threshold.
     F1,
+    /// The project's judge model (roles.judge of emend.yaml).
+    Llm,
 }
 
 #[derive(Debug, clap::Args)]
@@ -76,6 +83,7 @@ fn resolve(args: &EvalArgs) -> Result<Resolved, Failure> {
         judge: args.judge.map(|j| match j {
             JudgeArg::Evidence => JudgeKind::Evidence,
             JudgeArg::F1 => JudgeKind::F1,
+            JudgeArg::Llm => JudgeKind::Llm,
         }),
         include_adversarial: args.include_adversarial,
         conversations: args.conversations.clone(),
@@ -84,12 +92,29 @@ fn resolve(args: &EvalArgs) -> Result<Resolved, Failure> {
     Ok(Resolved { strategy, strategy_hash: artifact.hash, dataset, settings })
 }
 
-pub fn run(args: &EvalArgs) -> CmdResult {
+/// The model roles of the project, if there is one: `--project DIR`, or
+/// the nearest `emend.yaml` from here up.
+fn models(project_dir: Option<&Path>) -> Result<Option<Arc<Models>>, Failure> {
+    let project = match project_dir {
+        Some(d) => Project::open(d).map_err(Failure::bad_input)?,
+        None => match std::env::current_dir().ok().and_then(|cwd| Project::discover(&cwd).ok()) {
+            Some(p) => p,
+            None => return Ok(None),
+        },
+    };
+    Models::from_project(&project).map_err(|e| Failure::bad_input(anyhow!("{}: {e}", project.config_path().display())))
+}
+
+pub fn run(args: &EvalArgs, project_dir: Option<&Path>) -> CmdResult {
     let start = Instant::now();
     let r = resolve(args)?;
+    let models = models(project_dir)?;
     let dataset_hash = r.dataset.hash().to_string();
     let tasks_name = r.dataset.name().to_string();
-    let evaluator = Evaluator::new(Arc::new(r.dataset), r.settings).map_err(Failure::bad_input)?;
+    let mut evaluator = Evaluator::new(Arc::new(r.dataset), r.settings).map_err(Failure::bad_input)?;
+    if let Some(m) = &models {
+        evaluator = engine::llm::pipeline::plug(evaluator, m);
+    }
     let eval = evaluator.evaluate(&r.strategy).map_err(|e| match e {
         EvalError::NeedsRole { .. } | EvalError::Strategy { .. } | EvalError::UnknownConversation(_) => {
             Failure::bad_input(anyhow!("{}: {e}", args.strategy.display()))
@@ -103,10 +128,19 @@ pub fn run(args: &EvalArgs) -> CmdResult {
     }
     let elapsed_ms = start.elapsed().as_millis() as u64;
     let hashes = Hashes { strategy: &r.strategy_hash, dataset: &dataset_hash, harness: &evaluator.harness_hash() };
+    let usage = models.as_ref().map(|m| m.usage()).unwrap_or_default();
     if args.json {
-        println!("{}", json_report(args, &tasks_name, &eval, &hashes, elapsed_ms));
+        println!("{}", json_report(args, &tasks_name, &eval, &hashes, &usage, elapsed_ms));
     } else {
-        print!("{}", human_report(args, &tasks_name, evaluator.dataset(), &eval, &hashes, elapsed_ms));
+        print!("{}", human_report(args, &tasks_name, evaluator.dataset(), &eval, &hashes, &usage, elapsed_ms));
+    }
+    if eval.summary.errors > 0 {
+        // The report is printed; a scheduler still learns that the evaluation is incomplete.
+        return Err(Failure::failed(anyhow!(
+            "{} of {} questions have no verdict (model calls failed; see `error` in the outcomes)",
+            eval.summary.errors,
+            eval.summary.n
+        )));
     }
     Ok(engine::exit::OK)
 }
@@ -117,7 +151,7 @@ struct Hashes<'a> {
     harness: &'a str,
 }
 
-fn json_report(args: &EvalArgs, tasks: &str, e: &Evaluation, h: &Hashes<'_>, elapsed_ms: u64) -> String {
+fn json_report(args: &EvalArgs, tasks: &str, e: &Evaluation, h: &Hashes<'_>, usage: &Usage, elapsed_ms: u64) -> String {
     let s = &e.summary;
     let doc = json!({
         "strategy": args.strategy.display().to_string(),
@@ -138,6 +172,7 @@ fn json_report(args: &EvalArgs, tasks: &str, e: &Evaluation, h: &Hashes<'_>, ela
         "memory": e.memory,
         "cache": e.cache,
         "outcomes": args.outcomes.as_ref().map(|p| p.display().to_string()),
+        "llm": usage,
         "elapsed_ms": elapsed_ms,
     });
     serde_json::to_string(&doc).expect("a report serializes")
@@ -153,6 +188,7 @@ fn human_report(
     dataset: &Dataset,
     e: &Evaluation,
     h: &Hashes<'_>,
+    usage: &Usage,
     elapsed_ms: u64,
 ) -> String {
     let s = &e.summary;
@@ -188,6 +224,12 @@ fn human_report(
     );
     if s.errors > 0 {
         out += &format!("errors                {} questions (model calls failed)\n", s.errors);
+    }
+    for (role, u) in usage {
+        out += &format!(
+            "model {role:<15} {} requests, {} cache hits, {} prompt + {} completion tokens, {} errors\n",
+            u.requests, u.cache_hits, u.prompt_tokens, u.completion_tokens, u.errors
+        );
     }
     out += &format!("time                  {:.2} s\n", elapsed_ms as f64 / 1000.0);
     if let Some(p) = &args.outcomes {

@@ -32,6 +32,20 @@ fn latest_accuracy(log: &dyn EventLog, hash: &str) -> Result<Option<(f64, String
         .and_then(|(k, v)| v["summary"]["accuracy"].as_f64().map(|a| (a, k))))
 }
 
+/// Model usage per role summed over the journal's rounds.
+fn model_usage(rounds: &[Value]) -> engine::llm::Usage {
+    let mut total = engine::llm::Usage::new();
+    for r in rounds {
+        let Some(Ok(usage)) = r.get("llm").map(|v| serde_json::from_value::<engine::llm::Usage>(v.clone())) else {
+            continue;
+        };
+        for (role, u) in usage {
+            total.entry(role).or_default().add(&u);
+        }
+    }
+    total
+}
+
 pub fn status(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
     let project = common::project(project_dir)?;
     let log = common::reader(&project)?;
@@ -54,6 +68,7 @@ pub fn status(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
         evolve::FileState::Unreadable { reason } => format!("unreadable: {reason}"),
     };
     let last = rounds.last().cloned();
+    let llm_total = model_usage(&rounds);
     let totals = rounds.iter().fold(BTreeMap::<String, u64>::new(), |mut m, r| {
         if let Some(map) = r["rejected_by"].as_object() {
             for (k, v) in map {
@@ -76,6 +91,10 @@ pub fn status(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
             "last_round": last,
             "rejected_by": totals,
             "escalations": escalations,
+            "llm": {
+                "last_round": last.as_ref().map(|r| r.get("llm").cloned().unwrap_or_else(|| json!({}))),
+                "total": llm_total,
+            },
         }));
         return Ok(exit::OK);
     }
@@ -104,6 +123,12 @@ pub fn status(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
             r["at"].as_str().unwrap_or("?")
         ),
         None => println!("rounds: 0"),
+    }
+    for (role, u) in &llm_total {
+        println!(
+            "model {role}: {} requests, {} cache hits, {} prompt + {} completion tokens, {} errors (all rounds)",
+            u.requests, u.cache_hits, u.prompt_tokens, u.completion_tokens, u.errors
+        );
     }
     if escalations.is_empty() {
         println!("escalations: none");
@@ -334,7 +359,6 @@ pub fn log_entries(log: &dyn EventLog) -> Result<Vec<Value>, Failure> {
             }
             Event::ServedChanged { from, to, cause, reason, who, at, .. } if cause != "accept" => {
                 entries.push(json!({"seq": record.seq, "kind": cause, "from": from, "to": to, "reason": reason, "who": who, "at": at}));
-            }
             }
             Event::StrategyVersioned { version, origin, note, .. } if origin == "hand_edit" => {
                 entries.push(json!({"seq": record.seq, "kind": "hand_edit", "version": version, "reason": note}));

@@ -108,7 +108,7 @@ pub fn main() -> ExitCode {
         Command::Report(args) => report::run(&args, project),
         Command::Journal(cmd) => inspect::journal(&cmd, project),
         Command::Compare(args) => compare::run(&args),
-        Command::Eval(args) => eval::run(&args),
+        Command::Eval(args) => eval::run(&args, project),
         Command::Validate(args) => validate::run(&args),
     };
     match result {

@@ -38,6 +38,21 @@ when it states the same thing as the gold answer (be generous with wording, leng
 otherwise, and WRONG when it says the information is unknown. Reply with one JSON object only: \
 {\"label\": \"CORRECT\" or \"WRONG\", \"reason\": \"one short sentence\"}.";
 
+/// Plugs the configured extractor, answerer and judge into an evaluator
+/// (their identities enter its harness hash).
+pub fn plug(mut evaluator: harness::Evaluator, models: &Arc<Models>) -> harness::Evaluator {
+    if models.has(Role::Extractor) {
+        evaluator = evaluator.with_extractor(Arc::new(LlmExtractor { models: models.clone() }));
+    }
+    if models.has(Role::Answerer) {
+        evaluator = evaluator.with_answerer(Arc::new(LlmAnswerer { models: models.clone() }));
+    }
+    if models.has(Role::Judge) {
+        evaluator = evaluator.with_llm_judge(Arc::new(LlmJudge { models: models.clone() }));
+    }
+    evaluator
+}
+
 /// The engine's extractor model.
 pub struct LlmExtractor {
     pub models: Arc<Models>,
