@@ -95,13 +95,15 @@ fn resolve(args: &EvalArgs) -> Result<Resolved, Failure> {
 /// The model roles of the project, if there is one: `--project DIR`, or
 /// the nearest `emend.yaml` from here up.
 fn models(project_dir: Option<&Path>) -> Result<Option<Arc<Models>>, Failure> {
-    let project = match project_dir {
-        Some(d) => Project::open(d).map_err(Failure::bad_input)?,
-        None => match std::env::current_dir().ok().and_then(|cwd| Project::discover(&cwd).ok()) {
-            Some(p) => p,
-            None => return Ok(None),
-        },
+    let found = match project_dir {
+        Some(d) => Some(d.to_path_buf()),
+        None => std::env::current_dir().ok().and_then(|cwd| {
+            cwd.ancestors().find(|d| d.join(engine::config::CONFIG_FILE).is_file()).map(Path::to_path_buf)
+        }),
     };
+    let Some(dir) = found else { return Ok(None) };
+    // A project that is there but invalid is an error, not "no project".
+    let project = Project::open(&dir).map_err(Failure::bad_input)?;
     Models::from_project(&project).map_err(|e| Failure::bad_input(anyhow!("{}: {e}", project.config_path().display())))
 }
 
