@@ -102,7 +102,8 @@ impl BuiltinBackend {
         settings: harness::HarnessSettings,
         version: Option<&str>,
     ) -> Result<BuiltinBackend, SetupError> {
-        let evaluator = harness::Evaluator::new(dataset, settings).map_err(|e| SetupError(e.to_string()))?;
+        let evaluator = harness::Evaluator::new(dataset, settings)
+            .map_err(|e| SetupError(format!("harness.conversations: {e}")))?;
         let base = evaluator.harness_hash();
         // The configured version string is part of the identity, so a changed
         // system is noticed even when the locked settings are the same.
@@ -173,7 +174,7 @@ pub fn load_tasks(tasks: &str, base: &Path) -> Result<harness::Dataset, SetupErr
         return Ok(harness::Dataset::builtin());
     }
     let path = base.join(tasks);
-    harness::load_path(&path).map_err(|e| SetupError(e.to_string()))
+    harness::load_path(&path).map_err(|e| SetupError(format!("harness.tasks: {e}")))
 }
 
 impl Backend for BuiltinBackend {

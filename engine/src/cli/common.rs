@@ -36,7 +36,7 @@ pub fn backend(project: &Project, schema: &StrategySchema) -> Result<Box<dyn Bac
     let _ = schema;
     match project.config.harness.kind {
         HarnessKind::Builtin => Ok(Box::new(BuiltinBackend::from_project(project).map_err(|e| {
-            Failure::bad_input(anyhow::anyhow!("{}: harness.tasks: {e}", project.config_path().display()))
+            Failure::bad_input(anyhow::anyhow!("{}: {e}", project.config_path().display()))
         })?)),
         HarnessKind::Command => Err(Failure::bad_input(anyhow::anyhow!(
             "{}: harness.kind: command is not available in this build",
