@@ -64,6 +64,9 @@ fn evolve_with_every_role_and_a_misbehaving_evolver() {
         assert!(server.count(role) > 0, "{role} was never asked");
     }
     assert_eq!(calls.load(Ordering::SeqCst), 3, "the evolver is asked once per round");
+    // No candidate changed an ingest field, so the six windows were extracted
+    // once, for the served strategy, and never again (the harness's stage cache).
+    assert_eq!(server.count("extractor"), 6);
 
     let (events, export) = events(&dir);
     let rewrites: Vec<&Value> = events
