@@ -9,7 +9,7 @@
 
 use crate::assemble::ContextLine;
 use crate::strategy::{Answer, AnswerFormat};
-use crate::text::{fnv1a, for_each_term, is_stopword, terms, words};
+use crate::text::{for_each_term, is_stopword, terms, words};
 
 /// Words kept by the extractive answerer's `short` format.
 pub const SHORT_WORDS: usize = 6;
@@ -82,6 +82,26 @@ fn sentences(text: &str) -> Vec<&str> {
     out
 }
 
+/// How many distinct terms of `q` (sorted, lowercased, at most 64, no
+/// stopwords) the sentence contains. (The ASCII fast path of [`extract`]
+/// computes the same in place: a stopword never equals a question term.)
+fn coverage(sentence: &str, q: &[String]) -> u32 {
+    let mut seen = 0u64;
+    for_each_term(sentence, |w| seen |= matches(w, q));
+    seen.count_ones()
+}
+
+/// The bit of each term of `q` equal to `w` (ASCII case ignored).
+fn matches(w: &str, q: &[String]) -> u64 {
+    let mut bits = 0;
+    for (i, t) in q.iter().enumerate() {
+        if t.len() == w.len() && t.eq_ignore_ascii_case(w) {
+            bits |= 1 << i;
+        }
+    }
+    bits
+}
+
 /// The extractive answer.
 pub fn extract(question: &str, lines: &[ContextLine], format: AnswerFormat) -> Option<String> {
     let mut q: Vec<String> = terms(question);
@@ -91,25 +111,44 @@ pub fn extract(question: &str, lines: &[ContextLine], format: AnswerFormat) -> O
     if q.is_empty() {
         return None;
     }
-    // Hashes first: this loop sees every word of every context.
-    let qh: Vec<u64> = q.iter().map(|t| fnv1a(t.as_bytes())).collect();
     let mut best: Option<(u32, &str)> = None;
+    // Strictly better only, so ties go to the earliest sentence.
+    fn consider<'a>(best: &mut Option<(u32, &'a str)>, cover: u32, s: &'a str) {
+        let s = s.trim();
+        if cover > 0 && !s.is_empty() && best.is_none_or(|(c, _)| cover > c) {
+            *best = Some((cover, s));
+        }
+    }
     for line in lines {
-        for s in sentences(&line.text) {
-            // Distinct question terms covered, as a bit set.
-            let mut seen = 0u64;
-            for_each_term(s, |t| {
-                let h = fnv1a(t.as_bytes());
-                for (i, x) in qh.iter().enumerate() {
-                    if *x == h && q[i] == t {
-                        seen |= 1 << i;
-                    }
-                }
-            });
-            let cover = seen.count_ones();
-            if cover > 0 && best.is_none_or(|(c, _)| cover > c) {
-                best = Some((cover, s));
+        let text = line.text.as_str();
+        if !text.is_ascii() {
+            for s in sentences(text) {
+                consider(&mut best, coverage(s, &q), s);
             }
+            continue;
+        }
+        // One pass over the bytes: words are matched as sentences are delimited.
+        let b = text.as_bytes();
+        let (mut start, mut i, mut seen) = (0, 0, 0u64);
+        while i < b.len() {
+            let c = b[i];
+            if c.is_ascii_alphanumeric() {
+                let w = i;
+                while i < b.len() && b[i].is_ascii_alphanumeric() {
+                    i += 1;
+                }
+                seen |= matches(&text[w..i], &q);
+                continue;
+            }
+            if matches!(c, b'.' | b'!' | b'?') && (i + 1 == b.len() || b[i + 1] == b' ') {
+                consider(&mut best, seen.count_ones(), &text[start..=i]);
+                start = i + 1;
+                seen = 0;
+            }
+            i += 1;
+        }
+        if start < b.len() {
+            consider(&mut best, seen.count_ones(), &text[start..]);
         }
     }
     let (_, sentence) = best?;
@@ -136,8 +175,15 @@ mod tests {
     fn picks_the_sentence_covering_most_question_terms() {
         let lines = [line("Hi there. I love the beach."), line("My dog Biscuit is a beagle! He loves the beach.")];
         let q = "What breed is Ann's dog Biscuit?";
+        let q0 = q;
         assert_eq!(extract(q, &lines, AnswerFormat::Sentence).as_deref(), Some("My dog Biscuit is a beagle!"));
         assert_eq!(extract(q, &lines, AnswerFormat::Short).as_deref(), Some("beagle"));
         assert_eq!(extract("Who won the cup?", &lines, AnswerFormat::Short), None);
+        let q = vec!["beagle".to_string(), "biscuit".to_string()];
+        assert_eq!(coverage("BISCUIT the Beagle, biscuit!", &q), 2);
+        assert_eq!(coverage("Bíscuit the beagle", &q), 1);
+        // Non-ASCII lines take the general path and agree with the fast one.
+        let mixed = [line("Café time. My dog Biscuit is a beagle! He loves the beach.")];
+        assert_eq!(extract(q0, &mixed, AnswerFormat::Sentence).as_deref(), Some("My dog Biscuit is a beagle!"));
     }
 }

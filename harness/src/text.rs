@@ -98,6 +98,31 @@ pub fn is_stopword(word: &str) -> bool {
 /// order (stopwords included), without allocating per word.
 pub fn for_each_word(text: &str, mut f: impl FnMut(&str)) {
     let mut buf = String::new();
+    if text.is_ascii() {
+        // The common case, on bytes: slices of the text, lowercased only when needed.
+        let b = text.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            if !b[i].is_ascii_alphanumeric() {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < b.len() && b[i].is_ascii_alphanumeric() {
+                i += 1;
+            }
+            let w = &text[start..i];
+            if w.bytes().any(|c| c.is_ascii_uppercase()) {
+                buf.clear();
+                buf.push_str(w);
+                buf.make_ascii_lowercase();
+                f(&buf);
+            } else {
+                f(w);
+            }
+        }
+        return;
+    }
     let mut in_word = false;
     for c in text.chars() {
         if c.is_alphanumeric() {
@@ -382,6 +407,7 @@ mod tests {
 
     #[test]
     fn tokenizer_lowercases_and_splits_on_non_alphanumerics() {
+        assert_eq!(words("Ça VA, Élodie? 42ème"), vec!["ça", "va", "élodie", "42ème"]);
         assert_eq!(words("Hey Mel! It's 2023, LGBTQ+"), vec!["hey", "mel", "it", "s", "2023", "lgbtq"]);
         assert_eq!(terms("What did Caroline research?"), vec!["caroline", "research"]);
     }
