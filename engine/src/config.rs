@@ -128,6 +128,10 @@ pub struct GateConfig {
     pub cost_bound: Option<f64>,
     #[serde(default = "d_probe")]
     pub probe_size: usize,
+    /// Candidates of a round that go on to the full paired test (the best probes);
+    /// the round's alpha is split among them.
+    #[serde(default = "d_full_tests")]
+    pub full_tests_per_round: usize,
     #[serde(default = "d_resamples")]
     pub bootstrap_resamples: usize,
     #[serde(default = "d_unit")]
@@ -155,6 +159,9 @@ fn d_cost() -> Option<f64> {
 fn d_probe() -> usize {
     100
 }
+fn d_full_tests() -> usize {
+    4
+}
 fn d_resamples() -> usize {
     10_000
 }
@@ -172,6 +179,7 @@ impl Default for GateConfig {
             tau_rollback: d_tau(),
             cost_bound: d_cost(),
             probe_size: d_probe(),
+            full_tests_per_round: d_full_tests(),
             bootstrap_resamples: d_resamples(),
             bootstrap_unit: d_unit(),
         }
@@ -614,6 +622,10 @@ pub fn render_config(
     out.push_str(&format!(
         "  # Questions in the seeded, category-stratified probe sample.\n  probe_size: {}\n",
         g.probe_size
+    ));
+    out.push_str(&format!(
+        "  # Candidates per round that go on to the full paired test (the best probes);\n  # the round's alpha is split among them.\n  full_tests_per_round: {}\n",
+        g.full_tests_per_round
     ));
     out.push_str(&format!("  # Paired bootstrap resamples, and the resampling unit (question or conversation).\n  bootstrap_resamples: {}\n  bootstrap_unit: conversation\n", g.bootstrap_resamples));
     out.push_str("\nloop:\n");

@@ -560,6 +560,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         };
 
         let mut trials: Vec<Trial> = Vec::new();
+        let mut probe_passed: Vec<(usize, f64)> = Vec::new();
         let mut escalations: Vec<Event> = Vec::new();
         let mut probes = 0u64;
         let (mut produced, mut blocked, mut attempts) = (0usize, 0usize, 0usize);
@@ -881,57 +882,65 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                     }
                 }
             }
-            // Stage 2: the full set.
-            let full = match self.backend.evaluate(&candidate, None) {
-                Ok(eval) if eval.outcomes.iter().all(|o| o.error.is_none()) && eval.n() == observed.results.len() => {
-                    question_results(&eval)
-                }
-                Ok(eval) => {
-                    record.outcome = "errored".into();
-                    record.rejected_by = Some("errored".into());
-                    record.reason = format!(
-                        "full evaluation incomplete: {} of {} questions answered",
-                        eval.outcomes.iter().filter(|o| o.error.is_none()).count(),
-                        observed.results.len()
-                    );
-                    trials.push(Trial {
-                        record,
-                        artifact: None,
-                        full: None,
-                        node,
-                        comparison: None,
-                        extra_rules: vec![],
-                    });
-                    continue;
-                }
-                Err(e) => {
-                    record.outcome = "errored".into();
-                    record.rejected_by = Some("errored".into());
-                    record.reason = format!("full evaluation failed: {e}");
-                    trials.push(Trial {
-                        record,
-                        artifact: None,
-                        full: None,
-                        node,
-                        comparison: None,
-                        extra_rules: vec![],
-                    });
-                    continue;
-                }
-            };
+            // Stage 2 comes after every probe of the round: only the best
+            // probes spend the round's alpha on a full test.
             progress(Progress::Candidate {
                 round,
                 id: id.clone(),
-                summary: format!("{line}: probe {:+.3}, full evaluation done", pv.delta),
+                summary: format!("{line}: probe {:+.3}, passed", pv.delta),
             });
+            probe_passed.push((trials.len(), pv.delta));
             trials.push(Trial {
                 record,
                 artifact: Some(candidate),
-                full: Some(full),
+                full: None,
                 node,
                 comparison: None,
                 extra_rules: vec![],
             });
+        }
+
+        // Stage 2: the full set, for the best probes only (largest probe delta, then the earliest).
+        probe_passed.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let limit = cfg.gates.full_tests_per_round.max(1);
+        for (rank, &(i, delta)) in probe_passed.iter().enumerate() {
+            let t = &mut trials[i];
+            if rank >= limit {
+                t.record.rejected_by = Some("probe:not_selected".into());
+                t.record.reason = format!(
+                    "the probe passed ({delta:+.3}) but {limit} other candidate(s) of the round probed better; \
+                     only the best {limit} reach the full test (gates.full_tests_per_round)"
+                );
+                t.artifact = None;
+                continue;
+            }
+            let candidate = t.artifact.as_ref().expect("probe-passed trials keep their artifact");
+            match self.backend.evaluate(candidate, None) {
+                Ok(eval) if eval.outcomes.iter().all(|o| o.error.is_none()) && eval.n() == observed.results.len() => {
+                    t.full = Some(question_results(&eval));
+                    progress(Progress::Candidate {
+                        round,
+                        id: t.record.id.clone(),
+                        summary: "full evaluation done".to_string(),
+                    });
+                }
+                Ok(eval) => {
+                    t.record.outcome = "errored".into();
+                    t.record.rejected_by = Some("errored".into());
+                    t.record.reason = format!(
+                        "full evaluation incomplete: {} of {} questions answered",
+                        eval.outcomes.iter().filter(|o| o.error.is_none()).count(),
+                        observed.results.len()
+                    );
+                    t.artifact = None;
+                }
+                Err(e) => {
+                    t.record.outcome = "errored".into();
+                    t.record.rejected_by = Some("errored".into());
+                    t.record.reason = format!("full evaluation failed: {e}");
+                    t.artifact = None;
+                }
+            }
         }
 
         // Stage 2 statistics: the round's alpha split over the candidates that reached it.
