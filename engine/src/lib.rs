@@ -17,6 +17,7 @@ pub mod layer_a;
 pub mod llm;
 pub mod outcome;
 pub mod planner;
+pub mod report;
 pub mod schema;
 pub mod stats;
 pub mod store;

@@ -414,11 +414,12 @@ pub fn render_log(entries: &[Value]) -> String {
                 e["reason"].as_str().unwrap_or("")
             )),
             kind => out.push_str(&format!(
-                "{}: v{} -> v{} by {}: {}\n",
+                "{}: v{} -> v{} by {} at {}: {}\n",
                 kind.replace('_', " "),
                 e["from"].as_u64().map_or("?".into(), |v| v.to_string()),
                 e["to"],
                 e["who"].as_str().unwrap_or("?"),
+                e["at"].as_str().unwrap_or("?"),
                 e["reason"].as_str().unwrap_or("")
             )),
         }

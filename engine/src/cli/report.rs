@@ -1,16 +1,59 @@
-//! `emend report` (being written).
+//! `emend report`: the journal as one self-contained HTML file for a
+//! reviewer (built by `engine::report`), written atomically.
 
 use std::path::{Path, PathBuf};
 
+use engine::exit;
+use serde_json::json;
+
+use super::common;
 use super::{CmdResult, Failure};
 
 #[derive(Debug, clap::Args)]
 pub struct ReportArgs {
-    /// Output file.
+    /// Output file (replaced atomically).
     #[arg(long, default_value = "report.html")]
     pub out: PathBuf,
+    /// Print what was written as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
-pub fn run(_args: &ReportArgs, _project_dir: Option<&Path>) -> CmdResult {
-    Err(Failure::failed(anyhow::anyhow!("emend report is not built yet")))
+pub fn run(args: &ReportArgs, project_dir: Option<&Path>) -> CmdResult {
+    let project = common::project(project_dir)?;
+    let log = common::reader(&project)?;
+    let texts = engine::report::question_texts(&project);
+    let data = engine::report::gather(&log, &texts).map_err(common::store_failure)?;
+    drop(log);
+    let html = engine::report::render(&data);
+    if let Some(dir) = args.out.parent().filter(|d| !d.as_os_str().is_empty())
+        && !dir.is_dir()
+    {
+        return Err(Failure::bad_input(anyhow::anyhow!(
+            "--out {}: no directory {}",
+            args.out.display(),
+            dir.display()
+        )));
+    }
+    engine::artifact::write_atomic(&args.out, html.as_bytes())
+        .map_err(|e| Failure::failed(anyhow::anyhow!("{}: {e}", args.out.display())))?;
+    if args.json {
+        common::print_json(&json!({
+            "out": args.out.display().to_string(),
+            "bytes": html.len(),
+            "rounds": data.rounds,
+            "versions": data.versions.len(),
+            "journal_head": data.head_seq,
+        }));
+    } else {
+        println!(
+            "wrote {} ({} bytes): {} rounds, {} versions, journal up to event {}",
+            args.out.display(),
+            html.len(),
+            data.rounds,
+            data.versions.len(),
+            data.head_seq
+        );
+    }
+    Ok(exit::OK)
 }

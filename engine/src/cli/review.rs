@@ -1,5 +1,10 @@
-//! For the people who review and operate: `show`, `diff`, `rollback`,
-//! `restore-best`.
+//! For the people who review and operate: `show` (what changed and why),
+//! `diff`, `rollback` and `restore-best`.
+//!
+//! A rollback is decided here and applied by `engine::evolve::apply_rollback`:
+//! the journal record first, then the atomic rewrite of the served file. A
+//! served file edited by hand is never overwritten silently: the command
+//! refuses (exit 2) unless `--force`, which journals the edit first.
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -7,9 +12,10 @@ use std::path::{Path, PathBuf};
 
 use engine::artifact;
 use engine::config::Project;
-use engine::events::T_QUESTIONS;
+use engine::events::{T_LAYER_A, T_QUESTIONS};
 use engine::evolve::{self, FileState};
 use engine::exit;
+use engine::report::{self, QuestionText};
 use engine::schema::StrategySchema;
 use engine::store::Store;
 use journal::EventLog;
@@ -24,18 +30,27 @@ pub enum Target {
     Candidate { record: Value },
 }
 
+fn parse_version(spec: &str) -> Option<u64> {
+    spec.strip_prefix('v').and_then(|n| n.parse::<u64>().ok())
+}
+
 pub fn resolve(log: &dyn EventLog, spec: &str) -> Result<Target, Failure> {
     let store = Store::new(log);
     let version =
         match spec {
-            "served" => Some(store.served().map_err(common::store_failure)?.map(|s| s.version).unwrap_or(0)),
+            "served" => Some(
+                store
+                    .served()
+                    .map_err(common::store_failure)?
+                    .map(|s| s.version)
+                    .ok_or_else(|| Failure::failed(anyhow::anyhow!("the journal has no served strategy")))?,
+            ),
             "best" => {
                 Some(store.best().map_err(common::store_failure)?.map(|b| b.version).ok_or_else(|| {
                     Failure::bad_input(anyhow::anyhow!("no best-ever version yet (no round has run)"))
                 })?)
             }
-            s if s.starts_with('v') && s[1..].parse::<u64>().is_ok() => Some(s[1..].parse::<u64>().expect("checked")),
-            _ => None,
+            s => parse_version(s),
         };
     if let Some(v) = version {
         let info = store.version(v).map_err(common::store_failure)?.ok_or_else(|| {
@@ -64,61 +79,66 @@ pub fn resolve(log: &dyn EventLog, spec: &str) -> Result<Target, Failure> {
     Err(Failure::bad_input(anyhow::anyhow!("{spec}: not a version (served, best, vN) nor a candidate id (like r3c2)")))
 }
 
-fn version_yaml(document: &Value, version: Option<u64>, parent: Option<u64>) -> String {
-    artifact::render_yaml(document, version, parent, "")
+/// `v2 (served, best)`: a version's name with the pointers that name it.
+fn version_name(log: &dyn EventLog, version: u64) -> Result<String, Failure> {
+    let store = Store::new(log);
+    let mut tags = Vec::new();
+    if store.served().map_err(common::store_failure)?.is_some_and(|s| s.version == version) {
+        tags.push("served");
+    }
+    if store.best().map_err(common::store_failure)?.is_some_and(|b| b.version == version) {
+        tags.push("best");
+    }
+    Ok(if tags.is_empty() { format!("v{version}") } else { format!("v{version} ({})", tags.join(", ")) })
 }
 
-/// A unified diff, coloured for a terminal.
-pub fn unified(a: &str, b: &str, a_name: &str, b_name: &str, color: bool) -> String {
-    let diff = similar::TextDiff::from_lines(a, b);
-    let text = diff.unified_diff().context_radius(3).header(a_name, b_name).to_string();
-    if !color {
-        return text;
+/// Colour on a terminal only, and never with `--no-color` or `NO_COLOR` set.
+fn use_color(no_color: bool) -> bool {
+    !no_color && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal()
+}
+
+/// ANSI colours for a unified diff.
+pub fn colorize(d: &str) -> String {
+    let mut out = String::new();
+    for l in d.lines() {
+        let code = if l.starts_with("+++") || l.starts_with("---") {
+            "1"
+        } else if l.starts_with('+') {
+            "32"
+        } else if l.starts_with('-') {
+            "31"
+        } else if l.starts_with("@@") {
+            "36"
+        } else {
+            ""
+        };
+        if code.is_empty() {
+            out.push_str(l);
+        } else {
+            out.push_str(&format!("\x1b[{code}m{l}\x1b[0m"));
+        }
+        out.push('\n');
     }
-    text.lines()
-        .map(|l| {
-            if l.starts_with("+++") || l.starts_with("---") {
-                format!("\x1b[1m{l}\x1b[0m")
-            } else if l.starts_with('+') {
-                format!("\x1b[32m{l}\x1b[0m")
-            } else if l.starts_with('-') {
-                format!("\x1b[31m{l}\x1b[0m")
-            } else if l.starts_with("@@") {
-                format!("\x1b[36m{l}\x1b[0m")
-            } else {
-                l.to_string()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-        + "\n"
+    out
 }
 
 #[derive(Debug, clap::Args)]
 pub struct ShowArgs {
     /// served, best, vN, or a candidate id (r3c2).
     pub target: String,
-    /// Print the strategy artifact itself.
-    #[arg(long)]
+    /// Print the strategy artifact itself (as `emend` writes the served file).
+    #[arg(long, conflicts_with = "json")]
     pub yaml: bool,
+    /// Print everything as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Never colour the diff.
+    /// Never colour (also off when stdout is not a terminal, or NO_COLOR is set).
     #[arg(long)]
     pub no_color: bool,
 }
 
-/// Question texts and gold answers, when the task set can be loaded.
-fn question_texts(project: &Project) -> BTreeMap<String, (String, String, Vec<String>)> {
-    let Ok(dataset) = engine::backend::load_tasks(&project.config.harness.tasks, &project.dir) else {
-        return BTreeMap::new();
-    };
-    dataset
-        .questions()
-        .map(|q| (q.id.clone(), (q.question.clone(), q.answer.clone().unwrap_or_default(), q.raw_evidence.clone())))
-        .collect()
-}
-
+/// Which stage held a question's evidence under a strategy: its Layer A
+/// label, `correct`, or `?` when no evaluation of that strategy is recorded.
 fn stage_of(log: &dyn EventLog, qid: &str, hash: &str) -> String {
     match log.get(T_QUESTIONS, &format!("{qid}|{hash}")) {
         Ok(Some(v)) => match v["label"].as_str() {
@@ -130,9 +150,69 @@ fn stage_of(log: &dyn EventLog, qid: &str, hash: &str) -> String {
     }
 }
 
+fn question_json(id: &str, texts: &BTreeMap<String, QuestionText>) -> Value {
+    let t = texts.get(id).cloned().unwrap_or_default();
+    json!({"id": id, "category": t.category, "question": t.question, "gold_answer": t.gold, "evidence": t.evidence})
+}
+
+/// The Layer A diagnosis of the parent that motivated a candidate: all
+/// labels, the motivating labels by category, and example questions.
+fn layer_a_json(
+    log: &dyn EventLog,
+    parent_hash: &str,
+    motivation: &Value,
+    texts: &BTreeMap<String, QuestionText>,
+) -> Result<Value, Failure> {
+    // The latest recorded diagnosis of the parent (one per harness and dataset).
+    let latest =
+        log.scan(T_LAYER_A, &format!("{parent_hash}/")).map_err(common::journal_failure)?.into_iter().max_by_key(
+            |(k, _)| {
+                log.get(engine::events::T_EVALUATIONS, k).ok().flatten().and_then(|v| v["seq"].as_u64()).unwrap_or(0)
+            },
+        );
+    let Some((_, d)) = latest else { return Ok(Value::Null) };
+    let motivating: Vec<&String> = motivation.as_object().map(|m| m.keys().collect()).unwrap_or_default();
+    let mut by_category = serde_json::Map::new();
+    for (cat, labels) in d["by_category"].as_object().into_iter().flatten() {
+        let counts: serde_json::Map<String, Value> = labels
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(l, _)| motivating.contains(l))
+            .map(|(l, n)| (l.clone(), n.clone()))
+            .collect();
+        if !counts.is_empty() {
+            by_category.insert(cat.clone(), Value::Object(counts));
+        }
+    }
+    let mut examples = serde_json::Map::new();
+    for label in &motivating {
+        let list: Vec<Value> = d["examples"][label.as_str()]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .take(3)
+            .map(|id| question_json(id, texts))
+            .collect();
+        examples.insert((*label).clone(), Value::Array(list));
+    }
+    Ok(json!({
+        "n": d["n"], "failures": d["failures"], "counts": d["counts"],
+        "motivating_by_category": by_category, "examples": examples,
+    }))
+}
+
 /// The full "what changed and why" of a version or candidate, as JSON.
 pub fn explain(project: &Project, log: &dyn EventLog, target: &Target) -> Result<Value, Failure> {
     let store = Store::new(log);
+    let texts = report::question_texts(project);
+    let best = store.best().map_err(common::store_failure)?;
+    let accuracy_of = |hash: &str| -> Result<Option<f64>, Failure> {
+        Ok(report::recorded_evaluation(log, hash, best.as_ref())
+            .map_err(common::store_failure)?
+            .map(|(_, s)| s.accuracy))
+    };
     let (record, version_info) = match target {
         Target::Candidate { record } => (Some(record.clone()), None),
         Target::Version { version, hash, parent, origin, note, .. } => {
@@ -142,7 +222,14 @@ pub fn explain(project: &Project, log: &dyn EventLog, target: &Target) -> Result
                 .into_iter()
                 .map(|(_, v)| v)
                 .find(|v| v["accepted_version"].as_u64() == Some(*version));
-            (rec, Some(json!({"version": version, "hash": hash, "parent": parent, "origin": origin, "note": note})))
+            let round = store.version(*version).map_err(common::store_failure)?.and_then(|i| i.round);
+            (
+                rec,
+                Some(json!({
+                    "version": version, "name": version_name(log, *version)?, "hash": hash, "parent": parent,
+                    "origin": origin, "round": round, "note": note, "accuracy": accuracy_of(hash)?,
+                })),
+            )
         }
     };
     let (doc, parent_doc, name, parent_name) = match target {
@@ -168,31 +255,39 @@ pub fn explain(project: &Project, log: &dyn EventLog, target: &Target) -> Result
         }
     };
     let diff = match (&parent_doc, &parent_name) {
-        (Some(p), Some(pn)) if !doc.is_null() => {
-            Some(unified(&version_yaml(p, None, None), &version_yaml(&doc, None, None), pn, &name, false))
-        }
+        (Some(p), Some(pn)) if !doc.is_null() => Some(report::unified_diff(p, &doc, pn, &name)),
         _ => None,
     };
-    let mut examples = json!({"improved": [], "regressed": []});
-    if let Some(rec) = &record
-        && let (Some(full), Some(hash), Some(parent_hash)) =
-            (rec.get("full"), rec["hash"].as_str(), rec["parent_hash"].as_str())
-    {
-        let texts = question_texts(project);
-        for (side, key) in [("improved", "improved_examples"), ("regressed", "regressed_examples")] {
-            let list: Vec<Value> = full[key]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .take(5)
-                .map(|qid| {
-                    let (q, a, ev) = texts.get(qid).cloned().unwrap_or_default();
-                    json!({"id": qid, "question": q, "gold_answer": a, "evidence": ev,
-                           "before": stage_of(log, qid, parent_hash), "after": stage_of(log, qid, hash)})
-                })
-                .collect();
-            examples[side] = Value::Array(list);
+    let mut examples = json!({"improved": [], "regressed": [], "improved_total": 0, "regressed_total": 0});
+    let mut layer_a = Value::Null;
+    let mut hypothesis = Value::Null;
+    if let Some(rec) = &record {
+        let parent_hash = rec["parent_hash"].as_str().unwrap_or("");
+        layer_a = layer_a_json(log, parent_hash, &rec["motivation"], &texts)?;
+        if let Some(key) = rec["hypothesis"].as_str() {
+            hypothesis = store.tree().map_err(common::store_failure)?.get(key).map_or(Value::Null, |h| {
+                json!({"key": h.key, "status": h.status.as_str(), "visits": h.visits, "mean_reward": h.mean_reward(),
+                       "best_delta": h.best_delta, "evidence_for": h.evidence_for, "evidence_against": h.evidence_against})
+            });
+        }
+        if let (Some(full), Some(hash)) = (rec.get("full").filter(|f| f.is_object()), rec["hash"].as_str()) {
+            for side in ["improved", "regressed"] {
+                let list: Vec<Value> = full[format!("{side}_examples").as_str()]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .take(5)
+                    .map(|qid| {
+                        let mut q = question_json(qid, &texts);
+                        q["before"] = json!(stage_of(log, qid, parent_hash));
+                        q["after"] = json!(stage_of(log, qid, hash));
+                        q
+                    })
+                    .collect();
+                examples[side] = Value::Array(list);
+                examples[format!("{side}_total")] = full[side].clone();
+            }
         }
     }
     Ok(json!({
@@ -201,160 +296,252 @@ pub fn explain(project: &Project, log: &dyn EventLog, target: &Target) -> Result
         "parent": parent_name,
         "diff": diff,
         "candidate": record,
+        "layer_a": layer_a,
+        "hypothesis_now": hypothesis,
         "examples": examples,
     }))
 }
 
-fn render_show(v: &Value, color: bool) -> String {
+fn verdict_word(pass: bool, color: bool) -> &'static str {
+    match (pass, color) {
+        (true, false) => "pass",
+        (false, false) => "FAIL",
+        (true, true) => "\x1b[32mpass\x1b[0m",
+        (false, true) => "\x1b[1;31mFAIL\x1b[0m",
+    }
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or(0.0)
+}
+
+fn s(v: &Value) -> &str {
+    v.as_str().unwrap_or("")
+}
+
+fn render_question(out: &mut String, q: &Value, stages: bool) {
+    out.push_str(&format!(
+        "  {} [{}] {}\n    gold: {}  evidence: {}{}\n",
+        s(&q["id"]),
+        s(&q["category"]),
+        s(&q["question"]),
+        if s(&q["gold_answer"]).is_empty() { "-" } else { s(&q["gold_answer"]) },
+        q["evidence"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", "))
+            .unwrap_or_default(),
+        if stages { format!("  stage: {} -> {}", s(&q["before"]), s(&q["after"])) } else { String::new() }
+    ));
+}
+
+/// The one-screen text form of [`explain`].
+pub fn render_show(v: &Value, color: bool) -> String {
     let mut out = String::new();
-    let name = v["target"].as_str().unwrap_or("");
+    let bold = |t: &str| if color { format!("\x1b[1m{t}\x1b[0m") } else { t.to_string() };
+    let c = &v["candidate"];
     if let Some(info) = v["version"].as_object() {
+        let origin = match (s(&info["origin"]), info["round"].as_u64()) {
+            ("accepted", Some(r)) => format!("accepted in round {r}"),
+            ("init", _) => "the first version".to_string(),
+            ("hand_edit", _) => "a hand edit journaled by `rollback --force`".to_string(),
+            (o, _) => o.replace('_', " "),
+        };
         out.push_str(&format!(
-            "{name}  hash {}  origin {}  parent {}\n",
-            info["hash"].as_str().unwrap_or(""),
-            info["origin"].as_str().unwrap_or(""),
-            info["parent"].as_u64().map_or("none".to_string(), |p| format!("v{p}"))
+            "{}  {origin}, parent {}, accuracy {}\n  hash {}\n",
+            bold(s(&info["name"])),
+            info["parent"].as_u64().map_or("none".to_string(), |p| format!("v{p}")),
+            info["accuracy"].as_f64().map_or("not evaluated".to_string(), |a| format!("{a:.4}")),
+            s(&info["hash"])
         ));
-        if let Some(note) = info["note"].as_str().filter(|n| !n.is_empty()) {
+        let note = s(&info["note"]);
+        if !note.is_empty() && Some(note) != c["reason"].as_str() {
             out.push_str(&format!("  {note}\n"));
         }
     }
-    let c = &v["candidate"];
     if c.is_object() {
+        let change = match c["change"].as_object() {
+            Some(ch) => format!("{} {} -> {}", s(&ch["path"]), ch["from"], ch["to"]),
+            None => "no change proposed".to_string(),
+        };
         out.push_str(&format!(
-            "candidate {} (round {}): {}  outcome {}{}\n",
-            c["id"].as_str().unwrap_or(""),
+            "{} {}: {change}\n  round {}, hypothesis {}, outcome {}{}\n",
+            bold("candidate"),
+            s(&c["id"]),
             c["round"],
-            c["hypothesis"].as_str().unwrap_or(""),
-            c["outcome"].as_str().unwrap_or(""),
-            c["rejected_by"].as_str().map_or(String::new(), |r| format!(" ({r})"))
+            s(&c["hypothesis"]),
+            s(&c["outcome"]),
+            c["rejected_by"].as_str().map_or(String::new(), |r| format!(" (stopped by {r})"))
         ));
-        if let Some(r) = c["reason"].as_str() {
+        if let Some(r) = c["reason"].as_str().filter(|r| !r.is_empty()) {
             out.push_str(&format!("  {r}\n"));
         }
+        // Why: the Layer A evidence on the parent.
         let motivation: Vec<String> =
             c["motivation"].as_object().into_iter().flatten().map(|(k, n)| format!("{k} x{n}")).collect();
         out.push_str(&format!(
-            "why: Layer A on v{}: {} (actionability {:.2})\n",
+            "{} Layer A on v{}: {} (actionability {:.2}, UCB {})\n",
+            bold("why:"),
             c["parent_version"],
             if motivation.is_empty() { "-".to_string() } else { motivation.join(", ") },
-            c["actionability"].as_f64().unwrap_or(0.0)
+            f(&c["actionability"]),
+            c["ucb"].as_f64().filter(|u| *u >= 0.0).map_or("unvisited".to_string(), |u| format!("{u:.3}"))
         ));
-        out.push_str("gates:\n");
-        for g in c["gates"].as_array().into_iter().flatten() {
+        let la = &v["layer_a"];
+        if la.is_object() {
+            let counts: Vec<String> =
+                la["counts"].as_object().into_iter().flatten().map(|(k, n)| format!("{k} {n}")).collect();
             out.push_str(&format!(
-                "  {:<18} {}  {}\n",
-                g["gate"].as_str().unwrap_or(""),
-                if g["pass"] == json!(true) { "pass" } else { "FAIL" },
-                g["detail"].as_str().unwrap_or("")
+                "  v{} failed {} of {} questions: {}\n",
+                c["parent_version"],
+                la["failures"],
+                la["n"],
+                counts.join(", ")
             ));
+            let cats: Vec<String> = la["motivating_by_category"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(cat, m)| {
+                    let n: u64 = m.as_object().into_iter().flatten().filter_map(|(_, n)| n.as_u64()).sum();
+                    format!("{cat} {n}")
+                })
+                .collect();
+            if !cats.is_empty() {
+                out.push_str(&format!("  motivating failures by category: {}\n", cats.join(", ")));
+            }
+            for (label, list) in la["examples"].as_object().into_iter().flatten() {
+                let list = list.as_array().cloned().unwrap_or_default();
+                if list.is_empty() {
+                    continue;
+                }
+                out.push_str(&format!("  {label}, e.g.:\n"));
+                for q in list.iter().take(2) {
+                    let mut text = String::new();
+                    render_question(&mut text, q, false);
+                    out.push_str(&text.lines().map(|l| format!("  {l}\n")).collect::<String>());
+                }
+            }
+        }
+        let h = &v["hypothesis_now"];
+        if h.is_object() {
+            out.push_str(&format!(
+                "  hypothesis now: {} (visits {}, mean reward {:+.3}, best delta {}, evidence +{} -{})\n",
+                s(&h["status"]),
+                h["visits"],
+                f(&h["mean_reward"]),
+                h["best_delta"].as_f64().map_or("-".to_string(), |d| format!("{d:+.4}")),
+                h["evidence_for"],
+                h["evidence_against"]
+            ));
+        }
+        let gates = c["gates"].as_array().cloned().unwrap_or_default();
+        if gates.is_empty() {
+            out.push_str(&format!("{} none run (blocked before a strategy was proposed)\n", bold("gates:")));
+        } else {
+            out.push_str(&format!("{}\n", bold("gates:")));
+            for g in &gates {
+                out.push_str(&format!(
+                    "  {:<18} {}  {}\n",
+                    s(&g["gate"]),
+                    verdict_word(g["pass"] == json!(true), color),
+                    s(&g["detail"])
+                ));
+            }
         }
         if c["critic"].is_object() {
             out.push_str(&format!(
-                "critic: {} ({})\n",
-                c["critic"]["label"].as_str().unwrap_or(""),
-                c["critic"]["reason"].as_str().unwrap_or("")
+                "{} {}{} ({})\n",
+                bold("critic:"),
+                s(&c["critic"]["label"]),
+                if c["critic"]["reject"] == json!(true) { ", rejects" } else { "" },
+                s(&c["critic"]["reason"])
             ));
         }
         if c["probe"].is_object() {
             let p = &c["probe"];
             out.push_str(&format!(
-                "probe: {} questions, served {:.4}, candidate {:.4}, delta {:+.4}, tolerance {:.4}: {}\n",
+                "{} {}  {} questions, served {:.4}, candidate {:.4}, delta {:+.4}, tolerance {:.4}\n",
+                bold("probe:"),
+                verdict_word(p["pass"] == json!(true), color),
                 p["n"],
-                p["served_accuracy"].as_f64().unwrap_or(0.0),
-                p["candidate_accuracy"].as_f64().unwrap_or(0.0),
-                p["delta"].as_f64().unwrap_or(0.0),
-                p["tolerance"].as_f64().unwrap_or(0.0),
-                if p["pass"] == json!(true) { "pass" } else { "FAIL" }
+                f(&p["served_accuracy"]),
+                f(&p["candidate_accuracy"]),
+                f(&p["delta"]),
+                f(&p["tolerance"])
             ));
         }
         if c["full"].is_object() {
-            let f = &c["full"];
+            let fu = &c["full"];
             out.push_str(&format!(
-                "full: n {}, improved {}, regressed {}, both correct {}, both wrong {}\n",
-                f["n"], f["improved"], f["regressed"], f["both_correct"], f["both_wrong"]
+                "{} {}  n {}, improved {}, regressed {}, both correct {}, both wrong {}\n",
+                bold("full:"),
+                verdict_word(fu["accept"] == json!(true), color),
+                fu["n"],
+                fu["improved"],
+                fu["regressed"],
+                fu["both_correct"],
+                fu["both_wrong"]
             ));
             out.push_str(&format!(
                 "  accuracy {:.4} -> {:.4}, delta {:+.4}, 95% CI [{:+.4}, {:+.4}] by {} ({} resamples)\n",
-                f["base_accuracy"].as_f64().unwrap_or(0.0),
-                f["cand_accuracy"].as_f64().unwrap_or(0.0),
-                f["delta"].as_f64().unwrap_or(0.0),
-                f["ci_low"].as_f64().unwrap_or(0.0),
-                f["ci_high"].as_f64().unwrap_or(0.0),
-                f["unit"].as_str().unwrap_or(""),
-                f["resamples"]
+                f(&fu["base_accuracy"]),
+                f(&fu["cand_accuracy"]),
+                f(&fu["delta"]),
+                f(&fu["ci_low"]),
+                f(&fu["ci_high"]),
+                s(&fu["unit"]),
+                fu["resamples"]
             ));
             out.push_str(&format!(
-                "  McNemar {} p = {:.3e} at alpha {:.3e}\n",
-                f["mcnemar_test"].as_str().unwrap_or(""),
-                f["mcnemar_p"].as_f64().unwrap_or(1.0),
-                f["alpha"].as_f64().unwrap_or(0.0)
+                "  McNemar ({}) p = {:.3e} at alpha {:.3e}\n",
+                s(&fu["mcnemar_test"]),
+                fu["mcnemar_p"].as_f64().unwrap_or(1.0),
+                f(&fu["alpha"])
             ));
-            for r in f["rules"].as_array().into_iter().flatten() {
+            for r in fu["rules"].as_array().into_iter().flatten() {
                 out.push_str(&format!(
                     "  {} {:<28} {}\n",
-                    if r["pass"] == json!(true) { "pass" } else { "FAIL" },
-                    r["name"].as_str().unwrap_or(""),
-                    r["detail"].as_str().unwrap_or("")
+                    verdict_word(r["pass"] == json!(true), color),
+                    s(&r["name"]),
+                    s(&r["detail"])
                 ));
             }
+        } else if c["outcome"] != json!("blocked") {
+            out.push_str(&format!("{} not run\n", bold("full:")));
         }
-    } else if v["version"]["origin"].as_str() == Some("init") {
-        out.push_str("the first version: no gate record (it is the starting point)\n");
+    } else {
+        match v["version"]["origin"].as_str() {
+            Some("init") => out.push_str("no gate record: the starting point\n"),
+            Some("hand_edit") => out.push_str("no gate record: a hand edit, kept so nothing is lost\n"),
+            _ => out.push_str("no gate record found for this version\n"),
+        }
     }
     for side in ["improved", "regressed"] {
         let list = v["examples"][side].as_array().cloned().unwrap_or_default();
+        let total = v["examples"][format!("{side}_total")].as_u64().unwrap_or(0);
         if list.is_empty() {
+            if c["full"].is_object() {
+                out.push_str(&format!("{} none\n", bold(&format!("{side} questions:"))));
+            }
             continue;
         }
-        out.push_str(&format!("{side} questions, e.g.:\n"));
+        out.push_str(&format!("{} {total}, e.g.:\n", bold(&format!("{side} questions:"))));
         for q in list {
-            out.push_str(&format!(
-                "  {} {}\n    gold: {}  evidence: {}  stage: {} -> {}\n",
-                q["id"].as_str().unwrap_or(""),
-                q["question"].as_str().unwrap_or(""),
-                q["gold_answer"].as_str().unwrap_or(""),
-                q["evidence"]
-                    .as_array()
-                    .map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", "))
-                    .unwrap_or_default(),
-                q["before"].as_str().unwrap_or(""),
-                q["after"].as_str().unwrap_or("")
-            ));
+            render_question(&mut out, &q, true);
         }
     }
     match v["diff"].as_str() {
+        Some("") => out.push_str(&format!("{} none: same content as {}\n", bold("diff:"), s(&v["parent"]))),
         Some(d) => {
-            out.push_str("diff:\n");
-            if color {
-                out.push_str(&colorize(d));
-            } else {
-                out.push_str(d);
-            }
+            out.push_str(&format!("{}\n", bold("diff:")));
+            out.push_str(&if color { colorize(d) } else { d.to_string() });
         }
-        None => out.push_str("diff: none (no parent)\n"),
+        None if c.is_object() && c["document"].is_null() => {
+            out.push_str(&format!("{} none (no strategy was proposed)\n", bold("diff:")))
+        }
+        None => out.push_str(&format!("{} none (no parent)\n", bold("diff:"))),
     }
     out
-}
-
-fn colorize(d: &str) -> String {
-    d.lines()
-        .map(|l| {
-            if l.starts_with("+++") || l.starts_with("---") {
-                format!("\x1b[1m{l}\x1b[0m")
-            } else if l.starts_with('+') {
-                format!("\x1b[32m{l}\x1b[0m")
-            } else if l.starts_with('-') {
-                format!("\x1b[31m{l}\x1b[0m")
-            } else if l.starts_with("@@") {
-                format!("\x1b[36m{l}\x1b[0m")
-            } else {
-                l.to_string()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-        + "\n"
 }
 
 pub fn show(args: &ShowArgs, project_dir: Option<&Path>) -> CmdResult {
@@ -369,9 +556,13 @@ pub fn show(args: &ShowArgs, project_dir: Option<&Path>) -> CmdResult {
                     artifact::render_yaml(document, Some(*version), *parent, &evolve::served_header(*version, hash))
                 );
             }
-            Target::Candidate { record } => {
-                print!("{}", version_yaml(&record["document"], None, None));
+            Target::Candidate { record } if record["document"].is_null() => {
+                return Err(Failure::bad_input(anyhow::anyhow!(
+                    "{}: blocked before a strategy was proposed; there is no artifact",
+                    args.target
+                )));
             }
+            Target::Candidate { record } => print!("{}", report::document_yaml(&record["document"])),
         }
         return Ok(exit::OK);
     }
@@ -379,8 +570,7 @@ pub fn show(args: &ShowArgs, project_dir: Option<&Path>) -> CmdResult {
     if args.json {
         common::print_json(&v);
     } else {
-        let color = !args.no_color && std::io::stdout().is_terminal();
-        print!("{}", render_show(&v, color));
+        print!("{}", render_show(&v, use_color(args.no_color)));
     }
     Ok(exit::OK)
 }
@@ -391,34 +581,55 @@ pub struct DiffArgs {
     pub a: String,
     /// A version (served, best, vN), a candidate id, or a strategy file.
     pub b: String,
+    /// Print the diff and the two names as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Never colour (also off when stdout is not a terminal, or NO_COLOR is set).
     #[arg(long)]
     pub no_color: bool,
 }
 
-fn document_of(log: &dyn EventLog, spec: &str, schema: &StrategySchema) -> Result<(String, Value), Failure> {
-    let path = PathBuf::from(spec);
-    if path.is_file() {
-        let a = artifact::load_file(&path, schema).map_err(Failure::bad_input)?;
-        return Ok((spec.to_string(), evolve::strip_metadata(&a.value)));
-    }
-    match resolve(log, spec)? {
-        Target::Version { version, document, .. } => Ok((format!("v{version}"), document)),
-        Target::Candidate { record } => {
+/// A diff side: a journaled version or candidate, else a file (parsed as
+/// YAML only, so a hand edit that breaks the schema can still be compared).
+fn document_of(log: &dyn EventLog, spec: &str) -> Result<(String, Value), Failure> {
+    match resolve(log, spec) {
+        Ok(Target::Version { version, document, .. }) => {
+            let name = if parse_version(spec).is_some() { format!("v{version}") } else { version_name(log, version)? };
+            Ok((name, document))
+        }
+        Ok(Target::Candidate { record }) if record["document"].is_null() => Err(Failure::bad_input(anyhow::anyhow!(
+            "{spec}: blocked before a strategy was proposed; there is nothing to diff"
+        ))),
+        Ok(Target::Candidate { record }) => {
             Ok((record["id"].as_str().unwrap_or(spec).to_string(), record["document"].clone()))
         }
+        Err(e) if e.code == exit::BAD_INPUT && PathBuf::from(spec).is_file() => {
+            let text = std::fs::read_to_string(spec).map_err(|e| Failure::bad_input(anyhow::anyhow!("{spec}: {e}")))?;
+            let value = artifact::parse_yaml(&text)
+                .map_err(|kind| Failure::bad_input(artifact::ArtifactError { origin: spec.to_string(), kind }))?;
+            Ok((spec.to_string(), evolve::strip_metadata(&value)))
+        }
+        Err(e) if e.code == exit::BAD_INPUT && parse_version(spec).is_none() && !matches!(spec, "served" | "best") => {
+            Err(Failure::bad_input(anyhow::anyhow!(
+                "{spec}: not a version (served, best, vN), a candidate id (like r3c2) nor a file"
+            )))
+        }
+        Err(e) => Err(e),
     }
 }
 
 pub fn diff(args: &DiffArgs, project_dir: Option<&Path>) -> CmdResult {
     let project = common::project(project_dir)?;
-    let schema = common::schema(&project)?;
     let log = common::reader(&project)?;
-    let (an, a) = document_of(&log, &args.a, &schema)?;
-    let (bn, b) = document_of(&log, &args.b, &schema)?;
-    let color = !args.no_color && std::io::stdout().is_terminal();
-    let text = unified(&version_yaml(&a, None, None), &version_yaml(&b, None, None), &an, &bn, color);
-    if text.trim().is_empty() {
+    let (an, a) = document_of(&log, &args.a)?;
+    let (bn, b) = document_of(&log, &args.b)?;
+    let text = report::unified_diff(&a, &b, &an, &bn);
+    if args.json {
+        common::print_json(&json!({"a": an, "b": bn, "identical": text.is_empty(), "diff": text}));
+    } else if text.is_empty() {
         println!("{an} and {bn} are identical");
+    } else if use_color(args.no_color) {
+        print!("{}", colorize(&text));
     } else {
         print!("{text}");
     }
@@ -442,34 +653,74 @@ pub struct RollbackArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct RestoreBestArgs {
+    /// Why (kept in the rollback record).
     #[arg(long, default_value = "operator restored the best-ever version")]
     pub reason: String,
+    /// Replace a hand-edited served file, journaling its content first.
     #[arg(long)]
     pub force: bool,
     #[arg(long)]
     pub json: bool,
 }
 
+/// What happened to a hand-edited served file before it was replaced.
+enum HandEdit {
+    /// Journaled as this new version.
+    Journaled(u64),
+    /// Its content is already a journaled version.
+    Known,
+    /// Not a valid strategy: kept byte for byte beside the journal (the message says where).
+    Kept(String),
+}
+
+/// Refuses to overwrite a hand-edited (or unreadable) served file unless
+/// `force`; with `force`, journals the edited content first.
 fn guard_hand_edit(
     project: &Project,
     schema: &StrategySchema,
     log: &mut journal::SledJournal,
     force: bool,
-) -> Result<Option<u64>, Failure> {
+) -> Result<Option<HandEdit>, Failure> {
+    let path = project.strategy_path();
+    let served = Store::new(&*log).served().map_err(common::store_failure)?;
+    let serving = served.map_or("nothing".to_string(), |s| format!("v{} (hash {:.12})", s.version, s.hash));
     match evolve::served_file_state(project, schema, &*log).map_err(common::evolve_failure)? {
         FileState::HandEdited { file_hash } if !force => Err(Failure::bad_input(anyhow::anyhow!(
-            "{}: edited by hand (content hash {file_hash:.12}) since emend last wrote it; refusing. \
-             Pass --force to journal the edited content as a new version first, then replace it",
-            project.strategy_path().display()
+            "{}: edited by hand since emend last wrote it (content hash {file_hash:.12}, but the journal serves \
+             {serving}); refusing to replace it. See the edit with `emend diff served {}`; pass --force to journal \
+             the edited content as a new version first, then replace it",
+            path.display(),
+            path.display()
         ))),
-        FileState::HandEdited { .. } => evolve::journal_hand_edit(project, schema, log).map_err(common::evolve_failure),
+        FileState::Unreadable { reason } if !force => Err(Failure::bad_input(anyhow::anyhow!(
+            "{}: cannot be read ({reason}), so emend cannot tell whether it was edited by hand; refusing to \
+             replace it. Pass --force to replace it anyway",
+            path.display()
+        ))),
+        FileState::HandEdited { .. } => {
+            let valid = artifact::load_file(&path, schema).is_ok();
+            match evolve::journal_hand_edit(project, schema, log) {
+                Ok(Some(v)) => Ok(Some(HandEdit::Journaled(v))),
+                Ok(None) => Ok(Some(HandEdit::Known)),
+                // An invalid strategy cannot become a version: journal_hand_edit kept its bytes.
+                Err(evolve::EvolveError::BadInput(msg)) if !valid => Ok(Some(HandEdit::Kept(msg))),
+                Err(e) => Err(common::evolve_failure(e)),
+            }
+        }
         _ => Ok(None),
     }
 }
 
+/// Where a rollback goes.
+enum Destination {
+    Version(u64),
+    /// The best-ever version, read under the writer lock.
+    Best,
+}
+
 fn do_rollback(
     project: &Project,
-    target: u64,
+    destination: Destination,
     cause: &str,
     reason: &str,
     pin: bool,
@@ -478,28 +729,73 @@ fn do_rollback(
 ) -> CmdResult {
     let schema = common::schema(project)?;
     let mut log = common::writer(project)?;
-    let kept = guard_hand_edit(project, &schema, &mut log, force)?;
-    let event = evolve::apply_rollback(project, &schema, &mut log, target, cause, reason, pin)
+    let store = Store::new(&log);
+    let target = match destination {
+        Destination::Version(v) => v,
+        Destination::Best => store
+            .best()
+            .map_err(common::store_failure)?
+            .map(|b| b.version)
+            .ok_or_else(|| Failure::bad_input(anyhow::anyhow!("no best-ever version yet (no round has run)")))?,
+    };
+    // An unknown version is refused before anything is written.
+    if store.version(target).map_err(common::store_failure)?.is_none() {
+        return Err(Failure::bad_input(anyhow::anyhow!(
+            "no version v{target} in the journal (it has v1..v{}; see `emend log`)",
+            store.max_version().unwrap_or(0)
+        )));
+    }
+    let served = store
+        .served()
+        .map_err(common::store_failure)?
+        .ok_or_else(|| Failure::failed(anyhow::anyhow!("the journal has no served strategy")))?;
+    let file_state = evolve::served_file_state(project, &schema, &log).map_err(common::evolve_failure)?;
+    // restore-best with the best already served, unpinned, and its file intact: nothing to record.
+    if !pin && served.version == target && !served.pinned && file_state == FileState::Consistent {
+        if json_out {
+            common::print_json(&json!({"record": null, "served": target, "unchanged": true}));
+        } else {
+            println!("v{target} is already served and not pinned; nothing to do");
+        }
+        return Ok(exit::OK);
+    }
+    let edit = guard_hand_edit(project, &schema, &mut log, force)?;
+    let mut reason = reason.to_string();
+    if let Some(HandEdit::Kept(msg)) = &edit {
+        eprintln!("warning: {msg}");
+        reason.push_str(" (the hand-edited served file was not a valid strategy; it was kept beside the journal)");
+    }
+    let event = evolve::apply_rollback(project, &schema, &mut log, target, cause, &reason, pin)
         .map_err(common::evolve_failure)?;
     let v = serde_json::to_value(&event).expect("events serialize");
     if json_out {
-        common::print_json(&json!({"record": v, "hand_edit_version": kept}));
-    } else {
-        if let Some(k) = kept {
-            println!("the hand-edited served file was journaled as v{k} before it was replaced");
-        }
-        println!(
-            "{}: served v{} -> v{} by {} ({}); {} written",
-            cause.replace('_', " "),
-            v["from"],
-            v["to"],
-            v["who"].as_str().unwrap_or(""),
-            reason,
-            project.strategy_path().display()
-        );
-        if pin {
-            println!("pinned: best-ever auto-restore is suspended until `emend restore-best`");
-        }
+        let journaled = match &edit {
+            Some(HandEdit::Journaled(v)) => Some(*v),
+            _ => None,
+        };
+        common::print_json(&json!({"record": v, "hand_edit_version": journaled}));
+        return Ok(exit::OK);
+    }
+    if let Some(HandEdit::Journaled(k)) = edit {
+        println!("the hand-edited served file was journaled as v{k} before it was replaced (see `emend show v{k}`)");
+    }
+    let best = match (v["best_version"].as_u64(), v["best_accuracy"].as_f64()) {
+        (Some(b), Some(a)) => format!("; best-ever is v{b} ({a:.4})"),
+        _ => String::new(),
+    };
+    println!(
+        "{}: served v{} -> v{} by {} ({reason}){best}\n{} written",
+        cause.replace('_', " "),
+        v["from"],
+        v["to"],
+        s(&v["who"]),
+        project.strategy_path().display()
+    );
+    if served.version == target {
+        println!("v{target} was already served; the record {}", if pin { "pins it" } else { "unpins it" });
+    }
+    if pin {
+        println!("pinned: best-ever auto-restore is suspended until `emend restore-best` or an accepted change");
     }
     Ok(exit::OK)
 }
@@ -512,17 +808,55 @@ pub fn rollback(args: &RollbackArgs, project_dir: Option<&Path>) -> CmdResult {
         .unwrap_or(&args.to)
         .parse::<u64>()
         .map_err(|_| Failure::bad_input(anyhow::anyhow!("--to {}: expected a version like v3", args.to)))?;
-    do_rollback(&project, version, "rollback", &args.reason, true, args.force, args.json)
+    do_rollback(&project, Destination::Version(version), "rollback", &args.reason, true, args.force, args.json)
 }
 
 pub fn restore_best(args: &RestoreBestArgs, project_dir: Option<&Path>) -> CmdResult {
     let project = common::project(project_dir)?;
-    let best = {
-        let log = common::reader(&project)?;
-        Store::new(&log)
-            .best()
-            .map_err(common::store_failure)?
-            .ok_or_else(|| Failure::bad_input(anyhow::anyhow!("no best-ever version yet (no round has run)")))?
-    };
-    do_rollback(&project, best.version, "restore_best", &args.reason, false, args.force, args.json)
+    do_rollback(&project, Destination::Best, "restore_best", &args.reason, false, args.force, args.json)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shown(fail: bool) -> Value {
+        json!({
+            "target": "r1c1",
+            "version": null,
+            "parent": "v1",
+            "diff": "--- v1\n+++ r1c1\n@@ -1 +1 @@\n-top_k: 5\n+top_k: 15\n",
+            "candidate": {
+                "id": "r1c1", "round": 1, "hypothesis": "retrieve.top_k::increase", "outcome": "rejected",
+                "rejected_by": "probe", "reason": "probe fell", "parent_version": 1, "motivation": {"retrieval_gap": 3},
+                "actionability": 0.5, "ucb": 1.25, "document": {"top_k": 15},
+                "change": {"path": "retrieve.top_k", "from": 5, "to": 15},
+                "gates": [{"gate": "novelty", "pass": true, "detail": "new"}],
+                "probe": {"n": 10, "served_accuracy": 0.5, "candidate_accuracy": 0.4, "delta": -0.1, "tolerance": 0.02, "pass": !fail},
+            },
+            "layer_a": null, "hypothesis_now": null,
+            "examples": {"improved": [], "regressed": []},
+        })
+    }
+
+    #[test]
+    fn colour_only_when_asked() {
+        let plain = render_show(&shown(true), false);
+        assert!(!plain.contains('\x1b'), "{plain}");
+        assert!(plain.contains("probe: FAIL  10 questions"), "{plain}");
+        assert!(plain.contains("diff:\n--- v1\n+++ r1c1\n"), "{plain}");
+        let coloured = render_show(&shown(true), true);
+        assert!(coloured.contains("\x1b[1;31mFAIL\x1b[0m"), "{coloured}");
+        assert!(coloured.contains("\x1b[32m+top_k: 15\x1b[0m"), "{coloured}");
+        assert!(coloured.contains("\x1b[31m-top_k: 5\x1b[0m"), "{coloured}");
+        assert!(render_show(&shown(false), true).contains("\x1b[32mpass\x1b[0m"));
+    }
+
+    #[test]
+    fn colorize_keeps_every_line() {
+        let d = "--- a\n+++ b\n@@ -1 +1 @@\n x\n-y\n+z\n";
+        let c = colorize(d);
+        assert_eq!(c.lines().count(), d.lines().count());
+        assert!(c.contains("\n x\n"), "context lines stay plain: {c:?}");
+    }
 }
