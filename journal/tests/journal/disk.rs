@@ -13,8 +13,20 @@ use tempfile::TempDir;
 use crate::common::{Tally, del, inc, set, snapshot};
 
 /// The raw sled database of a closed journal (layout documented in `sled_journal.rs`).
+/// sled's background flusher can hold the file lock for a moment after the
+/// journal that owned it was dropped, so the raw open retries briefly.
 pub fn raw_db(dir: &Path) -> sled::Db {
-    sled::open(dir.join("sled")).expect("open raw sled")
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        match sled::open(dir.join("sled")) {
+            Ok(db) => return db,
+            Err(e) if std::time::Instant::now() < deadline => {
+                let _ = e;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => panic!("open raw sled: {e}"),
+        }
+    }
 }
 
 fn journal_with_ten_events() -> (TempDir, PathBuf) {
