@@ -7,6 +7,7 @@
 
 pub mod artifact;
 pub mod backend;
+pub mod command;
 pub mod config;
 pub mod events;
 pub mod evolve;

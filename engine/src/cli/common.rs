@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use engine::backend::{Backend, BuiltinBackend};
+use engine::command::CommandBackend;
 use engine::config::{HarnessKind, Project};
 use engine::events::EngineProjector;
 use engine::evolve::EvolveError;
@@ -33,15 +34,15 @@ pub fn schema(project: &Project) -> Result<StrategySchema, Failure> {
 }
 
 pub fn backend(project: &Project, schema: &StrategySchema) -> Result<Box<dyn Backend>, Failure> {
-    let _ = schema;
     match project.config.harness.kind {
-        HarnessKind::Builtin => Ok(Box::new(BuiltinBackend::from_project(project).map_err(|e| {
-            Failure::bad_input(anyhow::anyhow!("{}: {e}", project.config_path().display()))
-        })?)),
-        HarnessKind::Command => Err(Failure::bad_input(anyhow::anyhow!(
-            "{}: harness.kind: command is not available in this build",
-            project.config_path().display()
-        ))),
+        HarnessKind::Builtin => Ok(Box::new(
+            BuiltinBackend::from_project(project)
+                .map_err(|e| Failure::bad_input(anyhow::anyhow!("{}: {e}", project.config_path().display())))?,
+        )),
+        HarnessKind::Command => Ok(Box::new(
+            CommandBackend::from_project(project, schema)
+                .map_err(|e| Failure::bad_input(anyhow::anyhow!("{}: {e}", project.config_path().display())))?,
+        )),
     }
 }
 
