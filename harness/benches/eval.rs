@@ -30,6 +30,17 @@ fn peak_rss_mb() -> Option<f64> {
     Some(kb / 1024.0)
 }
 
+/// User + system CPU time of the process so far (from /proc/self/stat, in
+/// clock ticks of 10 ms), so that a loaded machine can be told apart from a slow run.
+fn cpu_time() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name, which is parenthesized and may hold spaces.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
+}
+
 fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
@@ -53,6 +64,7 @@ fn main() {
 
     let mut cold = Vec::new();
     let mut n = 0;
+    let cpu0 = cpu_time();
     for _ in 0..runs {
         let t = Instant::now();
         let dataset = harness::load_path(&path).expect("locomo10-dev loads");
@@ -62,17 +74,21 @@ fn main() {
         n = e.summary.n;
     }
 
+    let cold_cpu = cpu_time().zip(cpu0).map(|(b, a)| (b - a) / runs as u32);
     let dataset = Arc::new(harness::load_path(&path).expect("locomo10-dev loads"));
     let ev = Evaluator::new(dataset, HarnessSettings::default()).expect("default settings");
     ev.evaluate(&strategy).expect("the default strategy evaluates");
     let mut warm = Vec::new();
     let mut repeat = Vec::new();
+    let mut warm_cpu = Duration::ZERO;
     for i in 0..runs {
         let mut s = strategy.clone();
         s.retrieve.top_k += 1 + i as u32;
+        let c = cpu_time();
         let t = Instant::now();
         let e = ev.evaluate(&s).expect("evaluates");
         warm.push(t.elapsed());
+        warm_cpu += cpu_time().zip(c).map_or(Duration::ZERO, |(b, a)| b - a);
         assert_eq!(
             (e.cache.ingest.misses, e.cache.index.misses),
             (0, 0),
@@ -102,6 +118,13 @@ fn main() {
         ms(*warm.iter().max().unwrap())
     );
     println!("  repeat (same strategy, all stages cached) median {:>9}", ms(median(repeat)));
+    if let Some(c) = cold_cpu {
+        println!(
+            "  CPU time per run (all threads): cold {}, warm {}  (wall ~ CPU / threads on an idle machine)",
+            ms(c),
+            ms(warm_cpu / runs as u32)
+        );
+    }
     match peak_rss_mb() {
         Some(mb) => println!("  peak RSS (VmHWM)                          {mb:.1} MB"),
         None => println!("  peak RSS: /proc/self/status unavailable"),

@@ -546,7 +546,7 @@ impl Evaluator {
 
         // Judgement, one batch for every question that has an answer stage behind it.
         let context_turns: Vec<Vec<String>> = staged
-            .iter()
+            .par_iter()
             .map(|st| match st {
                 Ok(st) => st.ctx.turns.iter().map(|&o| samples[st.si].turn(o).id.clone()).collect(),
                 Err(_) => Vec::new(),
@@ -570,8 +570,9 @@ impl Evaluator {
             verdict[i] = Some(v.map_err(|e| e.to_string()));
         }
 
+        // Building traces allocates a lot: in parallel too (collect keeps the order).
         let outcomes: Vec<Outcome> = staged
-            .iter()
+            .par_iter()
             .zip(answers)
             .zip(verdict)
             .zip(context_turns)
