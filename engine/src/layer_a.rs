@@ -88,14 +88,17 @@ pub fn label(o: &OutcomeRecord) -> Option<Label> {
     if trace.is_empty() {
         return Some(Label::UnresolvedEvidence);
     }
-    if trace.iter().any(|s| s.memory_ids.is_empty()) {
-        Some(Label::IngestionGap)
-    } else if trace.iter().any(|s| !s.retrieved) {
-        Some(Label::RetrievalGap)
-    } else if trace.iter().any(|s| !s.in_context) {
-        Some(Label::KfFiltered)
-    } else {
+    // Only turns missing from the context were lost; a turn can be in the
+    // context without a retrieved item holding it (neighbour backfill).
+    let lost: Vec<&crate::outcome::EvidenceStep> = trace.iter().filter(|s| !s.in_context).collect();
+    if lost.is_empty() {
         Some(Label::GenerationError)
+    } else if lost.iter().any(|s| s.memory_ids.is_empty()) {
+        Some(Label::IngestionGap)
+    } else if lost.iter().any(|s| !s.retrieved) {
+        Some(Label::RetrievalGap)
+    } else {
+        Some(Label::KfFiltered)
     }
 }
 
@@ -183,6 +186,12 @@ mod tests {
         );
         assert_eq!(label(&outcome(false, Some(vec![step(true, true, false)]))), Some(Label::KfFiltered));
         assert_eq!(label(&outcome(false, Some(vec![step(true, true, true)]))), Some(Label::GenerationError));
+        // Backfilled into the context without being retrieved: not lost.
+        assert_eq!(label(&outcome(false, Some(vec![step(true, false, true)]))), Some(Label::GenerationError));
+        assert_eq!(
+            label(&outcome(false, Some(vec![step(true, false, true), step(true, true, false)]))),
+            Some(Label::KfFiltered)
+        );
         assert_eq!(label(&outcome(false, Some(vec![]))), Some(Label::UnresolvedEvidence));
         assert_eq!(label(&outcome(false, None)), Some(Label::NoTrace));
     }
