@@ -331,6 +331,13 @@ struct Trial {
     extra_rules: Vec<Value>,
 }
 
+impl Trial {
+    /// A candidate stopped before the full test (or never proposed).
+    fn stopped(record: CandidateRecord, node: Hypothesis) -> Trial {
+        Trial { record, artifact: None, full: None, node, comparison: None, extra_rules: vec![] }
+    }
+}
+
 impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
     fn store(&self) -> Store<'_, L> {
         Store::new(&*self.log)
@@ -612,14 +619,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                         reason: format!("the evolver failed: {reason}"),
                         ..base
                     };
-                    trials.push(Trial {
-                        record,
-                        artifact: None,
-                        full: None,
-                        node,
-                        comparison: None,
-                        extra_rules: vec![],
-                    });
+                    trials.push(Trial::stopped(record, node));
                     continue;
                 }
             };
@@ -650,14 +650,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                         ..base
                     };
                     tree.insert(node.key.clone(), node.clone());
-                    trials.push(Trial {
-                        record,
-                        artifact: None,
-                        full: None,
-                        node,
-                        comparison: None,
-                        extra_rules: vec![],
-                    });
+                    trials.push(Trial::stopped(record, node));
                     continue;
                 }
                 Proposal::Exhausted { reason } => {
@@ -723,7 +716,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                     id: id.clone(),
                     summary: format!("{line}: rejected at gate {}", g.gate.as_str()),
                 });
-                trials.push(Trial { record, artifact: None, full: None, node, comparison: None, extra_rules: vec![] });
+                trials.push(Trial::stopped(record, node));
                 continue;
             }
             let field = self.schema.field(&change.path);
@@ -754,7 +747,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                     summary: format!("{line}: rejected by the critic ({})", verdict.label.as_str()),
                 });
                 tree.insert(node.key.clone(), node.clone());
-                trials.push(Trial { record, artifact: None, full: None, node, comparison: None, extra_rules: vec![] });
+                trials.push(Trial::stopped(record, node));
                 continue;
             }
             let candidate = match artifact::from_value(&id, value.clone(), self.schema) {
@@ -763,14 +756,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                     record.outcome = "errored".into();
                     record.rejected_by = Some("errored".into());
                     record.reason = e.to_string();
-                    trials.push(Trial {
-                        record,
-                        artifact: None,
-                        full: None,
-                        node,
-                        comparison: None,
-                        extra_rules: vec![],
-                    });
+                    trials.push(Trial::stopped(record, node));
                     continue;
                 }
             };
@@ -783,14 +769,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                     record.rejected_by = Some("errored".into());
                     record.reason = format!("probe evaluation failed: {e}");
                     progress(Progress::Candidate { round, id: id.clone(), summary: format!("{line}: errored ({e})") });
-                    trials.push(Trial {
-                        record,
-                        artifact: None,
-                        full: None,
-                        node,
-                        comparison: None,
-                        extra_rules: vec![],
-                    });
+                    trials.push(Trial::stopped(record, node));
                     continue;
                 }
             };
@@ -802,7 +781,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                     probe.outcomes.iter().filter(|o| o.error.is_none()).count(),
                     probe_ids.len()
                 );
-                trials.push(Trial { record, artifact: None, full: None, node, comparison: None, extra_rules: vec![] });
+                trials.push(Trial::stopped(record, node));
                 continue;
             }
             let pv = gates::probe_verdict(served_on_probe, probe.correct(), probe_ids.len(), tolerance);
@@ -820,7 +799,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                     id: id.clone(),
                     summary: format!("{line}: rejected by the probe ({:+.3})", pv.delta),
                 });
-                trials.push(Trial { record, artifact: None, full: None, node, comparison: None, extra_rules: vec![] });
+                trials.push(Trial::stopped(record, node));
                 continue;
             }
             // The critic model's second opinion, now that the probe is known: it may only reject.
@@ -855,14 +834,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                                 id: id.clone(),
                                 summary: format!("{line}: rejected by the critic model ({})", v.label.as_str()),
                             });
-                            trials.push(Trial {
-                                record,
-                                artifact: None,
-                                full: None,
-                                node,
-                                comparison: None,
-                                extra_rules: vec![],
-                            });
+                            trials.push(Trial::stopped(record, node));
                             continue;
                         }
                     }
@@ -870,14 +842,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                         record.outcome = "errored".into();
                         record.rejected_by = Some("errored".into());
                         record.reason = format!("the critic failed: {e}");
-                        trials.push(Trial {
-                            record,
-                            artifact: None,
-                            full: None,
-                            node,
-                            comparison: None,
-                            extra_rules: vec![],
-                        });
+                        trials.push(Trial::stopped(record, node));
                         continue;
                     }
                 }
