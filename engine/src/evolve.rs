@@ -331,6 +331,21 @@ struct Trial {
     extra_rules: Vec<Value>,
 }
 
+/// Records a critic's rejection; an out-of-scope one counts toward escalation.
+fn critic_rejection(
+    record: &mut CandidateRecord,
+    node: &mut Hypothesis,
+    verdict: &gates::CriticVerdict,
+    round: u64,
+    escalations: &mut Vec<Event>,
+) {
+    record.rejected_by = Some(format!("critic:{}", verdict.label.as_str()));
+    record.reason = verdict.reason.clone();
+    if verdict.label == gates::CriticLabel::OutOfScope && node.block() {
+        escalations.push(Event::Escalated { class: node.key.clone(), round, reasons: vec![verdict.reason.clone()] });
+    }
+}
+
 impl Trial {
     /// A candidate stopped before the full test (or never proposed).
     fn stopped(record: CandidateRecord, node: Hypothesis) -> Trial {
@@ -732,15 +747,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             let critic_rejects = verdict.reject;
             record.critic = Some(verdict.clone());
             if critic_rejects {
-                record.rejected_by = Some(format!("critic:{}", verdict.label.as_str()));
-                record.reason = verdict.reason.clone();
-                if verdict.label == gates::CriticLabel::OutOfScope && node.block() {
-                    escalations.push(Event::Escalated {
-                        class: plan.key.clone(),
-                        round,
-                        reasons: vec![verdict.reason.clone()],
-                    });
-                }
+                critic_rejection(&mut record, &mut node, &verdict, round, &mut escalations);
                 progress(Progress::Candidate {
                     round,
                     id: id.clone(),
@@ -820,15 +827,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                         let reject = v.reject;
                         record.critic = Some(v.clone());
                         if reject {
-                            record.rejected_by = Some(format!("critic:{}", v.label.as_str()));
-                            record.reason = v.reason.clone();
-                            if v.label == gates::CriticLabel::OutOfScope && node.block() {
-                                escalations.push(Event::Escalated {
-                                    class: plan.key.clone(),
-                                    round,
-                                    reasons: vec![v.reason.clone()],
-                                });
-                            }
+                            critic_rejection(&mut record, &mut node, &v, round, &mut escalations);
                             progress(Progress::Candidate {
                                 round,
                                 id: id.clone(),
