@@ -283,6 +283,9 @@ def emend_side(args, emend: str, schema: dict, search: Path, held: Path, ceiling
             shutil.rmtree(snapshot)
         counted_by = "1 + full_evaluations + probe_evaluations * probe_size / n"
 
+    if used > args.emend_budget + 1e-9:
+        print(f"warning: emend used {used:.2f} full-evaluation equivalents, over its budget of {args.emend_budget}",
+              file=sys.stderr)
     served = yaml.safe_load((proj / "strategies" / "served.yaml").read_text())
     evaluated = with_ceiling(served, schema, ceiling)
     s = emend_eval(emend, evaluated, search, work, f"emend-search-c{ceiling}-s{seed}")
