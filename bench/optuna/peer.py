@@ -3,8 +3,9 @@
 
 Both optimisers search the same space -- every `x-evolvable` field of the
 strategy schema, within its range, on a grid of its `x-step` anchored at the
-start value -- starting from the same strategy (strategies/default.yaml, which
-is TPE's first, enqueued trial). Both search on the first three conversations
+start value; free-text fields such as the prompts, which need a model role,
+keep their start values -- starting from the same strategy
+(strategies/default.yaml, which is TPE's first, enqueued trial). Both search on the first three conversations
 of a LoCoMo file (by order in the file) and both winners are evaluated on the
 remaining ones (the held-out part), with the harness's token ceiling at each
 value of --ceilings. TPE gets --tpe-budget full evaluations of the search part;
