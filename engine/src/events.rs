@@ -345,44 +345,38 @@ impl Projector for EngineProjector {
     }
 }
 
-/// UTC now as RFC 3339 (seconds), without a date library.
+/// UTC now as RFC 3339, whole seconds (`2026-11-29T14:03:23Z`).
 pub fn now_rfc3339() -> String {
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     rfc3339(secs)
 }
 
+/// `secs` since the epoch as RFC 3339 UTC, whole seconds (clamped to year 9999).
 pub fn rfc3339(secs: u64) -> String {
-    let days = secs / 86_400;
-    let rem = secs % 86_400;
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    let secs = i64::try_from(secs).unwrap_or(i64::MAX).min(jiff::Timestamp::MAX.as_second());
+    jiff::Timestamp::from_second(secs).expect("clamped to jiff's range").to_string()
 }
 
+/// The name of this process's real user in the password database (NSS, so
+/// LDAP and similar sources count too).
 fn user_from_uid() -> Option<String> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let uid = status.lines().find_map(|l| l.strip_prefix("Uid:"))?.split_whitespace().next()?.to_string();
-    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
-    passwd.lines().find_map(|l| {
-        let mut parts = l.split(':');
-        let name = parts.next()?;
-        let _password = parts.next()?;
-        (parts.next()? == uid).then(|| name.to_string())
-    })
+    let mut buf = vec![0 as libc::c_char; 4096];
+    let mut pwd = std::mem::MaybeUninit::<libc::passwd>::uninit();
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call; on success `found` points at
+    // `pwd`, whose strings live in `buf`, both alive while they are read below.
+    let rc = unsafe { libc::getpwuid_r(libc::getuid(), pwd.as_mut_ptr(), buf.as_mut_ptr(), buf.len(), &mut found) };
+    if rc != 0 || found.is_null() {
+        return None;
+    }
+    // SAFETY: `found` is non-null, so `pwd` was filled and `pw_name` is a C string in `buf`.
+    let name = unsafe { std::ffi::CStr::from_ptr((*found).pw_name) };
+    Some(name.to_string_lossy().into_owned()).filter(|n| !n.is_empty())
 }
 
 /// `user@host` for rollback records.
 pub fn who() -> String {
-    // Cron jobs often run without USER: fall back to the uid's name in /etc/passwd.
+    // Cron jobs often run without USER: fall back to the uid's name in the password database.
     let user = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
         .ok()
@@ -405,6 +399,26 @@ mod tests {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(rfc3339(1_795_961_003), "2026-11-29T14:03:23Z");
+        // jiff's last instant, which leaves room for every UTC offset.
+        assert_eq!(rfc3339(u64::MAX), "9999-12-30T22:00:00Z");
+        let now = now_rfc3339();
+        assert_eq!(now.len(), 20, "{now}");
+        assert!(now.starts_with("20") && now.ends_with('Z'), "{now}");
+    }
+
+    #[test]
+    fn the_user_name_comes_from_the_password_database() {
+        // SAFETY: getuid cannot fail.
+        let uid = unsafe { libc::getuid() };
+        let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+        let listed = passwd.lines().find_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            (f.len() > 2 && f[2] == uid.to_string()).then(|| f[0].to_string())
+        });
+        // A uid served by another NSS source (LDAP) is not in /etc/passwd: nothing to compare with.
+        if let Some(name) = listed {
+            assert_eq!(user_from_uid().as_deref(), Some(name.as_str()));
+        }
     }
 
     #[test]

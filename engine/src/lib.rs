@@ -20,5 +20,8 @@ pub mod outcome;
 pub mod planner;
 pub mod report;
 pub mod schema;
-pub mod stats;
 pub mod store;
+
+/// The paired statistics live in their own crate (`emend-stats`), which knows
+/// nothing of the engine; `engine::stats::...` paths keep working.
+pub use stats;

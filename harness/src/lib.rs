@@ -8,7 +8,8 @@
 //! rerank), [`assemble`] (the token-budgeted context), [`answer`] (extractive,
 //! or a model behind a trait) and [`judge`]. [`evaluator`] runs it with a stage
 //! cache and produces [`outcome::Outcome`] traces. [`dataset`] loads LoCoMo
-//! JSON; [`synthetic`] generates the embedded default dataset.
+//! JSON and embeds the default dataset, `data/synthetic-locomo.json`, which the
+//! `gen_synthetic` example (a dev tool, not part of this library) generates.
 
 pub mod answer;
 pub mod assemble;
@@ -20,7 +21,6 @@ pub mod judge;
 pub mod outcome;
 pub mod retrieve;
 pub mod strategy;
-pub mod synthetic;
 pub mod text;
 
 pub use dataset::{Category, Dataset, DatasetError, Selection, load_path, load_str};

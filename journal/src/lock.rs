@@ -183,26 +183,12 @@ pub(crate) fn hostname() -> String {
         .unwrap_or_else(|| "unknown".to_owned())
 }
 
-/// `YYYY-MM-DDTHH:MM:SSZ` for `t` (times before 1970 print as the epoch).
+/// `YYYY-MM-DDTHH:MM:SSZ` for `t`, whole seconds (times before 1970 print as the epoch).
 pub(crate) fn rfc3339_utc(t: SystemTime) -> String {
     let secs = t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let (year, month, day) = civil_from_days((secs / 86_400) as i64);
-    let rem = secs % 86_400;
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
-}
-
-/// Proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
+    // Past jiff's range (year 9999) is not a clock this lock will ever read; clamp to it.
+    let secs = i64::try_from(secs).unwrap_or(i64::MAX).min(jiff::Timestamp::MAX.as_second());
+    jiff::Timestamp::from_second(secs).expect("clamped to jiff's range").to_string()
 }
 
 #[cfg(test)]
@@ -223,6 +209,9 @@ mod tests {
         assert_eq!(at(4_107_542_400), "2100-03-01T00:00:00Z");
         assert_eq!(at(1_709_164_799), "2024-02-28T23:59:59Z");
         assert_eq!(at(1_709_251_199), "2024-02-29T23:59:59Z");
+        // Whole seconds: a fraction is dropped, never rounded up.
+        assert_eq!(rfc3339_utc(UNIX_EPOCH + Duration::from_millis(1_700_000_000_999)), "2023-11-14T22:13:20Z");
+        assert_eq!(rfc3339_utc(UNIX_EPOCH - Duration::from_secs(5)), "1970-01-01T00:00:00Z");
     }
 
     #[test]

@@ -21,7 +21,7 @@ use engine::stats::{
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{CmdResult, Failure};
+use super::{CmdResult, Failure, term};
 
 #[derive(Debug, clap::Args)]
 pub struct CompareArgs {
@@ -375,18 +375,24 @@ fn human(base: &str, cand: &str, c: &Comparison, thresholds: &Thresholds, cost: 
         );
     }
     let _ = writeln!(w);
-    let width = p.per_category().keys().map(|k| k.chars().count()).max().unwrap_or(0).max("category".len());
-    let _ = writeln!(w, "{:<width$}  {:>6}  {:>8}  {:>9}  {:>10}", "category", "n", "baseline", "candidate", "delta");
-    for (name, k) in p.per_category() {
-        let _ = writeln!(
-            w,
-            "{name:<width$}  {:>6}  {:>8}  {:>9}  {:>7} pp",
-            k.n,
-            percent(k.base_correct as f64 / k.n as f64),
-            percent(k.cand_correct as f64 / k.n as f64),
-            pp(k.delta)
-        );
-    }
+    let rows = p
+        .per_category()
+        .iter()
+        .map(|(name, k)| {
+            vec![
+                name.clone(),
+                k.n.to_string(),
+                percent(k.base_correct as f64 / k.n as f64),
+                percent(k.cand_correct as f64 / k.n as f64),
+                format!("{} pp", pp(k.delta)),
+            ]
+        })
+        .collect();
+    let _ = write!(
+        w,
+        "{}",
+        term::table(&["category", "n", "baseline", "candidate", "delta"], rows, &[false, true, true, true, true])
+    );
     let _ = writeln!(w);
     let failed = c.verdict.failed().count();
     let decision = if c.verdict.accept {
@@ -395,9 +401,19 @@ fn human(base: &str, cand: &str, c: &Comparison, thresholds: &Thresholds, cost: 
         format!("REJECT ({failed} of {} rules fail", c.verdict.rules.len())
     };
     let _ = writeln!(w, "verdict: {decision}; alpha {}, epsilon {})", thresholds.alpha, thresholds.epsilon_c);
-    for rule in &c.verdict.rules {
-        let _ = writeln!(w, "  {}  {:<28}  {}", if rule.pass { "PASS" } else { "FAIL" }, rule.name.name(), rule.detail);
-    }
+    let rows = c
+        .verdict
+        .rules
+        .iter()
+        .map(|rule| {
+            vec![
+                format!("  {}", if rule.pass { "PASS" } else { "FAIL" }),
+                rule.name.name().to_string(),
+                rule.detail.clone(),
+            ]
+        })
+        .collect();
+    let _ = write!(w, "{}", term::table(&[], rows, &[]));
     out
 }
 

@@ -20,7 +20,7 @@ use serde_json::json;
 use engine::config::Project;
 use engine::llm::{Models, Usage};
 
-use super::{CmdResult, Failure};
+use super::{CmdResult, Failure, term};
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum JudgeArg {
@@ -117,7 +117,13 @@ pub fn run(args: &EvalArgs, project_dir: Option<&Path>) -> CmdResult {
     if let Some(m) = &models {
         evaluator = engine::llm::pipeline::plug(evaluator, m);
     }
-    let eval = evaluator.evaluate(&r.strategy).map_err(|e| match e {
+    let live = term::Live::start(
+        &format!("evaluating {} on {tasks_name} ({} questions)", args.strategy.display(), evaluator.questions().len()),
+        true,
+    );
+    let eval = evaluator.evaluate(&r.strategy);
+    live.finish();
+    let eval = eval.map_err(|e| match e {
         EvalError::NeedsRole { .. } | EvalError::Strategy { .. } | EvalError::UnknownConversation(_) => {
             Failure::bad_input(anyhow!("{}: {e}", args.strategy.display()))
         }
@@ -206,13 +212,13 @@ fn human_report(
     );
     out += &format!("harness    {}  (sha256 {})\n\n", harness::HARNESS_VERSION, &h.harness[..12]);
     out += &format!("accuracy   {}  ({}/{})\n\n", pct(s.accuracy), s.correct, s.n);
-    out += &format!("{:<12} {:>5} {:>8} {:>9}\n", "category", "n", "correct", "accuracy");
     // LoCoMo's order (1 to 5), not the map's alphabetical one.
-    for c in Category::ALL {
-        if let Some(cs) = s.per_category.get(c.name()) {
-            out += &format!("{:<12} {:>5} {:>8} {:>9}\n", c.name(), cs.n, cs.correct, pct(cs.accuracy));
-        }
-    }
+    let rows = Category::ALL
+        .iter()
+        .filter_map(|c| s.per_category.get(c.name()).map(|cs| (c, cs)))
+        .map(|(c, cs)| vec![c.name().to_string(), cs.n.to_string(), cs.correct.to_string(), pct(cs.accuracy)])
+        .collect();
+    out += &term::table(&["category", "n", "correct", "accuracy"], rows, &[false, true, true, true]);
     out += "\n";
     out += &format!("mean context tokens   {:.1}\n", s.mean_context_tokens);
     out += &format!(

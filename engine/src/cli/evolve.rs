@@ -1,6 +1,5 @@
 //! `emend init` and `emend evolve`: create a project, run the loop.
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use engine::artifact;
@@ -10,8 +9,8 @@ use engine::exit;
 use engine::schema::StrategySchema;
 use serde_json::json;
 
-use super::common;
 use super::{CmdResult, Failure};
+use super::{common, term};
 
 /// The built-in default strategy, for `emend init` without `--strategy`.
 const DEFAULT_STRATEGY: &str = include_str!("../../../strategies/default.yaml");
@@ -172,29 +171,18 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
     if opts.candidates == 0 {
         return Err(Failure::bad_input(anyhow::anyhow!("--candidates: must be at least 1")));
     }
-    let quiet = args.quiet;
-    let tty = std::io::stderr().is_terminal();
+    let live = term::Live::start("observing the served strategy", !args.quiet);
     let mut progress = |p: Progress| {
-        if quiet {
+        if args.quiet {
             return;
         }
-        match p {
-            Progress::Observed { round, version, accuracy, reused } => eprintln!(
-                "round {round}: served v{version} accuracy {accuracy:.4}{}",
-                if reused { " (recorded evaluation)" } else { "" }
-            ),
-            Progress::Candidate { id, summary, .. } => eprintln!("  {id} {summary}"),
-            Progress::Decided { line, .. } => {
-                if tty {
-                    eprintln!("\x1b[1m{line}\x1b[0m");
-                } else {
-                    eprintln!("{line}");
-                }
-            }
-        }
+        let (style, line, status) = render(&p);
+        live.println(style, &line);
+        live.status(status);
     };
     let mut evolution = Evolution { project: &project, schema: &schema, backend: backend.as_ref(), log: &mut log };
     let summary = evolution.run(&opts, &mut progress).map_err(common::evolve_failure)?;
+    live.finish();
     if args.json {
         common::print_json(&serde_json::to_value(&summary).expect("summary serializes"));
     } else {
@@ -225,4 +213,26 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
         }
     }
     Ok(exit::OK)
+}
+
+/// One progress event as a line for stderr (with its style) and the live
+/// line's status that follows it.
+fn render(p: &Progress) -> (anstyle::Style, String, String) {
+    let plain = anstyle::Style::new();
+    match p {
+        Progress::Observed { round, version, accuracy, reused } => (
+            plain,
+            format!(
+                "round {round}: served v{version} accuracy {accuracy:.4}{}",
+                if *reused { " (recorded evaluation)" } else { "" }
+            ),
+            format!("round {round}: screening and testing candidates"),
+        ),
+        Progress::Candidate { round, id, summary } => {
+            (plain, format!("  {id} {summary}"), format!("round {round}: working (last reported: {id})"))
+        }
+        Progress::Decided { round, line } => {
+            (term::DECISION, line.clone(), format!("round {round} decided; observing the served strategy"))
+        }
+    }
 }

@@ -7,6 +7,7 @@ mod evolve;
 mod inspect;
 mod report;
 mod review;
+mod term;
 mod validate;
 
 use std::process::ExitCode;
@@ -123,6 +124,10 @@ pub fn main() -> ExitCode {
 fn init_tracing() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
-    let _ =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(term::stderr_colour())
+        .with_target(false)
+        .try_init();
 }

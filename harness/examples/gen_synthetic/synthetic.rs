@@ -23,12 +23,14 @@
 //! (`D3:05`, `"D2:4; D7:9"`, an id of no turn, `"D"`).
 //!
 //! The output is a pure function of the seed (own PRNG, no hash-map order),
-//! committed as `data/synthetic-locomo.json`; `examples/gen_synthetic.rs`
-//! regenerates it and a test checks the bytes.
+//! committed as `data/synthetic-locomo.json`, which the harness embeds. It is a
+//! dev tool, not part of the harness library: the `gen_synthetic` example
+//! regenerates the file and `tests/synthetic.rs` (which includes this module by
+//! path) checks the committed bytes.
 
 use serde_json::{Value, json};
 
-use crate::text::{civil_from_days, days_from_civil, month_name};
+use harness::text::{civil_from_days, days_from_civil, month_name};
 
 /// The seed of the committed dataset.
 pub const SEED: u64 = 20_240_601;

@@ -56,8 +56,8 @@ pub fn compare(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::bootstrap::BootstrapUnit;
-    use crate::stats::testdata::outcomes_with;
+    use crate::bootstrap::BootstrapUnit;
+    use crate::testdata::outcomes_with;
 
     #[test]
     fn a_clear_win_is_accepted_end_to_end() {

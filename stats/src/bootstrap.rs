@@ -232,8 +232,8 @@ fn quantile(xs: &[f64], q: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::pairing::{Outcome, pair};
-    use crate::stats::testdata::{outcomes_with, paired_counts};
+    use crate::pairing::{Outcome, pair};
+    use crate::testdata::{outcomes_with, paired_counts};
 
     fn config(unit: BootstrapUnit, resamples: u32, seed: u64) -> BootstrapConfig {
         BootstrapConfig { unit, resamples, seed, level: 0.95 }

@@ -3,14 +3,14 @@
 //! resamples, for both resampling units. Plain `std::time`, median of 20 runs.
 //! Target: at most 200 ms per comparison.
 //!
-//! `cargo bench -p emend --bench stats`
+//! `cargo bench -p emend-stats --bench stats`
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use engine::stats::{BootstrapConfig, BootstrapUnit, CompareConfig, Outcome, Thresholds, compare};
 use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
+use stats::{BootstrapConfig, BootstrapUnit, CompareConfig, Outcome, Thresholds, compare};
 
 const QUESTIONS: usize = 2_000;
 const CONVERSATIONS: usize = 40;

@@ -256,9 +256,9 @@ fn pp(x: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::bootstrap::{BootstrapCi, BootstrapUnit};
-    use crate::stats::mcnemar::mcnemar;
-    use crate::stats::pairing::{Outcome, pair};
+    use crate::bootstrap::{BootstrapCi, BootstrapUnit};
+    use crate::mcnemar::mcnemar;
+    use crate::pairing::{Outcome, pair};
 
     /// Builds a paired set from per-category (improved, regressed, both-correct, both-wrong) counts.
     fn paired(categories: &[(&str, [usize; 4])]) -> Paired {

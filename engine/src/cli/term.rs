@@ -1,0 +1,120 @@
+//! The terminal edge: whether stderr gets colour, the styles the CLI uses, and
+//! the live progress line. The engine below writes no terminal codes.
+//!
+//! Colour follows anstream's detection, the convention of most Rust CLIs:
+//! plain when the stream is not a terminal or `NO_COLOR` is set (non-empty),
+//! coloured when `CLICOLOR_FORCE` is set (non-empty and not `0`), even into a
+//! pipe. Text styled with [`anstyle`] and printed through
+//! `anstream::eprintln!` is stripped to plain text whenever colour is off.
+
+use std::time::Duration;
+
+use anstream::ColorChoice;
+use anstyle::Style;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// The round's decision line.
+pub const DECISION: Style = Style::new().bold();
+
+/// Whether text written to stderr gets colour (the tracing subscriber asks too).
+pub fn stderr_colour() -> bool {
+    anstream::AutoStream::choice(&std::io::stderr()) != ColorChoice::Never
+}
+
+/// A live status line on stderr with the elapsed time, redrawn in place
+/// (`⠋ 00:00:12 round 3: c2 full test`). It draws nothing when stderr is not a
+/// terminal, so pipes and log files see only the lines printed through
+/// [`Live::println`].
+pub struct Live {
+    bar: ProgressBar,
+}
+
+impl Live {
+    /// Starts the line with `status`; `visible: false` (e.g. `--quiet`) never draws.
+    pub fn start(status: &str, visible: bool) -> Live {
+        let target = if visible { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+        let bar = ProgressBar::with_draw_target(None, target);
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {elapsed_precise} {wide_msg}").expect("a valid progress template"),
+        );
+        bar.set_message(status.to_string());
+        if !bar.is_hidden() {
+            bar.enable_steady_tick(Duration::from_millis(120));
+        }
+        Live { bar }
+    }
+
+    /// Replaces the status text.
+    pub fn status(&self, status: String) {
+        self.bar.set_message(status);
+    }
+
+    /// Prints a line on stderr above the live line, styled when colour is on.
+    pub fn println(&self, style: Style, line: &str) {
+        self.bar.suspend(|| anstream::eprintln!("{style}{line}{style:#}"));
+    }
+
+    /// Removes the live line.
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        // An early return (an error) must not leave a spinner ticking over the error message.
+        self.bar.finish_and_clear();
+    }
+}
+
+/// A text table without borders: a header row (none when `header` is empty),
+/// then the rows; `right[i]` right-aligns column `i` (numbers). Columns are two
+/// spaces apart.
+pub fn table(header: &[&str], rows: Vec<Vec<String>>, right: &[bool]) -> String {
+    use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement, Table, presets};
+    let mut t = Table::new();
+    t.load_style(presets::NOTHING).set_content_arrangement(ContentArrangement::Disabled);
+    if !header.is_empty() {
+        t.set_header(header.to_vec());
+    }
+    for row in rows {
+        t.add_row(row);
+    }
+    for (i, column) in t.column_iter_mut().enumerate() {
+        column.set_padding((0, 2));
+        column.set_constraint(ColumnConstraint::ContentWidth);
+        if right.get(i).copied().unwrap_or(false) {
+            column.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    // comfy-table pads every line to the full width; trailing spaces help no reader.
+    t.lines().map(|l| l.trim_end().to_string() + "\n").collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_align_columns_two_spaces_apart() {
+        let t = table(
+            &["category", "n", "accuracy"],
+            vec![vec!["single-hop".into(), "7".into(), "85.7%".into()], vec!["x".into(), "120".into(), "5.0%".into()]],
+            &[false, true, true],
+        );
+        assert_eq!(t, "category      n  accuracy\nsingle-hop    7     85.7%\nx           120      5.0%\n");
+    }
+
+    #[test]
+    fn tables_without_a_header() {
+        let t = table(&[], vec![vec!["PASS".into(), "a".into()], vec!["FAIL".into(), "bb".into()]], &[]);
+        assert_eq!(t, "PASS  a\nFAIL  bb\n");
+    }
+
+    #[test]
+    fn styled_lines_are_plain_when_colour_is_off() {
+        let mut out = anstream::AutoStream::new(Vec::<u8>::new(), ColorChoice::Never);
+        std::io::Write::write_all(&mut out, format!("{DECISION}round 1{DECISION:#}").as_bytes()).unwrap();
+        assert_eq!(out.into_inner(), b"round 1");
+    }
+}
