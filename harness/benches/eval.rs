@@ -79,6 +79,9 @@ struct Rows {
     repeat: Vec<Duration>,
     cold_cpu: Duration,
     warm_cpu: Duration,
+    /// Ingest and index cache misses over the warm runs (0 when the cache holds the task set).
+    stage_misses: u64,
+    stage_lookups: u64,
 }
 
 fn in_process(path: &Path, strategy: &Strategy, runs: usize) -> (usize, Rows) {
@@ -99,6 +102,7 @@ fn in_process(path: &Path, strategy: &Strategy, runs: usize) -> (usize, Rows) {
     ev.evaluate(strategy).expect("the default strategy evaluates");
     let (mut warm, mut repeat) = (Vec::new(), Vec::new());
     let mut warm_cpu = Duration::ZERO;
+    let (mut stage_misses, mut stage_lookups) = (0, 0);
     for i in 0..runs {
         let mut s = strategy.clone();
         s.retrieve.top_k += 1 + i as u32;
@@ -107,17 +111,15 @@ fn in_process(path: &Path, strategy: &Strategy, runs: usize) -> (usize, Rows) {
         let e = ev.evaluate(&s).expect("evaluates");
         warm.push(t.elapsed());
         warm_cpu += cpu_time() - c;
-        assert_eq!(
-            (e.cache.ingest.misses, e.cache.index.misses),
-            (0, 0),
-            "a retrieval-only change re-ran ingest or index"
-        );
+        // Reported, not asserted: a cache too small for the task set shows up here.
+        stage_misses += e.cache.ingest.misses + e.cache.index.misses;
+        stage_lookups += e.cache.ingest.hits + e.cache.ingest.misses + e.cache.index.hits + e.cache.index.misses;
         assert_eq!(e.cache.retrieve.hits, 0, "each warm run must retrieve");
         let t = Instant::now();
         ev.evaluate(&s).expect("evaluates");
         repeat.push(t.elapsed());
     }
-    (n, Rows { cold, warm, repeat, cold_cpu, warm_cpu: warm_cpu / runs as u32 })
+    (n, Rows { cold, warm, repeat, cold_cpu, warm_cpu: warm_cpu / runs as u32, stage_misses, stage_lookups })
 }
 
 /// One `emend eval` in the project: wall time and the process's maximum RSS (MB).
@@ -229,6 +231,7 @@ fn main() {
         row("in process: warm (retrieval-only change)", &r.warm);
         row("in process: repeat (same strategy)", &r.repeat);
         println!("  CPU per run (all threads): cold {}, warm {}", ms(r.cold_cpu), ms(r.warm_cpu));
+        println!("  in process: ingest+index cache misses in warm runs {}/{}", r.stage_misses, r.stage_lookups);
         match peak {
             Some(mb) => println!("  in process: peak RSS (VmHWM)                  {mb:.1} MB"),
             None => println!("  in process: peak RSS unavailable"),
