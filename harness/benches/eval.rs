@@ -123,6 +123,8 @@ fn in_process(path: &Path, strategy: &Strategy, runs: usize) -> (usize, Rows) {
 }
 
 /// One `emend eval` in the project: wall time and the process's maximum RSS (MB).
+// The child is reaped by wait4 (for its rusage), not by `Child::wait`.
+#[allow(clippy::zombie_processes)]
 fn cli_eval(bin: &Path, project: &Path, strategy: &Path, tasks: &Path) -> (Duration, f64) {
     let t = Instant::now();
     let child = Command::new(bin)
@@ -207,8 +209,7 @@ fn main() {
         println!("eval bench: {} is absent; skipping (set EMEND_LOCOMO)", path.display());
         return;
     }
-    let strategy_text =
-        std::fs::read_to_string(root.join("strategies/default.yaml")).expect("strategies/default.yaml");
+    let strategy_text = std::fs::read_to_string(root.join("strategies/default.yaml")).expect("strategies/default.yaml");
     let strategy: Strategy = serde_yaml::from_str(&strategy_text).expect("the default strategy parses");
     let bin = std::env::var_os("EMEND_BIN").map(PathBuf::from).unwrap_or_else(|| root.join("target/release/emend"));
     let bin = bin.exists().then_some(bin);

@@ -10,6 +10,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::cache::{Dec, Enc};
 use crate::dataset::{Sample, Turn};
 use crate::strategy::{Ingest, IngestUnit};
 use crate::text::{FnvBuild, estimate_tokens, for_each_trigram};
@@ -60,6 +61,58 @@ impl Memory {
     /// True when some kept item holds the turn (its text is still known).
     pub fn holds(&self, ordinal: u32) -> bool {
         self.holders.get(ordinal as usize).is_some_and(|h| !h.is_empty())
+    }
+
+    /// The persistent stage cache's encoding (see [`crate::cache`]).
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut e = Enc::default();
+        e.str(&self.conversation);
+        e.u64(self.items.len() as u64);
+        for it in &self.items {
+            e.str(&it.id);
+            e.u32(it.number);
+            e.u64(it.session as u64);
+            e.u32s(&it.turns);
+            e.str(&it.text);
+            e.u32(it.tokens);
+            e.opt_f64(it.day);
+        }
+        e.u64(self.holders.len() as u64);
+        for h in &self.holders {
+            e.u32s(h);
+        }
+        e.opt_f64(self.last_day);
+        let s = self.stats;
+        for x in [s.candidates, s.too_short, s.duplicates, s.over_cap] {
+            e.u32(x);
+        }
+        e.0
+    }
+
+    pub(crate) fn decode(bytes: &[u8]) -> Option<Memory> {
+        let mut d = Dec(bytes);
+        let conversation = d.str()?;
+        let n = usize::try_from(d.u64()?).ok()?.min(bytes.len());
+        let mut items = Vec::with_capacity(n);
+        for _ in 0..n {
+            items.push(MemoryItem {
+                id: d.str()?,
+                number: d.u32()?,
+                session: usize::try_from(d.u64()?).ok()?,
+                turns: d.u32s()?,
+                text: d.str()?,
+                tokens: d.u32()?,
+                day: d.opt_f64()?,
+            });
+        }
+        let h = usize::try_from(d.u64()?).ok()?.min(bytes.len());
+        let mut holders = Vec::with_capacity(h);
+        for _ in 0..h {
+            holders.push(d.u32s()?);
+        }
+        let last_day = d.opt_f64()?;
+        let stats = IngestStats { candidates: d.u32()?, too_short: d.u32()?, duplicates: d.u32()?, over_cap: d.u32()? };
+        d.done().then_some(Memory { conversation, items, holders, last_day, stats })
     }
 }
 
