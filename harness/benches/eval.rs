@@ -73,6 +73,59 @@ fn replicate(text: &str, n: usize) -> String {
     serde_json::to_string(&out).expect("serializes")
 }
 
+/// The first conversation with its sessions repeated `n` times (renumbered
+/// sessions and turn ids, dates kept, each copy's turns marked with its
+/// number): nearly the same content at `n` times the length.
+fn lengthen(text: &str, n: usize) -> String {
+    let samples: Vec<serde_json::Value> = serde_json::from_str(text).expect("a LoCoMo file is a JSON list");
+    let s = &samples[0];
+    let conv = s["conversation"].as_object().expect("conversation");
+    let sessions = conv.keys().filter(|k| k.starts_with("session_") && !k.ends_with("date_time")).count();
+    let mut out = serde_json::Map::new();
+    out.insert("speaker_a".into(), conv["speaker_a"].clone());
+    out.insert("speaker_b".into(), conv["speaker_b"].clone());
+    for copy in 0..n {
+        for i in 1..=sessions {
+            let j = copy * sessions + i;
+            let turns: Vec<serde_json::Value> = conv[&format!("session_{i}")]
+                .as_array()
+                .expect("turns")
+                .iter()
+                .map(|t| {
+                    let mut t = t.clone();
+                    let id = t["dia_id"].as_str().expect("dia_id").to_string();
+                    let num = id.rsplit(':').next().expect("turn number").to_string();
+                    t["dia_id"] = serde_json::json!(format!("D{j}:{num}"));
+                    // A mark per copy: near-duplicates, not exact ones, so the similarity check runs.
+                    if copy > 0 {
+                        let text = t["text"].as_str().unwrap_or_default().to_string();
+                        t["text"] = serde_json::json!(format!("{text} (copy {copy})"));
+                    }
+                    t
+                })
+                .collect();
+            out.insert(format!("session_{j}_date_time"), conv[&format!("session_{i}_date_time")].clone());
+            out.insert(format!("session_{j}"), serde_json::Value::Array(turns));
+        }
+    }
+    serde_json::json!([{"sample_id": "long", "conversation": out, "qa": []}]).to_string()
+}
+
+/// Median time of the ingest stage alone on the first sample of `text`.
+fn ingest_time(text: &str, strategy: &Strategy, runs: usize) -> (usize, Duration) {
+    let d = harness::load_str("long.json", text).expect("loads");
+    let sample = &d.samples()[0];
+    let mut ts = Vec::new();
+    let mut items = 0;
+    for _ in 0..runs {
+        let t = Instant::now();
+        let m = harness::ingest::ingest(sample, &strategy.ingest, None).expect("ingests");
+        ts.push(t.elapsed());
+        items = m.items.len() + m.stats.duplicates as usize;
+    }
+    (items, median(ts))
+}
+
 struct Rows {
     cold: Vec<Duration>,
     warm: Vec<Duration>,
@@ -223,6 +276,16 @@ fn main() {
         vec![("locomo10-dev", path.clone(), 9), ("16x replica", replica, 3)]
     };
     println!("eval bench: default strategy, {} threads", rayon::current_num_threads());
+    let text = std::fs::read_to_string(&path).expect("reads");
+    let runs = 5;
+    let (n1, t1) = ingest_time(&lengthen(&text, 1), &strategy, runs);
+    let (n16, t16) = ingest_time(&lengthen(&text, 16), &strategy, runs);
+    println!(
+        "ingest of one conversation ({n1} candidate items) {}; nearly the same content at 16x length ({n16}) {} ({:.1}x)",
+        ms(t1),
+        ms(t16),
+        t16.as_secs_f64() / t1.as_secs_f64()
+    );
     for (name, p, runs) in sets {
         reset_peak_rss();
         let (n, r) = in_process(&p, &strategy, runs);

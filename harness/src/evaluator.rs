@@ -34,7 +34,7 @@ use crate::text::round6;
 
 /// The version of the locked pipeline. Bump it whenever a change to the
 /// harness can change any outcome: it is part of the harness hash.
-pub const HARNESS_VERSION: &str = "emend-harness/1";
+pub const HARNESS_VERSION: &str = "emend-harness/2";
 
 /// The locked context budget ceiling, in estimated tokens.
 pub const DEFAULT_BUDGET_CEILING: u32 = 2000;
@@ -573,8 +573,10 @@ impl Evaluator {
             .collect();
 
         // Answers: model answers go through the cache and one batch call.
+        // None at all when the judge does not read them (the evidence judge).
         let mut answers: Vec<Result<Option<String>, String>> = vec![Ok(None); staged.len()];
-        if self.answerer.cacheable() {
+        if !judge.reads_answer() {
+        } else if self.answerer.cacheable() {
             let id = self.answerer.id();
             let mut missing: Vec<(usize, Key)> = Vec::new();
             for (i, st) in staged.iter().enumerate() {

@@ -39,6 +39,12 @@ pub struct JudgeError {
 pub trait Judge: Send + Sync {
     /// Identity, part of the harness hash.
     fn id(&self) -> String;
+    /// False for a judge that never looks at the answer: the evaluator then
+    /// computes none (no answerer runs, no model is called) and outcomes
+    /// carry `answer: null`.
+    fn reads_answer(&self) -> bool {
+        true
+    }
     fn judge(&self, case: &JudgeCase<'_>) -> Result<Verdict, JudgeError>;
     /// Judges many cases (once per evaluation); results in input order. A
     /// model overrides it to run the calls concurrently.
@@ -54,6 +60,10 @@ pub struct EvidenceJudge;
 impl Judge for EvidenceJudge {
     fn id(&self) -> String {
         "evidence/1".into()
+    }
+
+    fn reads_answer(&self) -> bool {
+        false
     }
 
     fn judge(&self, case: &JudgeCase<'_>) -> Result<Verdict, JudgeError> {

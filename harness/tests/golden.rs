@@ -96,3 +96,34 @@ fn locomo_outcomes_are_unchanged() {
     ];
     assert_eq!(got, want);
 }
+
+/// Counts the answers it is asked for.
+#[derive(Default)]
+struct Counting(std::sync::atomic::AtomicUsize);
+
+impl harness::answer::Answerer for Counting {
+    fn id(&self) -> String {
+        "counting".into()
+    }
+    fn answer(
+        &self,
+        _: &harness::answer::AnswerInput<'_>,
+        _: &harness::strategy::Answer,
+    ) -> Result<Option<String>, harness::answer::AnswerError> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(Some("x".into()))
+    }
+}
+
+#[test]
+fn no_answer_is_computed_when_the_judge_does_not_read_answers() {
+    let counting = Arc::new(Counting::default());
+    let ev = builtin_evaluator(HarnessSettings::default()).with_answerer(counting.clone());
+    let d = default_strategy();
+    let e = ev.evaluate(&d).unwrap();
+    assert_eq!(counting.0.load(std::sync::atomic::Ordering::Relaxed), 0, "the evidence judge asked for answers");
+    assert!(e.outcomes.iter().all(|o| o.answer.is_none()));
+    let e = ev.evaluate(&with(&d, "judge.kind", json!("f1"))).unwrap();
+    assert_eq!(counting.0.load(std::sync::atomic::Ordering::Relaxed), e.outcomes.len());
+    assert!(e.outcomes.iter().all(|o| o.answer.as_deref() == Some("x")));
+}
