@@ -339,11 +339,15 @@ impl Index {
 /// Runs the index stage.
 pub fn build(memory: &Memory, spec: &IndexSpec) -> Index {
     let texts: Vec<&str> = memory.items.iter().map(|i| i.text.as_str()).collect();
-    let bm25 = Bm25::build(&texts, spec.bm25_k1, spec.bm25_b);
-    let dense = match spec.dense_kind {
-        DenseKind::Trigram => Some(Dense::build(&texts, spec.dense_dim.max(1) as usize)),
-        DenseKind::None => None,
-    };
+    // The two channels are independent: built side by side, so that a
+    // conversation's index keeps both cores busy when conversations are few.
+    let (bm25, dense) = rayon::join(
+        || Bm25::build(&texts, spec.bm25_k1, spec.bm25_b),
+        || match spec.dense_kind {
+            DenseKind::Trigram => Some(Dense::build(&texts, spec.dense_dim.max(1) as usize)),
+            DenseKind::None => None,
+        },
+    );
     Index { bm25, dense }
 }
 

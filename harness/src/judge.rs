@@ -66,6 +66,12 @@ impl Judge for EvidenceJudge {
         false
     }
 
+    /// Cases are independent and pure: judged on every core, in input order.
+    fn judge_batch(&self, cases: &[JudgeCase<'_>]) -> Vec<Result<Verdict, JudgeError>> {
+        use rayon::prelude::*;
+        cases.par_iter().map(|c| self.judge(c)).collect()
+    }
+
     fn judge(&self, case: &JudgeCase<'_>) -> Result<Verdict, JudgeError> {
         let ev = &case.question.evidence;
         let correct = !ev.is_empty() && ev.iter().all(|e| case.context_turns.iter().any(|t| t == e));
@@ -82,6 +88,12 @@ pub struct F1Judge {
 impl Judge for F1Judge {
     fn id(&self) -> String {
         format!("f1/1@{}", self.threshold)
+    }
+
+    /// Cases are independent and pure: judged on every core, in input order.
+    fn judge_batch(&self, cases: &[JudgeCase<'_>]) -> Vec<Result<Verdict, JudgeError>> {
+        use rayon::prelude::*;
+        cases.par_iter().map(|c| self.judge(c)).collect()
     }
 
     fn judge(&self, case: &JudgeCase<'_>) -> Result<Verdict, JudgeError> {
