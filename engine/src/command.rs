@@ -1166,6 +1166,36 @@ mod tests {
     }
 
     #[test]
+    fn the_ray_executor_needs_an_address_and_wraps_the_command() {
+        let base = std::env::temp_dir();
+        let c = crate::config::RayConfig::default();
+        let e = RaySpec::from_config(&c, None, &base, None).unwrap_err();
+        assert!(e.0.starts_with("harness.executor: ray needs a cluster address"), "{}", e.0);
+        let r = RaySpec::from_config(&c, None, &base, Some("127.0.0.1:6399".into())).unwrap();
+        let spec = CommandSpec {
+            argv: vec!["python3".into(), "a.py".into(), "{strategy}".into(), "{tasks}".into(), "{out}".into()],
+            workdir: base.clone(),
+            env: [("K".to_string(), "v".to_string())].into(),
+            timeout: Duration::from_secs(30),
+            shards: 1,
+            concurrency: 1,
+        };
+        let argv = r.argv(&spec, Path::new("/s.json"), Path::new("/t.json"), Path::new("/o.jsonl"));
+        assert_eq!(
+            argv.join(" "),
+            "python3 -m emend_ray shard --strategy /s.json --tasks /t.json --out /o.jsonl --timeout 30 \
+             --env K=v --address 127.0.0.1:6399 -- python3 a.py {strategy} {tasks} {out}"
+        );
+        let configured = crate::config::RayConfig { address: Some("ray://h:10001".into()), ..c };
+        let r = RaySpec::from_config(&configured, Some(Path::new("/srv")), &base, Some("ignored".into())).unwrap();
+        assert_eq!(r.address, "ray://h:10001");
+        assert_eq!(r.workdir.as_deref(), Some(Path::new("/srv")));
+        let missing = crate::config::RayConfig { driver: Some("no/such/driver.py".into()), ..configured };
+        let e = RaySpec::from_config(&missing, None, &base, None).unwrap_err();
+        assert!(e.0.starts_with("harness.ray.driver: "), "{}", e.0);
+    }
+
+    #[test]
     fn paths_read_like_fields() {
         assert_eq!(field_path(""), "");
         assert_eq!(field_path("/correct"), "correct");

@@ -175,12 +175,24 @@ fn in_process(path: &Path, strategy: &Strategy, runs: usize) -> (usize, Rows) {
     (n, Rows { cold, warm, repeat, cold_cpu, warm_cpu: warm_cpu / runs as u32, stage_misses, stage_lookups })
 }
 
-/// One `emend eval` in the project: wall time and the process's maximum RSS (MB).
+/// One `emend eval` in the project: wall time, CPU time (user + system, all
+/// threads) and the process's maximum RSS in MB. The RSS comes from GNU time
+/// (`/usr/bin/time -f %M`) when it is installed: the rusage of a child forked
+/// from this benchmark would report this process's own size.
 // The child is reaped by wait4 (for its rusage), not by `Child::wait`.
 #[allow(clippy::zombie_processes)]
-fn cli_eval(bin: &Path, project: &Path, strategy: &Path, tasks: &Path) -> (Duration, f64) {
+fn cli_eval(bin: &Path, project: &Path, strategy: &Path, tasks: &Path) -> (Duration, Duration, Option<f64>) {
+    let gnu_time = Path::new("/usr/bin/time");
+    let rss_file = project.join("rss.txt");
+    let mut cmd = if gnu_time.exists() {
+        let mut c = Command::new(gnu_time);
+        c.arg("-f").arg("%M").arg("-o").arg(&rss_file).arg(bin);
+        c
+    } else {
+        Command::new(bin)
+    };
     let t = Instant::now();
-    let child = Command::new(bin)
+    let child = cmd
         .current_dir(project)
         .args(["eval", "--json", "--strategy"])
         .arg(strategy)
@@ -196,14 +208,18 @@ fn cli_eval(bin: &Path, project: &Path, strategy: &Path, tasks: &Path) -> (Durat
     let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut u) };
     let wall = t.elapsed();
     assert!(pid > 0 && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "emend eval failed ({status})");
-    (wall, u.ru_maxrss as f64 / 1024.0)
+    // GNU time's own CPU is a few hundred microseconds; the rusage covers its child.
+    let tv = |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
+    let rss = std::fs::read_to_string(&rss_file).ok().and_then(|s| s.trim().parse::<f64>().ok()).map(|kb| kb / 1024.0);
+    (wall, tv(u.ru_utime) + tv(u.ru_stime), rss)
 }
 
 struct CliRows {
     cold: Vec<Duration>,
     warm: Vec<Duration>,
     repeat: Vec<Duration>,
-    peak_mb: f64,
+    warm_cpu: Vec<Duration>,
+    peak_mb: Option<f64>,
 }
 
 fn through_cli(bin: &Path, tasks: &Path, strategy_text: &str, runs: usize) -> CliRows {
@@ -225,19 +241,26 @@ fn through_cli(bin: &Path, tasks: &Path, strategy_text: &str, runs: usize) -> Cl
         p
     };
     let base = write("base.yaml", 5);
-    let mut rows = CliRows { cold: Vec::new(), warm: Vec::new(), repeat: Vec::new(), peak_mb: 0.0 };
+    let mut rows =
+        CliRows { cold: Vec::new(), warm: Vec::new(), repeat: Vec::new(), warm_cpu: Vec::new(), peak_mb: None };
+    let mut peak = |mb: Option<f64>| {
+        if let Some(mb) = mb {
+            rows.peak_mb = Some(rows.peak_mb.map_or(mb, |p: f64| p.max(mb)));
+        }
+    };
     for i in 0..runs {
         let _ = std::fs::remove_dir_all(&cache);
-        let (t, mb) = cli_eval(bin, &project, &base, tasks);
+        let (t, _, mb) = cli_eval(bin, &project, &base, tasks);
         rows.cold.push(t);
-        rows.peak_mb = rows.peak_mb.max(mb);
+        peak(mb);
         let s = write(&format!("warm-{i}.yaml"), 6 + i as u32);
-        let (t, mb) = cli_eval(bin, &project, &s, tasks);
+        let (t, cpu, mb) = cli_eval(bin, &project, &s, tasks);
         rows.warm.push(t);
-        rows.peak_mb = rows.peak_mb.max(mb);
-        let (t, mb) = cli_eval(bin, &project, &s, tasks);
+        rows.warm_cpu.push(cpu);
+        peak(mb);
+        let (t, _, mb) = cli_eval(bin, &project, &s, tasks);
         rows.repeat.push(t);
-        rows.peak_mb = rows.peak_mb.max(mb);
+        peak(mb);
     }
     rows
 }
@@ -306,7 +329,11 @@ fn main() {
                 row("CLI in a project: cold (no cache on disk)", &c.cold);
                 row("CLI in a project: warm (retrieval-only change)", &c.warm);
                 row("CLI in a project: repeat (same strategy)", &c.repeat);
-                println!("  CLI: peak RSS of one process                  {:.1} MB", c.peak_mb);
+                println!("  CLI: CPU of a warm run (user + system)        median {}", ms(median(c.warm_cpu.clone())));
+                match c.peak_mb {
+                    Some(mb) => println!("  CLI: peak RSS of one process                  {mb:.1} MB"),
+                    None => println!("  CLI: peak RSS unavailable (no /usr/bin/time)"),
+                }
             }
             Some(_) => {}
             None => println!("  CLI rows skipped: build target/release/emend first (or set EMEND_BIN)"),
