@@ -24,7 +24,7 @@ use std::time::SystemTime;
 
 const MAGIC: &[u8; 4] = b"EMSC";
 /// Bump when an encoding below changes.
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 
 /// A bounded on-disk map from (stage, key) to bytes.
 #[derive(Debug)]

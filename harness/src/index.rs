@@ -294,7 +294,17 @@ impl Index {
             Some(d) => {
                 e.u64(d.dim as u64 + 1);
                 e.f32s(&d.idf);
-                e.f32s(&d.rows);
+                // Rows are sparse (a text has few of the buckets): (bucket, bits)
+                // of the entries whose bits are not +0.0, so -0.0 survives too.
+                e.u64((d.rows.len() / d.dim.max(1)) as u64);
+                let mut nz: Vec<(u32, u32)> = Vec::new();
+                for row in d.rows.chunks_exact(d.dim.max(1)) {
+                    nz.clear();
+                    nz.extend(
+                        row.iter().enumerate().filter(|(_, x)| x.to_bits() != 0).map(|(i, x)| (i as u32, x.to_bits())),
+                    );
+                    e.pairs(&nz);
+                }
             }
             None => e.u64(0),
         }
@@ -318,7 +328,25 @@ impl Index {
         }
         let dense = match usize::try_from(d.u64()?).ok()? {
             0 => None,
-            dim1 => Some(Dense { dim: dim1 - 1, idf: d.f32s()?, rows: d.f32s()? }),
+            dim1 => {
+                let dim = dim1 - 1;
+                let idf = d.f32s()?;
+                let n = usize::try_from(d.u64()?).ok()?;
+                let mut rows = vec![0f32; n.checked_mul(dim)?.min(bytes.len().saturating_mul(dim))];
+                if rows.len() != n * dim {
+                    return None;
+                }
+                for r in 0..n {
+                    for (i, bits) in d.pairs()? {
+                        let i = i as usize;
+                        if i >= dim {
+                            return None;
+                        }
+                        rows[r * dim + i] = f32::from_bits(bits);
+                    }
+                }
+                Some(Dense { dim, idf, rows })
+            }
         };
         if !d.done() || idf.len() != terms.len() || doc_len.len() != doc_terms.len() {
             return None;
