@@ -310,6 +310,30 @@ mod tests {
     }
 
     #[test]
+    fn concurrent_writers_and_readers_see_whole_entries_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let c = DiskCache::open(tmp.path(), "abc", 1 << 30).unwrap();
+        // Every writer stores a payload that says its own length: [b; 1000 * b].
+        std::thread::scope(|scope| {
+            for w in 1..=4u8 {
+                let c = &c;
+                scope.spawn(move || {
+                    for i in 0..100u32 {
+                        let b = 1 + (w as u32 * 7 + i) as u8 % 9;
+                        c.put("index", &[9; 32], &vec![b; 1000 * b as usize]);
+                        if let Some(p) = c.get("index", &[9; 32]) {
+                            assert!(!p.is_empty() && p.len() == 1000 * p[0] as usize, "a torn entry");
+                            assert!(p.iter().all(|&x| x == p[0]), "a torn entry");
+                        }
+                    }
+                });
+            }
+        });
+        // Only the entry itself is left: no temporary files.
+        assert_eq!(std::fs::read_dir(c.dir()).unwrap().count(), 1);
+    }
+
+    #[test]
     fn eviction_removes_the_least_recently_used_until_it_fits() {
         let t = |s: u64| SystemTime::UNIX_EPOCH + Duration::from_secs(s);
         let mut e =
