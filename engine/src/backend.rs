@@ -45,6 +45,8 @@ pub struct BuiltinBackend {
     questions: Vec<(String, String)>,
     version: Option<String>,
     models: Option<Arc<Models>>,
+    /// `harness.executor: ray`: shards run `emend worker` as Ray tasks.
+    shards: Option<crate::command::CommandBackend>,
 }
 
 /// Why a built-in backend could not be set up (bad input: exit 2).
@@ -67,11 +69,29 @@ impl BuiltinBackend {
             include_adversarial: h.include_adversarial,
             conversations: h.conversations.clone(),
         };
+        let shards = match h.executor {
+            crate::config::ExecutorChoice::Local => None,
+            crate::config::ExecutorChoice::Ray => Some(ray_shards(project, &dataset)?),
+        };
         let backend = BuiltinBackend::new(Arc::new(dataset), settings, h.version.as_deref())?;
-        match Models::from_project(project).map_err(|e| SetupError(e.to_string()))? {
-            Some(models) => Ok(backend.with_models(models)),
-            None => Ok(backend),
-        }
+        let mut backend: BuiltinBackend = match Models::from_project(project).map_err(|e| SetupError(e.to_string()))? {
+            Some(models) => {
+                if shards.is_some()
+                    && let Some(role) =
+                        [Role::Extractor, Role::Answerer, Role::Judge].into_iter().find(|r| models.has(*r))
+                {
+                    return Err(SetupError(format!(
+                        "harness.executor: ray runs the built-in pipeline without model roles; roles.{} is configured",
+                        role.as_str()
+                    )));
+                }
+                backend.with_models(models)
+            }
+            None => backend,
+        };
+        backend.shards = shards;
+        backend.evaluator = with_stage_cache(backend.evaluator, project)?;
+        Ok(backend)
     }
 
     /// Plugs the configured roles into the harness: the extractor, the
@@ -94,6 +114,7 @@ impl BuiltinBackend {
             questions: self.questions,
             version: self.version,
             models: Some(models),
+            shards: self.shards,
         }
     }
 
@@ -114,7 +135,14 @@ impl BuiltinBackend {
         let mut questions: Vec<(String, String)> =
             evaluator.questions().iter().map(|q| (q.id.clone(), q.category.name().to_string())).collect();
         questions.sort();
-        Ok(BuiltinBackend { evaluator, harness_hash, questions, version: version.map(str::to_string), models: None })
+        Ok(BuiltinBackend {
+            evaluator,
+            harness_hash,
+            questions,
+            version: version.map(str::to_string),
+            models: None,
+            shards: None,
+        })
     }
 
     /// Labels the generation errors of a full evaluation with the classifier;
@@ -168,6 +196,66 @@ impl BuiltinBackend {
     }
 }
 
+/// Adds the project's persistent stage cache (`.emend/cache/stages/`, at most
+/// `harness.stage_cache_mb`; none when that is 0). Call after plugging in models.
+pub fn with_stage_cache(evaluator: harness::Evaluator, project: &Project) -> Result<harness::Evaluator, SetupError> {
+    let mb = project.config.harness.stage_cache_mb;
+    if mb == 0 {
+        return Ok(evaluator);
+    }
+    let root = project.cache_dir().join("stages");
+    evaluator
+        .with_disk_cache(&root, mb.saturating_mul(1024 * 1024))
+        .map_err(|e| SetupError(format!("{}: cannot create the stage cache: {e}", root.display())))
+}
+
+/// The built-in pipeline as a sharded command (`emend worker`) on Ray.
+fn ray_shards(project: &Project, dataset: &harness::Dataset) -> Result<crate::command::CommandBackend, SetupError> {
+    let h = &project.config.harness;
+    let judge = match h.judge {
+        JudgeChoice::Evidence => "evidence",
+        JudgeChoice::F1 => "f1",
+        JudgeChoice::Llm => {
+            return Err(SetupError("harness.executor: ray runs the built-in pipeline without the llm judge".into()));
+        }
+    };
+    let emend = match &h.ray.emend {
+        Some(e) => e.clone(),
+        None => std::env::current_exe()
+            .map_err(|e| SetupError(format!("harness.ray.emend: cannot find this executable: {e}")))?
+            .display()
+            .to_string(),
+    };
+    let argv = [
+        &emend,
+        "worker",
+        "--judge",
+        judge,
+        "--f1-threshold",
+        &h.f1_threshold.to_string(),
+        "--budget-ceiling",
+        &h.budget_ceiling.to_string(),
+        "{strategy}",
+        "{tasks}",
+        "{out}",
+    ];
+    let c = crate::config::CommandHarness {
+        argv: argv.iter().map(|a| a.to_string()).collect(),
+        workdir: None,
+        env: Default::default(),
+        timeout_secs: h.ray.timeout_secs,
+        shards: h.ray.shards,
+        concurrency: h.ray.concurrency,
+    };
+    let spec = crate::command::CommandSpec::from_config(&c, &project.dir)
+        .map_err(|e| SetupError(e.0.replace("harness.command.", "harness.ray.")))?;
+    let selection =
+        harness::Selection { include_adversarial: h.include_adversarial, conversations: h.conversations.clone() };
+    let executor = crate::command::executor_of(project, None)?;
+    Ok(crate::command::CommandBackend::new(dataset, &selection, spec, &serde_json::Value::Null, None)?
+        .with_executor(executor))
+}
+
 /// `builtin` or a LoCoMo-format file (relative paths against `base`).
 pub fn load_tasks(tasks: &str, base: &Path) -> Result<harness::Dataset, SetupError> {
     if tasks == "builtin" {
@@ -199,6 +287,13 @@ impl Backend for BuiltinBackend {
     }
 
     fn evaluate(&self, artifact: &Artifact, subset: Option<&[String]>) -> Result<Evaluation, BackendError> {
+        if let Some(shards) = &self.shards {
+            let mut eval = shards.evaluate(artifact, subset)?;
+            if subset.is_none() {
+                self.classify(&mut eval);
+            }
+            return Ok(eval);
+        }
         let strategy = artifact.typed().map_err(|e| BackendError(e.to_string()))?;
         let eval = match subset {
             None => self.evaluator.evaluate(strategy),

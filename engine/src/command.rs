@@ -121,6 +121,96 @@ impl CommandSpec {
     }
 }
 
+/// Where a shard attempt runs.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Executor {
+    /// A process on this machine.
+    #[default]
+    Local,
+    /// A task on a Ray cluster, through the `emend_ray` driver (examples/ray).
+    Ray(RaySpec),
+}
+
+/// How emend reaches a Ray cluster.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RaySpec {
+    /// The cluster address given to the driver.
+    pub address: String,
+    /// The Python that runs the driver.
+    pub python: String,
+    /// The driver script; None: the installed module (`python -m emend_ray`).
+    pub driver: Option<PathBuf>,
+    /// `harness.command.workdir` as configured: the command's directory on the
+    /// worker. None: a fresh temporary directory there.
+    pub workdir: Option<PathBuf>,
+}
+
+/// Time the driver gets beyond the command's own timeout (connecting to the
+/// cluster, scheduling, moving the shard's bytes). The command itself is
+/// killed on the worker after `timeout_secs`.
+pub const RAY_GRACE: Duration = Duration::from_secs(120);
+
+impl RaySpec {
+    /// From `harness.ray` (paths against `base`); the address falls back to `RAY_ADDRESS`.
+    pub fn from_config(
+        c: &crate::config::RayConfig,
+        command_workdir: Option<&Path>,
+        base: &Path,
+        ray_address_env: Option<String>,
+    ) -> Result<RaySpec, SetupError> {
+        let address = c.address.clone().or(ray_address_env).filter(|a| !a.trim().is_empty()).ok_or_else(|| {
+            SetupError(
+                "harness.executor: ray needs a cluster address: set harness.ray.address or the RAY_ADDRESS variable"
+                    .into(),
+            )
+        })?;
+        if c.python.trim().is_empty() {
+            return Err(SetupError("harness.ray.python: must name a program".into()));
+        }
+        let driver = match &c.driver {
+            Some(d) => {
+                let p = if d.is_absolute() { d.clone() } else { base.join(d) };
+                if !p.is_file() {
+                    return Err(SetupError(format!("harness.ray.driver: {}: no such file", p.display())));
+                }
+                Some(std::path::absolute(&p).unwrap_or(p))
+            }
+            None => None,
+        };
+        let workdir = command_workdir.map(|w| if w.is_absolute() { w.to_path_buf() } else { base.join(w) });
+        Ok(RaySpec { address, python: c.python.clone(), driver, workdir })
+    }
+
+    /// The driver's command line for one shard attempt.
+    fn argv(&self, spec: &CommandSpec, strategy: &Path, tasks: &Path, out: &Path) -> Vec<String> {
+        let mut a = vec![self.python.clone()];
+        match &self.driver {
+            Some(d) => a.push(d.display().to_string()),
+            None => a.extend(["-m".to_string(), "emend_ray".to_string()]),
+        }
+        a.push("shard".into());
+        for (flag, p) in [("--strategy", strategy), ("--tasks", tasks), ("--out", out)] {
+            a.push(flag.into());
+            a.push(p.display().to_string());
+        }
+        a.push("--timeout".into());
+        a.push(spec.timeout.as_secs_f64().to_string());
+        if let Some(w) = &self.workdir {
+            a.push("--workdir".into());
+            a.push(w.display().to_string());
+        }
+        for (k, v) in &spec.env {
+            a.push("--env".into());
+            a.push(format!("{k}={v}"));
+        }
+        a.push("--address".into());
+        a.push(self.address.clone());
+        a.push("--".into());
+        a.extend(spec.argv.iter().cloned());
+        a
+    }
+}
+
 /// One question of the task set.
 #[derive(Debug, Clone)]
 struct Task {
@@ -254,6 +344,7 @@ fn render_sample_head(s: &harness::dataset::Sample) -> String {
 /// An external system evaluated through a command.
 pub struct CommandBackend {
     spec: CommandSpec,
+    executor: Executor,
     tasks: TaskSet,
     harness_hash: String,
     dataset_hash: String,
@@ -276,10 +367,19 @@ impl CommandBackend {
             .as_ref()
             .ok_or_else(|| SetupError("harness.command: required when harness.kind is command".into()))?;
         let spec = CommandSpec::from_config(c, &project.dir)?;
+        let executor = executor_of(project, c.workdir.as_deref())?;
         let dataset = load_tasks(&h.tasks, &project.dir).map_err(|e| SetupError(format!("harness.tasks: {e}")))?;
         let selection =
             harness::Selection { include_adversarial: h.include_adversarial, conversations: h.conversations.clone() };
-        CommandBackend::new(&dataset, &selection, spec, schema.raw(), h.version.as_deref())
+        Ok(CommandBackend::new(&dataset, &selection, spec, schema.raw(), h.version.as_deref())?.with_executor(executor))
+    }
+
+    /// Runs shard attempts with `executor` (local processes by default). The
+    /// executor says how shards run, not what they compute: it is not part of
+    /// the harness hash.
+    pub fn with_executor(mut self, executor: Executor) -> Self {
+        self.executor = executor;
+        self
     }
 
     /// `schema` is the strategy schema document of the system, `version` the
@@ -316,7 +416,15 @@ impl CommandBackend {
         let mut questions: Vec<(String, String)> =
             tasks.tasks.iter().map(|t| (t.id.clone(), t.category.to_string())).collect();
         questions.sort();
-        Ok(CommandBackend { spec, tasks, harness_hash, dataset_hash, questions, validator: outcome_validator() })
+        Ok(CommandBackend {
+            spec,
+            executor: Executor::Local,
+            tasks,
+            harness_hash,
+            dataset_hash,
+            questions,
+            validator: outcome_validator(),
+        })
     }
 
     pub fn spec(&self) -> &CommandSpec {
@@ -466,7 +574,10 @@ impl CommandBackend {
         let out = adir.join(OUT_FILE);
         let stderr_path = adir.join("stderr.log");
         let stderr = std::fs::File::create(&stderr_path).map_err(|e| io(&stderr_path, e))?;
-        let argv = self.spec.argv_for(job.strategy, tasks, &out);
+        let (argv, timeout) = match &self.executor {
+            Executor::Local => (self.spec.argv_for(job.strategy, tasks, &out), self.spec.timeout),
+            Executor::Ray(ray) => (ray.argv(&self.spec, job.strategy, tasks, &out), self.spec.timeout + RAY_GRACE),
+        };
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..])
             .current_dir(&self.spec.workdir)
@@ -475,7 +586,7 @@ impl CommandBackend {
             .stdout(Stdio::null())
             .stderr(Stdio::from(stderr));
         let started = Instant::now();
-        let status = match run_with_timeout(&mut cmd, self.spec.timeout, cancel) {
+        let status = match run_with_timeout(&mut cmd, timeout, cancel) {
             Ok(status) => status,
             Err(RunError::Cancelled) => return Err(Attempt::Cancelled),
             Err(RunError::Spawn(e)) => {
@@ -486,7 +597,7 @@ impl CommandBackend {
             }
             Err(RunError::TimedOut) => {
                 return Err(Attempt::Process(ProcessFailure {
-                    cause: format!("timed out after {:?} (killed)", self.spec.timeout),
+                    cause: format!("timed out after {timeout:?} (killed)"),
                     stderr: Some(stderr_tail(&stderr_path)),
                 }));
             }
@@ -535,6 +646,21 @@ impl Backend for CommandBackend {
     fn evaluate(&self, artifact: &Artifact, subset: Option<&[String]>) -> Result<Evaluation, BackendError> {
         let positions = self.positions(subset)?;
         Ok(Evaluation::new(self.run(artifact, &positions)?))
+    }
+}
+
+/// The executor `harness.executor` names; `command_workdir` is
+/// `harness.command.workdir` as configured (None for the built-in pipeline).
+pub fn executor_of(project: &Project, command_workdir: Option<&Path>) -> Result<Executor, SetupError> {
+    let h = &project.config.harness;
+    match h.executor {
+        crate::config::ExecutorChoice::Local => Ok(Executor::Local),
+        crate::config::ExecutorChoice::Ray => Ok(Executor::Ray(RaySpec::from_config(
+            &h.ray,
+            command_workdir,
+            &project.dir,
+            std::env::var("RAY_ADDRESS").ok(),
+        )?)),
     }
 }
 
@@ -1037,6 +1163,36 @@ mod tests {
             assert!(errors.is_empty(), "{}: {errors:?}", o.id);
             serde_json::from_value::<OutcomeRecord>(doc).unwrap();
         }
+    }
+
+    #[test]
+    fn the_ray_executor_needs_an_address_and_wraps_the_command() {
+        let base = std::env::temp_dir();
+        let c = crate::config::RayConfig::default();
+        let e = RaySpec::from_config(&c, None, &base, None).unwrap_err();
+        assert!(e.0.starts_with("harness.executor: ray needs a cluster address"), "{}", e.0);
+        let r = RaySpec::from_config(&c, None, &base, Some("127.0.0.1:6399".into())).unwrap();
+        let spec = CommandSpec {
+            argv: vec!["python3".into(), "a.py".into(), "{strategy}".into(), "{tasks}".into(), "{out}".into()],
+            workdir: base.clone(),
+            env: [("K".to_string(), "v".to_string())].into(),
+            timeout: Duration::from_secs(30),
+            shards: 1,
+            concurrency: 1,
+        };
+        let argv = r.argv(&spec, Path::new("/s.json"), Path::new("/t.json"), Path::new("/o.jsonl"));
+        assert_eq!(
+            argv.join(" "),
+            "python3 -m emend_ray shard --strategy /s.json --tasks /t.json --out /o.jsonl --timeout 30 \
+             --env K=v --address 127.0.0.1:6399 -- python3 a.py {strategy} {tasks} {out}"
+        );
+        let configured = crate::config::RayConfig { address: Some("ray://h:10001".into()), ..c };
+        let r = RaySpec::from_config(&configured, Some(Path::new("/srv")), &base, Some("ignored".into())).unwrap();
+        assert_eq!(r.address, "ray://h:10001");
+        assert_eq!(r.workdir.as_deref(), Some(Path::new("/srv")));
+        let missing = crate::config::RayConfig { driver: Some("no/such/driver.py".into()), ..configured };
+        let e = RaySpec::from_config(&missing, None, &base, None).unwrap_err();
+        assert!(e.0.starts_with("harness.ray.driver: "), "{}", e.0);
     }
 
     #[test]

@@ -91,6 +91,79 @@ pub struct HarnessConfig {
     pub version: Option<String>,
     #[serde(default)]
     pub command: Option<CommandHarness>,
+    /// Where evaluation shards run: local processes, or tasks on a Ray cluster.
+    #[serde(default)]
+    pub executor: ExecutorChoice,
+    /// The Ray cluster and its driver (`executor: ray`).
+    #[serde(default)]
+    pub ray: RayConfig,
+    /// Size bound of the persistent stage cache (`.emend/cache/stages/`), MiB; 0 turns it off.
+    #[serde(default = "default_stage_cache_mb")]
+    pub stage_cache_mb: u64,
+}
+
+fn default_stage_cache_mb() -> u64 {
+    1024
+}
+
+/// Where evaluation shards run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecutorChoice {
+    #[default]
+    Local,
+    Ray,
+}
+
+/// `harness.ray`: how emend reaches a Ray cluster (docs/external-harness.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RayConfig {
+    /// The cluster (`ray://host:10001` or `host:6379`); null: the `RAY_ADDRESS` variable.
+    #[serde(default)]
+    pub address: Option<String>,
+    /// The Python that runs the driver (`emend_ray`, installed from examples/ray).
+    #[serde(default = "default_python")]
+    pub python: String,
+    /// The driver script; null: the installed module (`python -m emend_ray`).
+    #[serde(default)]
+    pub driver: Option<PathBuf>,
+    /// The `emend` program on the workers, for the built-in pipeline; null: this executable's path.
+    #[serde(default)]
+    pub emend: Option<String>,
+    /// The built-in pipeline's shards, how many run at once, and each one's
+    /// timeout (a command harness uses `harness.command`'s).
+    #[serde(default = "default_ray_shards")]
+    pub shards: usize,
+    #[serde(default = "default_ray_shards")]
+    pub concurrency: usize,
+    #[serde(default = "default_ray_timeout")]
+    pub timeout_secs: f64,
+}
+
+impl Default for RayConfig {
+    fn default() -> Self {
+        RayConfig {
+            address: None,
+            python: default_python(),
+            driver: None,
+            emend: None,
+            shards: default_ray_shards(),
+            concurrency: default_ray_shards(),
+            timeout_secs: default_ray_timeout(),
+        }
+    }
+}
+
+fn default_ray_shards() -> usize {
+    2
+}
+fn default_ray_timeout() -> f64 {
+    600.0
+}
+
+fn default_python() -> String {
+    "python3".into()
 }
 
 fn default_kind() -> HarnessKind {

@@ -5,11 +5,14 @@
 //! key, the strategy fields the stage reads): ingest and index per
 //! conversation, retrieval per question, and model answers per (question,
 //! context). So a candidate that changes only retrieval fields re-runs neither
-//! ingest nor index. The cache is invisible in results: every stage is a pure
-//! function of its key's inputs. The evaluator is `Send + Sync`; questions and
+//! ingest nor index. In-memory capacity follows the task set (a few entries
+//! per conversation and per question), least recently used first out. With
+//! [`Evaluator::with_disk_cache`] ingest and index outputs also persist
+//! between processes ([`crate::cache`]). The cache is invisible in results:
+//! every stage is a pure function of its key's inputs. The evaluator is `Send + Sync`; questions and
 //! conversations run in parallel (rayon) and come back in a fixed order.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -19,6 +22,7 @@ use sha2::{Digest, Sha256};
 
 use crate::answer::{AnswerError, AnswerInput, Answerer, Extractive};
 use crate::assemble::{Context, ContextLine, assemble, render};
+use crate::cache::DiskCache;
 use crate::dataset::{Dataset, Question, Sample, Selection, UnknownConversation};
 use crate::index::{self, Index};
 use crate::ingest::{self, ExtractError, Extractor, IngestStats, Memory};
@@ -30,7 +34,7 @@ use crate::text::round6;
 
 /// The version of the locked pipeline. Bump it whenever a change to the
 /// harness can change any outcome: it is part of the harness hash.
-pub const HARNESS_VERSION: &str = "emend-harness/1";
+pub const HARNESS_VERSION: &str = "emend-harness/2";
 
 /// The locked context budget ceiling, in estimated tokens.
 pub const DEFAULT_BUDGET_CEILING: u32 = 2000;
@@ -129,17 +133,20 @@ pub struct CacheStats {
     pub index: StageCounter,
     pub retrieve: StageCounter,
     pub answer: StageCounter,
+    /// The persistent layer (ingest and index together): a hit there also
+    /// counts as a hit of its stage, since the stage did not run.
+    pub disk: StageCounter,
 }
 
 #[derive(Default)]
-struct Counters([AtomicU64; 8]);
+struct Counters([AtomicU64; 10]);
 
 impl Counters {
     fn count(&self, stage: usize, hit: bool) {
         self.0[stage * 2 + usize::from(!hit)].fetch_add(1, Ordering::Relaxed);
     }
     fn add(&self, other: &CacheStats) {
-        for (i, c) in [other.ingest, other.index, other.retrieve, other.answer].iter().enumerate() {
+        for (i, c) in [other.ingest, other.index, other.retrieve, other.answer, other.disk].iter().enumerate() {
             self.0[i * 2].fetch_add(c.hits, Ordering::Relaxed);
             self.0[i * 2 + 1].fetch_add(c.misses, Ordering::Relaxed);
         }
@@ -149,7 +156,7 @@ impl Counters {
             hits: self.0[i * 2].load(Ordering::Relaxed),
             misses: self.0[i * 2 + 1].load(Ordering::Relaxed),
         };
-        CacheStats { ingest: g(0), index: g(1), retrieve: g(2), answer: g(3) }
+        CacheStats { ingest: g(0), index: g(1), retrieve: g(2), answer: g(3), disk: g(4) }
     }
 }
 
@@ -157,6 +164,7 @@ const INGEST: usize = 0;
 const INDEX: usize = 1;
 const RETRIEVE: usize = 2;
 const ANSWER: usize = 3;
+const DISK: usize = 4;
 
 type Key = [u8; 32];
 
@@ -180,11 +188,17 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 type Slot<V> = Arc<Mutex<Option<Arc<V>>>>;
-/// The slots by key, and the keys in insertion order (for eviction).
-type Slots<V> = (HashMap<Key, Slot<V>>, VecDeque<Key>);
 
-/// A bounded map from key to a stage's output; the oldest entries go first.
-/// One slot per key, so concurrent evaluations compute each output once.
+/// The slots by key with their last use, and the keys by last use (for eviction).
+struct Slots<V> {
+    map: HashMap<Key, (Slot<V>, u64)>,
+    by_use: BTreeMap<u64, Key>,
+    tick: u64,
+}
+
+/// A bounded map from key to a stage's output; the least recently used
+/// entries go first. One slot per key, so concurrent evaluations compute each
+/// output once.
 struct StageCache<V> {
     capacity: usize,
     inner: Mutex<Slots<V>>,
@@ -192,28 +206,33 @@ struct StageCache<V> {
 
 impl<V> StageCache<V> {
     fn new(capacity: usize) -> Self {
-        StageCache { capacity, inner: Mutex::new((HashMap::new(), VecDeque::new())) }
+        StageCache { capacity, inner: Mutex::new(Slots { map: HashMap::new(), by_use: BTreeMap::new(), tick: 0 }) }
+    }
+
+    /// The slot for a key, created when missing, marked as just used.
+    fn slot(&self, k: Key) -> Slot<V> {
+        let mut g = lock(&self.inner);
+        let Slots { map, by_use, tick } = &mut *g;
+        *tick += 1;
+        let now = *tick;
+        if let Some((s, used)) = map.get_mut(&k) {
+            by_use.remove(used);
+            *used = now;
+            by_use.insert(now, k);
+            return s.clone();
+        }
+        let s: Slot<V> = Arc::new(Mutex::new(None));
+        map.insert(k, (s.clone(), now));
+        by_use.insert(now, k);
+        while map.len() > self.capacity {
+            let Some((_, old)) = by_use.pop_first() else { break };
+            map.remove(&old);
+        }
+        s
     }
 
     fn get_or_try<E>(&self, k: Key, f: impl FnOnce() -> Result<V, E>) -> Result<(Arc<V>, bool), E> {
-        let slot = {
-            let mut g = lock(&self.inner);
-            let (map, order) = &mut *g;
-            match map.get(&k) {
-                Some(s) => s.clone(),
-                None => {
-                    let s: Slot<V> = Arc::new(Mutex::new(None));
-                    map.insert(k, s.clone());
-                    order.push_back(k);
-                    while order.len() > self.capacity {
-                        if let Some(old) = order.pop_front() {
-                            map.remove(&old);
-                        }
-                    }
-                    s
-                }
-            }
-        };
+        let slot = self.slot(k);
         let mut value = lock(&slot);
         if let Some(v) = &*value {
             return Ok((v.clone(), true));
@@ -225,7 +244,7 @@ impl<V> StageCache<V> {
 
     /// The stored output for a key, if any (without computing it).
     fn get(&self, k: &Key) -> Option<Arc<V>> {
-        let slot = lock(&self.inner).0.get(k).cloned()?;
+        let slot = lock(&self.inner).map.get(k).map(|e| e.0.clone())?;
         lock(&slot).clone()
     }
 
@@ -236,8 +255,8 @@ impl<V> StageCache<V> {
 
     fn clear(&self) {
         let mut g = lock(&self.inner);
-        g.0.clear();
-        g.1.clear();
+        g.map.clear();
+        g.by_use.clear();
     }
 }
 
@@ -278,8 +297,15 @@ pub struct Evaluator {
     index_cache: StageCache<Index>,
     retrieve_cache: StageCache<Retrieval>,
     answer_cache: StageCache<Option<String>>,
+    /// The persistent layer under the ingest and index caches.
+    disk: Option<DiskCache>,
     totals: Counters,
 }
+
+/// In-memory ingest and index entries per conversation of the dataset.
+const CONVERSATION_SLOTS: usize = 4;
+/// In-memory retrieval entries per question of the dataset.
+const QUESTION_SLOTS: usize = 8;
 
 impl std::fmt::Debug for Evaluator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -314,6 +340,8 @@ impl Evaluator {
         }
         let samples = dataset.samples();
         selected.sort_by(|a, b| samples[a.0].id.cmp(&samples[b.0].id).then(a.1.cmp(&b.1)));
+        let conversations = samples.len();
+        let questions = by_id.len();
         Ok(Evaluator {
             dataset,
             settings,
@@ -322,12 +350,14 @@ impl Evaluator {
             extractor: None,
             answerer: Arc::new(Extractive),
             llm_judge: None,
-            // Per conversation: a few dozen strategies' ingest and index outputs.
-            ingest_cache: StageCache::new(64),
-            index_cache: StageCache::new(64),
-            // Per question: about 60 full evaluations of locomo10-dev.
-            retrieve_cache: StageCache::new(50_000),
-            answer_cache: StageCache::new(200_000),
+            // Capacity follows the task set: per conversation, the outputs of
+            // several strategies (the served one, a candidate's, a probe's);
+            // per question, several full evaluations' retrievals and answers.
+            ingest_cache: StageCache::new((CONVERSATION_SLOTS * conversations).max(64)),
+            index_cache: StageCache::new((CONVERSATION_SLOTS * conversations).max(64)),
+            retrieve_cache: StageCache::new((QUESTION_SLOTS * questions).max(50_000)),
+            answer_cache: StageCache::new((4 * QUESTION_SLOTS * questions).max(200_000)),
+            disk: None,
             totals: Counters::default(),
         })
     }
@@ -342,6 +372,16 @@ impl Evaluator {
     pub fn with_answerer(mut self, answerer: Arc<dyn Answerer>) -> Self {
         self.answerer = answerer;
         self
+    }
+
+    /// Adds the persistent stage cache under `root` (for example a project's
+    /// `.emend/cache/stages`), at most `capacity_bytes` on disk: ingest and
+    /// index outputs are read from there before they are computed, and
+    /// written there after. Call it after plugging in models: the cache's
+    /// directory is chosen by [`Evaluator::harness_hash`].
+    pub fn with_disk_cache(mut self, root: &std::path::Path, capacity_bytes: u64) -> std::io::Result<Self> {
+        self.disk = Some(DiskCache::open(root, &self.harness_hash(), capacity_bytes)?);
+        Ok(self)
     }
 
     /// Plugs in the LLM judge (`judge.kind: llm`).
@@ -447,17 +487,53 @@ impl Evaluator {
             &ingest_fields,
             extractor_id.as_bytes(),
         ]);
+        let mut from_disk = false;
         let (memory, hit) = self.ingest_cache.get_or_try(ingest_key, || {
-            ingest::ingest(sample, &s.ingest, self.extractor.as_deref().filter(|_| s.ingest.unit == IngestUnit::Fact))
+            self.through_disk("ingest", &ingest_key, local, &mut from_disk, Memory::decode, Memory::encode, || {
+                ingest::ingest(
+                    sample,
+                    &s.ingest,
+                    self.extractor.as_deref().filter(|_| s.ingest.unit == IngestUnit::Fact),
+                )
+            })
         })?;
-        local.count(INGEST, hit);
+        local.count(INGEST, hit || from_disk);
         let index_key = key(&[b"index", &ingest_key, &json(&s.index_fields())]);
+        let mut from_disk = false;
         let (index, hit) = self
             .index_cache
-            .get_or_try::<std::convert::Infallible>(index_key, || Ok(index::build(&memory, &s.index)))
+            .get_or_try::<std::convert::Infallible>(index_key, || {
+                self.through_disk("index", &index_key, local, &mut from_disk, Index::decode, Index::encode, || {
+                    Ok(index::build(&memory, &s.index))
+                })
+            })
             .unwrap_or_else(|e| match e {});
-        local.count(INDEX, hit);
+        local.count(INDEX, hit || from_disk);
         Ok(Prepared { memory, index, index_key })
+    }
+
+    /// A stage output from the disk cache, or computed and stored there.
+    #[allow(clippy::too_many_arguments)]
+    fn through_disk<V, E>(
+        &self,
+        stage: &str,
+        k: &Key,
+        local: &Counters,
+        from_disk: &mut bool,
+        decode: fn(&[u8]) -> Option<V>,
+        encode: fn(&V) -> Vec<u8>,
+        compute: impl FnOnce() -> Result<V, E>,
+    ) -> Result<V, E> {
+        let Some(disk) = &self.disk else { return compute() };
+        if let Some(v) = disk.get(stage, k).and_then(|b| decode(&b)) {
+            local.count(DISK, true);
+            *from_disk = true;
+            return Ok(v);
+        }
+        local.count(DISK, false);
+        let v = compute()?;
+        disk.put(stage, k, &encode(&v));
+        Ok(v)
     }
 
     fn run(&self, s: &Strategy, qs: &[(usize, usize)]) -> Result<Evaluation, EvalError> {
@@ -497,8 +573,10 @@ impl Evaluator {
             .collect();
 
         // Answers: model answers go through the cache and one batch call.
+        // None at all when the judge does not read them (the evidence judge).
         let mut answers: Vec<Result<Option<String>, String>> = vec![Ok(None); staged.len()];
-        if self.answerer.cacheable() {
+        if !judge.reads_answer() {
+        } else if self.answerer.cacheable() {
             let id = self.answerer.id();
             let mut missing: Vec<(usize, Key)> = Vec::new();
             for (i, st) in staged.iter().enumerate() {
@@ -597,6 +675,9 @@ impl Evaluator {
                 }
             })
             .collect();
+        if let Some(disk) = &self.disk {
+            disk.sweep();
+        }
         let cache = local.snapshot();
         self.totals.add(&cache);
         let mut memory = MemoryStats { conversations: prepared.len(), ..MemoryStats::default() };

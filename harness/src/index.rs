@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 
+use crate::cache::{Dec, Enc};
 use crate::ingest::Memory;
 use crate::strategy::{DenseKind, Index as IndexSpec};
 use crate::text::{FnvBuild, for_each_term, for_each_trigram};
@@ -148,12 +149,73 @@ impl Dense {
     /// Cosine of the query with every item.
     pub fn scores(&self, query: &str) -> Vec<f64> {
         let q = weighted_unit(hashed_counts(query, self.dim), &self.idf);
-        self.rows.chunks_exact(self.dim).map(|r| f64::from(dot(r, &q))).collect()
+        let mut out = vec![0f32; self.rows.len() / self.dim.max(1)];
+        dots(&self.rows, &q, &mut out);
+        out.into_iter().map(f64::from).collect()
+    }
+}
+
+/// `out[i]` = the dot product of row `i` of `rows` (rows of `q.len()`) with `q`.
+///
+/// On x86-64 CPUs with AVX (runtime detection) the eight lanes are one
+/// 256-bit register instead of two SSE ones. The arithmetic is unchanged:
+/// per lane the same multiplies and adds in the same order, no fused
+/// multiply-add (it rounds once instead of twice), the same final sum; so the
+/// results are the portable path's bit for bit (tested), and outcomes do not
+/// depend on the CPU.
+fn dots(rows: &[f32], q: &[f32], out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx") {
+        // SAFETY: the CPU supports AVX (checked just above).
+        unsafe { dots_avx(rows, q, out) };
+        return;
+    }
+    dots_portable(rows, q, out);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn dots_avx(rows: &[f32], q: &[f32], out: &mut [f32]) {
+    use std::arch::x86_64::{_mm256_add_ps, _mm256_loadu_ps, _mm256_mul_ps, _mm256_setzero_ps, _mm256_storeu_ps};
+    let dim = q.len();
+    if dim == 0 {
+        return;
+    }
+    let body = dim / 8 * 8;
+    for (o, r) in out.iter_mut().zip(rows.chunks_exact(dim)) {
+        let mut acc = _mm256_setzero_ps();
+        let mut i = 0;
+        while i < body {
+            // SAFETY: i + 8 <= body <= dim = r.len() = q.len(); unaligned loads.
+            let (x, y) = unsafe { (_mm256_loadu_ps(r.as_ptr().add(i)), _mm256_loadu_ps(q.as_ptr().add(i))) };
+            // Lane k accumulates elements k, k + 8, ...: the portable lanes, in the same order.
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(x, y));
+            i += 8;
+        }
+        let mut lanes = [0f32; 8];
+        // SAFETY: `lanes` holds eight f32.
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
+        let mut s = ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
+        for (x, y) in r[body..].iter().zip(&q[body..]) {
+            s += x * y;
+        }
+        *o = s;
+    }
+}
+
+#[inline(always)]
+fn dots_portable(rows: &[f32], q: &[f32], out: &mut [f32]) {
+    if q.is_empty() {
+        return;
+    }
+    for (o, r) in out.iter_mut().zip(rows.chunks_exact(q.len())) {
+        *o = dot(r, q);
     }
 }
 
 /// Dot product in eight fixed lanes (vectorizes; the summation order is fixed,
 /// so results are identical on every run).
+#[inline(always)]
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut lanes = [0f32; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
@@ -208,14 +270,112 @@ pub struct Index {
     pub dense: Option<Dense>,
 }
 
+impl Index {
+    /// The persistent stage cache's encoding (see [`crate::cache`]). The
+    /// vocabulary and the postings are rebuilt from the terms and the
+    /// per-item term lists, in the order [`Bm25::build`] made them.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let b = &self.bm25;
+        let mut e = Enc::default();
+        e.f64(b.k1);
+        e.f64(b.b);
+        e.f64(b.avgdl);
+        e.u64(b.terms.len() as u64);
+        for t in &b.terms {
+            e.str(t);
+        }
+        e.f64s(&b.idf);
+        e.u32s(&b.doc_len);
+        e.u64(b.doc_terms.len() as u64);
+        for d in &b.doc_terms {
+            e.pairs(d);
+        }
+        match &self.dense {
+            Some(d) => {
+                e.u64(d.dim as u64 + 1);
+                e.f32s(&d.idf);
+                // Rows are sparse (a text has few of the buckets): (bucket, bits)
+                // of the entries whose bits are not +0.0, so -0.0 survives too.
+                e.u64((d.rows.len() / d.dim.max(1)) as u64);
+                let mut nz: Vec<(u32, u32)> = Vec::new();
+                for row in d.rows.chunks_exact(d.dim.max(1)) {
+                    nz.clear();
+                    nz.extend(
+                        row.iter().enumerate().filter(|(_, x)| x.to_bits() != 0).map(|(i, x)| (i as u32, x.to_bits())),
+                    );
+                    e.pairs(&nz);
+                }
+            }
+            None => e.u64(0),
+        }
+        e.0
+    }
+
+    pub(crate) fn decode(bytes: &[u8]) -> Option<Index> {
+        let mut d = Dec(bytes);
+        let (k1, b, avgdl) = (d.f64()?, d.f64()?, d.f64()?);
+        let nt = usize::try_from(d.u64()?).ok()?.min(bytes.len());
+        let mut terms = Vec::with_capacity(nt);
+        for _ in 0..nt {
+            terms.push(d.str()?);
+        }
+        let idf = d.f64s()?;
+        let doc_len = d.u32s()?;
+        let nd = usize::try_from(d.u64()?).ok()?.min(bytes.len());
+        let mut doc_terms = Vec::with_capacity(nd);
+        for _ in 0..nd {
+            doc_terms.push(d.pairs()?);
+        }
+        let dense = match usize::try_from(d.u64()?).ok()? {
+            0 => None,
+            dim1 => {
+                let dim = dim1 - 1;
+                let idf = d.f32s()?;
+                let n = usize::try_from(d.u64()?).ok()?;
+                let mut rows = vec![0f32; n.checked_mul(dim)?.min(bytes.len().saturating_mul(dim))];
+                if rows.len() != n * dim {
+                    return None;
+                }
+                for r in 0..n {
+                    for (i, bits) in d.pairs()? {
+                        let i = i as usize;
+                        if i >= dim {
+                            return None;
+                        }
+                        rows[r * dim + i] = f32::from_bits(bits);
+                    }
+                }
+                Some(Dense { dim, idf, rows })
+            }
+        };
+        if !d.done() || idf.len() != terms.len() || doc_len.len() != doc_terms.len() {
+            return None;
+        }
+        let vocab: HashMap<String, u32, FnvBuild> =
+            terms.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
+        let mut postings: Vec<Vec<(u32, u32)>> = vec![Vec::new(); terms.len()];
+        for (doc, dt) in doc_terms.iter().enumerate() {
+            for &(t, c) in dt {
+                postings.get_mut(t as usize)?.push((doc as u32, c));
+            }
+        }
+        let bm25 = Bm25 { k1, b, avgdl, vocab, postings, idf, doc_len, doc_terms, terms };
+        Some(Index { bm25, dense })
+    }
+}
+
 /// Runs the index stage.
 pub fn build(memory: &Memory, spec: &IndexSpec) -> Index {
     let texts: Vec<&str> = memory.items.iter().map(|i| i.text.as_str()).collect();
-    let bm25 = Bm25::build(&texts, spec.bm25_k1, spec.bm25_b);
-    let dense = match spec.dense_kind {
-        DenseKind::Trigram => Some(Dense::build(&texts, spec.dense_dim.max(1) as usize)),
-        DenseKind::None => None,
-    };
+    // The two channels are independent: built side by side, so that a
+    // conversation's index keeps both cores busy when conversations are few.
+    let (bm25, dense) = rayon::join(
+        || Bm25::build(&texts, spec.bm25_k1, spec.bm25_b),
+        || match spec.dense_kind {
+            DenseKind::Trigram => Some(Dense::build(&texts, spec.dense_dim.max(1) as usize)),
+            DenseKind::None => None,
+        },
+    );
     Index { bm25, dense }
 }
 
@@ -234,6 +394,31 @@ mod tests {
         assert!(s[1] > 0.0 && s[2] > 0.0);
         let binary = Bm25::build(&docs, 0.0, 0.75).scores(&q);
         assert!((binary[1] - binary[2]).abs() < 1e-12, "k1 = 0 ignores term frequency");
+    }
+
+    #[test]
+    fn the_simd_dot_products_are_the_portable_ones_bit_for_bit() {
+        // Dimensions with and without a remainder past the eight lanes.
+        for dim in [1usize, 7, 8, 100, 256, 333] {
+            let mut x = 0x9e3779b97f4a7c15u64 ^ dim as u64;
+            let mut next = || {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+            };
+            let rows: Vec<f32> = (0..dim * 37).map(|_| next()).collect();
+            let q: Vec<f32> = (0..dim).map(|_| next()).collect();
+            let mut fast = vec![0f32; 37];
+            let mut slow = vec![0f32; 37];
+            dots(&rows, &q, &mut fast);
+            dots_portable(&rows, &q, &mut slow);
+            assert_eq!(
+                fast.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                slow.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                "dim {dim}"
+            );
+        }
     }
 
     #[test]

@@ -10,6 +10,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::cache::{Dec, Enc};
 use crate::dataset::{Sample, Turn};
 use crate::strategy::{Ingest, IngestUnit};
 use crate::text::{FnvBuild, estimate_tokens, for_each_trigram};
@@ -60,6 +61,58 @@ impl Memory {
     /// True when some kept item holds the turn (its text is still known).
     pub fn holds(&self, ordinal: u32) -> bool {
         self.holders.get(ordinal as usize).is_some_and(|h| !h.is_empty())
+    }
+
+    /// The persistent stage cache's encoding (see [`crate::cache`]).
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut e = Enc::default();
+        e.str(&self.conversation);
+        e.u64(self.items.len() as u64);
+        for it in &self.items {
+            e.str(&it.id);
+            e.u32(it.number);
+            e.u64(it.session as u64);
+            e.u32s(&it.turns);
+            e.str(&it.text);
+            e.u32(it.tokens);
+            e.opt_f64(it.day);
+        }
+        e.u64(self.holders.len() as u64);
+        for h in &self.holders {
+            e.u32s(h);
+        }
+        e.opt_f64(self.last_day);
+        let s = self.stats;
+        for x in [s.candidates, s.too_short, s.duplicates, s.over_cap] {
+            e.u32(x);
+        }
+        e.0
+    }
+
+    pub(crate) fn decode(bytes: &[u8]) -> Option<Memory> {
+        let mut d = Dec(bytes);
+        let conversation = d.str()?;
+        let n = usize::try_from(d.u64()?).ok()?.min(bytes.len());
+        let mut items = Vec::with_capacity(n);
+        for _ in 0..n {
+            items.push(MemoryItem {
+                id: d.str()?,
+                number: d.u32()?,
+                session: usize::try_from(d.u64()?).ok()?,
+                turns: d.u32s()?,
+                text: d.str()?,
+                tokens: d.u32()?,
+                day: d.opt_f64()?,
+            });
+        }
+        let h = usize::try_from(d.u64()?).ok()?.min(bytes.len());
+        let mut holders = Vec::with_capacity(h);
+        for _ in 0..h {
+            holders.push(d.u32s()?);
+        }
+        let last_day = d.opt_f64()?;
+        let stats = IngestStats { candidates: d.u32()?, too_short: d.u32()?, duplicates: d.u32()?, over_cap: d.u32()? };
+        d.done().then_some(Memory { conversation, items, holders, last_day, stats })
     }
 }
 
@@ -245,11 +298,27 @@ pub fn ingest(sample: &Sample, spec: &Ingest, extractor: Option<&dyn Extractor>)
 /// of character-trigram count vectors (see [`for_each_trigram`]), computed
 /// through an inverted index. Only identical (lowercased) texts reach 1.0, so
 /// threshold 1.0 drops exact duplicates only.
+///
+/// Linear in practice: a query does not walk the long posting lists of the
+/// trigrams nearly every item has. Those (more than [`LONG_POSTINGS`] items),
+/// from the most common down, form the query's "common" part while its
+/// squared norm stays below threshold² x the query's (with a margin). An item
+/// sharing only common trigrams has cosine <= |common| / |query| < threshold
+/// (Cauchy-Schwarz), so only items reached through the other trigrams are
+/// candidates; a candidate whose exact rest plus |common| x |item| cannot
+/// reach the threshold is dropped, the others get the common part from their
+/// stored counts and the same arithmetic as before. The decisions are those
+/// of the exhaustive comparison (tested).
+/// Trigrams found in more kept items than this may go to a query's common part.
+const LONG_POSTINGS: usize = 64;
+
 struct Deduper {
     threshold: f64,
     ids: HashMap<u64, u32, FnvBuild>,
     /// Per trigram id: (kept item, count).
     postings: Vec<Vec<(u32, u32)>>,
+    /// Per kept item: its trigram counts, ascending by id.
+    profiles: Vec<Vec<(u32, u32)>>,
     norms: Vec<f64>,
     exact: HashSet<String>,
     acc: Vec<u64>,
@@ -268,6 +337,7 @@ impl Deduper {
             threshold,
             ids: HashMap::default(),
             postings: Vec::new(),
+            profiles: Vec::new(),
             norms: Vec::new(),
             exact: HashSet::new(),
             acc: Vec::new(),
@@ -325,12 +395,72 @@ impl Deduper {
     }
 
     fn is_duplicate(&mut self, text: &str, p: &Profile) -> bool {
-        self.max_similarity(text, p) >= self.threshold
+        let t = self.threshold;
+        if self.exact.contains(text) || t <= 0.0 || p.norm == 0.0 {
+            return self.max_similarity(text, p) >= t;
+        }
+        let posting_len = |id: u32| self.postings.get(id as usize).map_or(0, Vec::len);
+        // The trigrams with long posting lists, most common first, go to the
+        // common part while its squared norm stays below threshold² x the query's.
+        let mut long: Vec<(usize, u32, u32)> =
+            p.counts.iter().map(|&(id, c)| (posting_len(id), id, c)).filter(|f| f.0 > LONG_POSTINGS).collect();
+        long.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let total: u64 = p.counts.iter().map(|&(_, c)| u64::from(c) * u64::from(c)).sum();
+        let bound = t * t * total as f64 * (1.0 - 1e-9);
+        let mut common_sq = 0u64;
+        let mut common: Vec<(u32, u32)> = Vec::new();
+        for &(_, id, c) in &long {
+            let sq = u64::from(c) * u64::from(c);
+            if ((common_sq + sq) as f64) >= bound {
+                break;
+            }
+            common_sq += sq;
+            common.push((id, c));
+        }
+        common.sort_unstable();
+        self.acc.resize(self.norms.len(), 0);
+        for &(id, c) in &p.counts {
+            if common.binary_search_by_key(&id, |x| x.0).is_ok() {
+                continue;
+            }
+            if let Some(list) = self.postings.get(id as usize) {
+                for &(k, c2) in list {
+                    if self.acc[k as usize] == 0 {
+                        self.touched.push(k);
+                    }
+                    self.acc[k as usize] += u64::from(c) * u64::from(c2);
+                }
+            }
+        }
+        // An item's dot product is its exact rare part plus at most
+        // |common| x |item|: items that cannot reach the threshold even so
+        // are not looked at again.
+        let common_norm = (common_sq as f64).sqrt();
+        let mut duplicate = false;
+        for k in self.touched.drain(..) {
+            let mut dot = self.acc[k as usize];
+            self.acc[k as usize] = 0;
+            let norm_k = self.norms[k as usize];
+            if duplicate || (dot as f64 + common_norm * norm_k) < t * p.norm * norm_k * (1.0 - 1e-9) {
+                continue;
+            }
+            let profile = &self.profiles[k as usize];
+            for &(id, c) in &common {
+                if let Ok(i) = profile.binary_search_by_key(&id, |x| x.0) {
+                    dot += u64::from(c) * u64::from(profile[i].1);
+                }
+            }
+            // The exhaustive comparison's arithmetic, exactly.
+            let cos = dot as f64 / (p.norm * norm_k);
+            duplicate = cos.min(1.0 - 1e-9) >= t;
+        }
+        duplicate
     }
 
     fn keep(&mut self, text: String, p: &Profile) {
         let k = self.norms.len() as u32;
         self.norms.push(p.norm);
+        self.profiles.push(p.counts.clone());
         for &(t, c) in &p.counts {
             if self.postings.len() <= t as usize {
                 self.postings.resize(t as usize + 1, Vec::new());
@@ -404,6 +534,36 @@ mod tests {
         assert!(s > 0.6 && s < 0.95, "{s}");
         let e = d.profile("");
         assert_eq!(d.max_similarity("", &e), 0.0);
+    }
+
+    #[test]
+    fn the_pruned_check_decides_like_the_exhaustive_one() {
+        // Texts sharing many trigrams (a small vocabulary), at several thresholds.
+        let words = ["i", "adopted", "a", "beagle", "named", "biscuit", "pepper", "we", "went", "to", "lisbon", "the"];
+        let mut x = 12345u64;
+        let mut next = |n: usize| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 33) as usize % n
+        };
+        let texts: Vec<String> = (0..400)
+            .map(|_| (0..3 + next(8)).map(|_| words[next(words.len())]).collect::<Vec<_>>().join(" "))
+            .collect();
+        for t in [0.3, 0.6, 0.8, 0.9, 0.97, 1.0] {
+            let mut d = Deduper::new(t);
+            let (mut dups, mut kept) = (0, 0);
+            for text in &texts {
+                let p = d.profile(text);
+                let exhaustive = d.max_similarity(text, &p) >= t;
+                assert_eq!(d.is_duplicate(text, &p), exhaustive, "threshold {t}: {text:?}");
+                if exhaustive {
+                    dups += 1;
+                } else {
+                    kept += 1;
+                    d.keep(text.clone(), &p);
+                }
+            }
+            assert!(dups > 0 && kept > 0, "threshold {t}: {dups} duplicates, {kept} kept");
+        }
     }
 
     #[test]

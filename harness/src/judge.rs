@@ -39,6 +39,12 @@ pub struct JudgeError {
 pub trait Judge: Send + Sync {
     /// Identity, part of the harness hash.
     fn id(&self) -> String;
+    /// False for a judge that never looks at the answer: the evaluator then
+    /// computes none (no answerer runs, no model is called) and outcomes
+    /// carry `answer: null`.
+    fn reads_answer(&self) -> bool {
+        true
+    }
     fn judge(&self, case: &JudgeCase<'_>) -> Result<Verdict, JudgeError>;
     /// Judges many cases (once per evaluation); results in input order. A
     /// model overrides it to run the calls concurrently.
@@ -54,6 +60,16 @@ pub struct EvidenceJudge;
 impl Judge for EvidenceJudge {
     fn id(&self) -> String {
         "evidence/1".into()
+    }
+
+    fn reads_answer(&self) -> bool {
+        false
+    }
+
+    /// Cases are independent and pure: judged on every core, in input order.
+    fn judge_batch(&self, cases: &[JudgeCase<'_>]) -> Vec<Result<Verdict, JudgeError>> {
+        use rayon::prelude::*;
+        cases.par_iter().map(|c| self.judge(c)).collect()
     }
 
     fn judge(&self, case: &JudgeCase<'_>) -> Result<Verdict, JudgeError> {
@@ -72,6 +88,12 @@ pub struct F1Judge {
 impl Judge for F1Judge {
     fn id(&self) -> String {
         format!("f1/1@{}", self.threshold)
+    }
+
+    /// Cases are independent and pure: judged on every core, in input order.
+    fn judge_batch(&self, cases: &[JudgeCase<'_>]) -> Vec<Result<Verdict, JudgeError>> {
+        use rayon::prelude::*;
+        cases.par_iter().map(|c| self.judge(c)).collect()
     }
 
     fn judge(&self, case: &JudgeCase<'_>) -> Result<Verdict, JudgeError> {

@@ -13,6 +13,7 @@
 
 pub mod answer;
 pub mod assemble;
+pub mod cache;
 pub mod dataset;
 pub mod evaluator;
 pub mod index;

@@ -92,6 +92,8 @@ fn every_evolvable_field_changes_some_trace() {
                 let s = with(&s, "retrieve.top_k", json!(10));
                 with(&s, "assemble.token_budget", json!(1000))
             }
+            // Answers are computed only for a judge that reads them.
+            "answer.format" => with(&default, "judge.kind", json!("f1")),
             _ => default.clone(),
         };
         let reference = jsonl(&ev.evaluate(&base).unwrap().outcomes);

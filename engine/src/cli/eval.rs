@@ -92,9 +92,12 @@ fn resolve(args: &EvalArgs) -> Result<Resolved, Failure> {
     Ok(Resolved { strategy, strategy_hash: artifact.hash, dataset, settings })
 }
 
-/// The model roles of the project, if there is one: `--project DIR`, or
-/// the nearest `emend.yaml` from here up.
-fn models(project_dir: Option<&Path>) -> Result<Option<Arc<Models>>, Failure> {
+/// A project and its model roles.
+type WithModels = (Project, Option<Arc<Models>>);
+
+/// The project, if there is one: `--project DIR`, or the nearest
+/// `emend.yaml` from here up; and its model roles.
+fn project(project_dir: Option<&Path>) -> Result<Option<WithModels>, Failure> {
     let found = match project_dir {
         Some(d) => Some(d.to_path_buf()),
         None => std::env::current_dir().ok().and_then(|cwd| {
@@ -104,18 +107,25 @@ fn models(project_dir: Option<&Path>) -> Result<Option<Arc<Models>>, Failure> {
     let Some(dir) = found else { return Ok(None) };
     // A project that is there but invalid is an error, not "no project".
     let project = Project::open(&dir).map_err(Failure::bad_input)?;
-    Models::from_project(&project).map_err(|e| Failure::bad_input(anyhow!("{}: {e}", project.config_path().display())))
+    let models = Models::from_project(&project)
+        .map_err(|e| Failure::bad_input(anyhow!("{}: {e}", project.config_path().display())))?;
+    Ok(Some((project, models)))
 }
 
 pub fn run(args: &EvalArgs, project_dir: Option<&Path>) -> CmdResult {
     let start = Instant::now();
     let r = resolve(args)?;
-    let models = models(project_dir)?;
+    let project = project(project_dir)?;
+    let models = project.as_ref().and_then(|p| p.1.clone());
     let dataset_hash = r.dataset.hash().to_string();
     let tasks_name = r.dataset.name().to_string();
     let mut evaluator = Evaluator::new(Arc::new(r.dataset), r.settings).map_err(Failure::bad_input)?;
     if let Some(m) = &models {
         evaluator = engine::llm::pipeline::plug(evaluator, m);
+    }
+    // Inside a project, ingest and index outputs persist in its stage cache.
+    if let Some((p, _)) = &project {
+        evaluator = engine::backend::with_stage_cache(evaluator, p).map_err(Failure::failed)?;
     }
     let live = term::Live::start(
         &format!("evaluating {} on {tasks_name} ({} questions)", args.strategy.display(), evaluator.questions().len()),

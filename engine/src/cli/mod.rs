@@ -9,6 +9,7 @@ mod report;
 mod review;
 mod term;
 mod validate;
+mod worker;
 
 use std::process::ExitCode;
 
@@ -81,6 +82,8 @@ enum Command {
     Eval(eval::EvalArgs),
     /// Check strategy files: YAML syntax, the schema, unknown fields, invariants and prompt markers.
     Validate(validate::ValidateArgs),
+    /// Evaluate one task shard with the built-in pipeline (a shard command: local or on Ray).
+    Worker(worker::WorkerArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -111,6 +114,7 @@ pub fn main() -> ExitCode {
         Command::Compare(args) => compare::run(&args),
         Command::Eval(args) => eval::run(&args, project),
         Command::Validate(args) => validate::run(&args),
+        Command::Worker(args) => worker::run(&args),
     };
     match result {
         Ok(code) => ExitCode::from(code),
