@@ -28,7 +28,7 @@ use jsonschema::error::{TypeKind, ValidationErrorKind};
 use serde_json::{Value, json};
 
 use crate::artifact::{self, Artifact};
-use crate::backend::{Backend, BackendError, SetupError, load_tasks};
+use crate::backend::{Backend, BackendError, SetupError};
 use crate::config::{CommandHarness, Project};
 use crate::outcome::{Evaluation, OutcomeRecord};
 use crate::schema::StrategySchema;
@@ -276,7 +276,8 @@ impl CommandBackend {
             .as_ref()
             .ok_or_else(|| SetupError("harness.command: required when harness.kind is command".into()))?;
         let spec = CommandSpec::from_config(c, &project.dir)?;
-        let dataset = load_tasks(&h.tasks, &project.dir).map_err(|e| SetupError(format!("harness.tasks: {e}")))?;
+        let dataset = crate::backend::load_tasks_limited(&h.tasks, &project.dir, h.max_dataset_bytes())
+            .map_err(|e| SetupError(format!("harness.tasks: {e}")))?;
         let selection =
             harness::Selection { include_adversarial: h.include_adversarial, conversations: h.conversations.clone() };
         CommandBackend::new(&dataset, &selection, spec, schema.raw(), h.version.as_deref())
