@@ -51,6 +51,7 @@ fn a_10hz_status_poller_during_50_evolve_runs_fails_no_run_and_no_read() {
     let dir = tmp.path().join("p");
     init(&dir);
     let stop = Arc::new(AtomicBool::new(false));
+    // A monitoring loop: `emend status` every 100 ms.
     let poller = {
         let stop = stop.clone();
         let dir = dir.clone();
@@ -90,7 +91,7 @@ fn a_10hz_status_poller_during_50_evolve_runs_fails_no_run_and_no_read() {
     let (code, out, _) = emend(&dir, &["status", "--json"]);
     assert_eq!(code, 0);
     let status: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(status["last_round"], 50, "{status}");
+    assert_eq!(status["rounds"], 50, "{status}");
 }
 
 #[test]
@@ -404,7 +405,7 @@ fn refused_quickly(dir: &Path, args: &[&str], needle: &str) -> Duration {
     let (code, out, err) = emend(dir, args);
     let took = start.elapsed();
     assert_eq!(code, 2, "{args:?}: {out}{err}");
-    assert!(err.contains(needle), "{args:?}: {err}");
+    assert!(err.contains(needle) || out.contains(needle), "{args:?}: {out}{err}");
     // Generous: the quadratic parse took 28 s on 200 KB; the check is linear.
     assert!(took < Duration::from_secs(5), "{args:?} took {took:?}");
     eprintln!("{args:?}: exit 2 in {:.0} ms", took.as_secs_f64() * 1e3);
@@ -629,8 +630,6 @@ fn an_errored_candidate_is_tried_again_in_a_later_round() {
     let tmp = tempfile::tempdir().unwrap();
     let flag = tmp.path().join("flaky");
     std::fs::write(&flag, "").unwrap();
-    let default = std::fs::read_to_string(workspace().join("examples/python-bm25/default.yaml")).unwrap();
-    let _ = default;
     let adapter = workspace().join("examples/python-bm25/adapter.py");
     // The reference adapter, except that while the flag file exists any strategy but the
     // first one it saw (the served v1) crashes: a flaky endpoint, then a healthy one.

@@ -90,22 +90,26 @@ pub fn init(args: &InitArgs) -> CmdResult {
     let parsed = config::parse_config(&rendered)
         .map_err(|m| Failure::failed(anyhow::anyhow!("generated emend.yaml is invalid: {m}")))?;
     let project = Project { dir: dir.clone(), config: parsed };
-    let backend = init_backend(&project, &schema, args)?;
     // From here on a failure removes what this command created.
     let created = Created::new(dir);
     std::fs::create_dir_all(dir).map_err(|e| Failure::failed(anyhow::anyhow!("{}: {e}", dir.display())))?;
-    let written = (|| -> Result<(), Failure> {
+    let written = (|| -> Result<Box<dyn engine::backend::Backend>, Failure> {
+        // The task set and harness are checked before anything is written into the directory.
+        let backend = init_backend(&project, &schema, args)?;
         artifact::write_atomic(&project.config_path(), rendered.as_bytes()).map_err(Failure::failed)?;
         let mut log = common::writer(&project)?;
         evolve::initialize(&mut log, &start, &format!("initialized from {origin}")).map_err(common::evolve_failure)?;
         evolve::write_served(&project, 1, None, &start.hash, &evolve::strip_metadata(&start.value))
             .map_err(common::evolve_failure)?;
-        Ok(())
+        Ok(backend)
     })();
-    if let Err(failure) = written {
-        created.undo(&project);
-        return Err(failure);
-    }
+    let backend = match written {
+        Ok(backend) => backend,
+        Err(failure) => {
+            created.undo(&project);
+            return Err(failure);
+        }
+    };
     let n = backend.questions().len();
     if args.json {
         common::print_json(&json!({
