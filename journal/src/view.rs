@@ -79,8 +79,7 @@ pub(crate) fn frames(bytes: &[u8]) -> std::result::Result<Frames<'_>, String> {
     }
     let mut at = HEADER.len();
     let mut bodies = Vec::new();
-    loop {
-        let Some(len_bytes) = bytes.get(at..at + 8) else { break };
+    while let Some(len_bytes) = bytes.get(at..at + 8) {
         let len = u64::from_be_bytes(len_bytes.try_into().expect("8 bytes")) as usize;
         let body_end = match (at + 8).checked_add(len) {
             Some(end) if end.checked_add(CHECK_LEN).is_some_and(|e| e <= bytes.len()) => end,

@@ -105,9 +105,8 @@ fn a_missing_view_is_written_by_the_next_writer_and_read_from_an_idle_store_mean
 #[test]
 fn the_view_reads_from_a_read_only_directory() {
     let (_tmp, dir) = ten_events();
-    let mut perms = std::fs::metadata(&dir).unwrap().permissions();
-    perms.set_readonly(true);
-    std::fs::set_permissions(&dir, perms.clone()).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o555)).unwrap();
     // Root ignores permission bits; the reader never writes in any case, which is what
     // this checks: no file in the directory changes.
     let before: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
@@ -115,8 +114,7 @@ fn the_view_reads_from_a_read_only_directory() {
     assert_eq!(view.head().seq, 10);
     let after: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(before, after);
-    perms.set_readonly(false);
-    std::fs::set_permissions(&dir, perms).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
 // ---- the writer refuses a damaged journal ---------------------------------------------------
