@@ -3,7 +3,7 @@
 
 mod llm_support;
 
-use llm_support::{KEY, Reply, Server, assert_no_key, emend, project, role_yaml};
+use llm_support::{KEY, Reply, Server, all_roles, assert_no_key, emend, project};
 
 #[test]
 fn a_malformed_reply_echoing_the_key_is_never_logged_verbatim() {
@@ -12,9 +12,10 @@ fn a_malformed_reply_echoing_the_key_is_never_logged_verbatim() {
     // Every reply: HTTP 200 with a body that is not a chat completion, echoing the key.
     let body = format!("{{\"echo\": \"Authorization: Bearer {KEY}\", \"padding\": \"MARKER-{}\"", "z".repeat(2000));
     let server = Server::start(move |_| Reply::Raw(body.clone()));
-    project(&dir, "llm", &role_yaml("judge", &server.url, "judge-model", ", retries: 1"));
+    project(&dir, "llm", &all_roles(&server.url));
     let (code, out, err) = emend(&dir, &["evolve", "--rounds", "1", "--quiet"]);
-    assert!(server.requests() > 0, "the judge was never called: {code} {out}{err}");
+    assert!(server.requests() > 0, "no model was called: {code} {out}{err}");
+    assert_ne!(code, 0, "every reply is malformed, so the served evaluation fails: {out}{err}");
     assert_no_key("stderr", &err);
     assert_no_key("stdout", &out);
     assert!(!err.contains("MARKER-"), "a reply body reached stderr: {}", &err[..err.len().min(2000)]);

@@ -434,14 +434,19 @@ fn hostile_yaml_is_refused_with_exit_2_before_parsing() {
         let file = tmp.path().join("hostile.yaml");
         std::fs::write(&file, &text).unwrap();
         refused_quickly(tmp.path(), &["validate", file.to_str().unwrap()], "deeper than");
-        // As emend.yaml: every command reads it first.
+        // As emend.yaml: every command reads it first. 1 MB is over its size limit; 200 KB
+        // of the same nesting is under it and refused for its depth.
         std::fs::write(dir.join("emend.yaml"), &text).unwrap();
+        refused_quickly(&dir, &["status"], "larger than");
+        std::fs::write(dir.join("emend.yaml"), &text[..200 * 1024]).unwrap();
         refused_quickly(&dir, &["status"], "deeper than");
         refused_quickly(&dir, &["evolve", "--rounds", "1"], "deeper than");
         std::fs::write(dir.join("emend.yaml"), &config_text).unwrap();
-        // As the served file.
+        // As the served file: not a version emend wrote, so it is refused as edited by hand
+        // (and never adopted), again without the slow parse.
         std::fs::write(&served, &text).unwrap();
-        refused_quickly(&dir, &["evolve", "--rounds", "1", "--quiet"], "deeper than");
+        refused_quickly(&dir, &["evolve", "--rounds", "1", "--quiet"], "served.yaml");
+        refused_quickly(&dir, &["validate", "strategies/served.yaml"], "deeper than");
         std::fs::write(&served, &served_text).unwrap();
     }
     // emend.yaml size: a 50 MB file (mostly a comment) is refused without reading it whole.
@@ -652,10 +657,11 @@ runpy.run_path(ADAPTER, run_name="__main__")
     let (code, out, err) = emend(&dir, &["evolve", "--rounds", "1", "--candidates", "2", "--quiet"]);
     assert_eq!(code, 0, "{out}{err}");
     let first = round_candidates(&dir);
+    // Nothing is accepted, so a change names the same strategy (same parent) in both rounds.
     let errored: Vec<String> = first
         .iter()
         .filter(|c| c["outcome"] == "errored")
-        .filter_map(|c| c["hash"].as_str().map(String::from))
+        .filter_map(|c| c["change"].as_str().map(String::from))
         .collect();
     assert!(!errored.is_empty(), "{first:?}");
 
@@ -665,7 +671,7 @@ runpy.run_path(ADAPTER, run_name="__main__")
     let all = round_candidates(&dir);
     let retried: Vec<&Value> = all[first.len()..]
         .iter()
-        .filter(|c| c["hash"].as_str().is_some_and(|h| errored.iter().any(|e| e == h)))
+        .filter(|c| c["change"].as_str().is_some_and(|h| errored.iter().any(|e| e == h)))
         .collect();
     assert!(!retried.is_empty(), "no errored candidate came back: {all:?}");
     for c in retried {

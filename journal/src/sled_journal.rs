@@ -466,7 +466,22 @@ fn open_error(e: sled::Error, dir: &Path) -> ErrorKind {
     if is_sled_lock_error(&e) {
         return ErrorKind::locked_by(None, dir.join(SLED_DIR));
     }
-    ErrorKind::Storage(e)
+    if !matches!(e, sled::Error::Corruption { .. }) {
+        return ErrorKind::Storage(e);
+    }
+    // Raw storage damage: sled knows no sequence numbers, the read view does.
+    let known = std::fs::read(dir.join(view::VIEW_FILE))
+        .ok()
+        .and_then(|bytes| view::frames(&bytes).ok().and_then(|f| view::last_record(&f).ok().flatten()).map(|r| r.seq));
+    let nearest = match known {
+        Some(seq) => {
+            format!("the read view holds events up to seq {seq}, so the damage is at or after seq {}", seq + 1)
+        }
+        None => "no read view names the events it held".to_owned(),
+    };
+    ErrorKind::corrupt(format!(
+        "the store cannot be opened ({e}); {nearest}; nothing was written: run `emend journal verify`"
+    ))
 }
 
 impl Store {
