@@ -474,7 +474,7 @@ const QA: &str = r#"[{"question": "What is the cat's name?", "answer": "Miso", "
 fn hostile_datasets_are_refused_by_init_naming_the_input_and_leaving_nothing_behind() {
     let tmp = tempfile::tempdir().unwrap();
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
-        ("no questions", dataset("1:56 pm on 8 May, 2023", "[]").into_bytes(), "qa is empty"),
+        ("no questions", dataset("1:56 pm on 8 May, 2023", "[]").into_bytes(), "no questions"),
         ("bad date", dataset("the day after yesterday", QA).into_bytes(), "session_1_date_time"),
         (
             "invalid UTF-8",
