@@ -181,6 +181,49 @@ fn read_commands_work_on_a_read_only_project() {
         assert_eq!(code, 0, "{args:?}: {out}{err}");
     }
     assert_eq!(listing(&dir), before);
+
+    // A truly read-only file system: the project bind-mounted read-only (needs root).
+    let ro = tmp.path().join("ro");
+    std::fs::create_dir_all(&ro).unwrap();
+    let mounted = Command::new("mount")
+        .arg("--bind")
+        .arg(&dir)
+        .arg(&ro)
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("SKIPPED the read-only mount part: cannot bind-mount here");
+        return;
+    }
+    let remounted = Command::new("mount")
+        .args(["-o", "remount,ro,bind"])
+        .arg(&ro)
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if remounted {
+        assert!(std::fs::write(ro.join("probe"), b"x").is_err(), "the mount is not read-only");
+        for args in [
+            &["status"][..],
+            &["log"],
+            &["show", "served"],
+            &["diff", "v1", "served"],
+            &["hypotheses"],
+            &["journal", "export"],
+            &["journal", "head"],
+            &["journal", "verify"],
+        ] {
+            let (code, out, err) = emend(&ro, args);
+            assert_eq!(code, 0, "{args:?} on a read-only mount: {out}{err}");
+        }
+        // A writer fails cleanly there, and says why.
+        let (code, _, err) = emend(&ro, &["evolve", "--rounds", "1", "--quiet"]);
+        assert_ne!(code, 0, "{err}");
+    } else {
+        eprintln!("SKIPPED the read-only mount part: cannot remount read-only here");
+    }
+    let _ = Command::new("umount").arg(&ro).status();
 }
 
 // ---- 2. refuse to build on damage ----------------------------------------------------------
