@@ -612,19 +612,23 @@ fn operator_edges() {
     // The advice printed for a hand-edited served file is a command that works.
     let served = dir.join("strategies/served.yaml");
     let text = std::fs::read_to_string(&served).unwrap();
-    std::fs::write(&served, text.replacen("top_k:", "# edited\n  top_k:", 1)).unwrap();
-    let edited = std::fs::read_to_string(&served).unwrap();
+    let edited: String = text
+        .lines()
+        .map(|l| match l.strip_prefix("  top_k: ").and_then(|v| v.trim().parse::<u64>().ok()) {
+            Some(k) => format!("  top_k: {}\n", k + 1),
+            None => format!("{l}\n"),
+        })
+        .collect();
     assert_ne!(edited, text);
-    std::fs::write(&served, edited.replace("top_k: 8", "top_k: 9").replace("top_k: 10", "top_k: 11")).unwrap();
+    std::fs::write(&served, edited).unwrap();
     let (code, _, err) = emend(&dir, &["evolve", "--rounds", "1", "--quiet"]);
-    if code == 2 {
-        let advice = err.split('`').find(|s| s.starts_with("emend rollback")).expect("advice names a rollback command");
-        let argv: Vec<&str> = advice.split_whitespace().skip(1).collect();
-        let (code, _, err2) = emend(&dir, &argv);
-        assert_eq!(code, 0, "advised `{advice}` failed: {err2}");
-        let (code, _, err) = emend(&dir, &["evolve", "--rounds", "1", "--quiet"]);
-        assert_eq!(code, 0, "{err}");
-    }
+    assert_eq!(code, 2, "a hand-edited served file is refused: {err}");
+    let advice = err.split('`').find(|s| s.starts_with("emend rollback")).expect("advice names a rollback command");
+    let argv: Vec<&str> = advice.split_whitespace().skip(1).collect();
+    let (code, _, err2) = emend(&dir, &argv);
+    assert_eq!(code, 0, "advised `{advice}` failed: {err2}");
+    let (code, _, err) = emend(&dir, &["evolve", "--rounds", "1", "--quiet"]);
+    assert_eq!(code, 0, "{err}");
 }
 
 // ---- 6. errored is not evaluated ---------------------------------------------------------
