@@ -160,13 +160,117 @@ fn is_builtin(schema: &StrategySchema) -> bool {
     schema.raw().get("$id").and_then(Value::as_str) == Some("https://emend.dev/schemas/strategy.schema.json")
 }
 
+/// Deepest nesting accepted in a YAML file emend reads (strategies, emend.yaml). The
+/// built-in strategy nests 4 levels; emend.yaml 4.
+pub const MAX_YAML_DEPTH: usize = 64;
+
+/// Where and why YAML text exceeds a bound.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct YamlBound {
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+/// Refuse YAML nested deeper than `max_depth`, without parsing it: one linear pass that
+/// counts block nesting (indentation and `- ` entries) plus flow nesting (`[` and `{`
+/// outside quotes and comments). It over-counts rather than under-counts (a bracket inside a
+/// plain or block scalar counts too), which only matters past `max_depth` open brackets.
+pub fn check_yaml_bounds(text: &str, max_depth: usize) -> Result<(), YamlBound> {
+    let mut indents: Vec<usize> = Vec::new();
+    let mut flow = 0usize;
+    let mut quote: Option<char> = None;
+    for (n, line) in text.lines().enumerate() {
+        let line_no = n + 1;
+        let too_deep = |depth: usize, col: usize| YamlBound {
+            line: line_no,
+            column: col,
+            message: format!(
+                "nesting is deeper than {max_depth} levels (at depth {depth}); refused before parsing, \
+                 as no strategy or configuration needs that much"
+            ),
+        };
+        let mut chars = line.char_indices().peekable();
+        // Block structure: only for lines that start outside quotes and flow collections.
+        let mut block = 0usize;
+        if quote.is_none() && flow == 0 {
+            let indent = line.len() - line.trim_start_matches(' ').len();
+            let rest = line[indent..].trim_end();
+            if !rest.is_empty() && !rest.starts_with('#') {
+                while indents.last().is_some_and(|&top| top >= indent) {
+                    indents.pop();
+                }
+                indents.push(indent);
+                // Compact nested entries on one line: `- - - a`.
+                let mut r = rest;
+                while let Some(after) = r.strip_prefix("- ").or_else(|| (r == "-").then_some("")) {
+                    block += 1;
+                    r = after.trim_start_matches(' ');
+                }
+                let depth = indents.len() + block;
+                if depth > max_depth {
+                    return Err(too_deep(depth, indent + 1));
+                }
+            }
+        }
+        let base = indents.len() + block;
+        let mut prev_space = true;
+        while let Some((i, c)) = chars.next() {
+            match quote {
+                Some('\'') => {
+                    if c == '\'' {
+                        if chars.peek().is_some_and(|&(_, d)| d == '\'') {
+                            chars.next();
+                        } else {
+                            quote = None;
+                        }
+                    }
+                }
+                Some(_) => {
+                    if c == '\\' {
+                        chars.next();
+                    } else if c == '"' {
+                        quote = None;
+                    }
+                }
+                None => match c {
+                    '#' if prev_space => break,
+                    '\'' | '"' if prev_space || flow > 0 => quote = Some(c),
+                    '[' | '{' => {
+                        flow += 1;
+                        if base + flow > max_depth {
+                            return Err(too_deep(base + flow, i + 1));
+                        }
+                    }
+                    ']' | '}' => flow = flow.saturating_sub(1),
+                    _ => {}
+                },
+            }
+            prev_space = c == ' ' || c == '\t' || (quote.is_none() && flow > 0 && matches!(c, '[' | '{' | ','));
+        }
+    }
+    Ok(())
+}
+
 /// YAML text -> JSON value, refusing what JSON cannot hold faithfully:
 /// NaN and infinities, non-string keys, tags. serde_yaml bounds recursion
 /// and alias expansion, which stops "billion laughs" documents early.
+///
+/// Size and nesting depth are checked before the text reaches the YAML parser
+/// ([`check_yaml_bounds`]): libyaml's scanner is quadratic on deeply nested flow
+/// collections, so a small hostile file would otherwise stall every command.
 pub fn parse_yaml(text: &str) -> Result<Value, ArtifactErrorKind> {
+    if text.len() as u64 > MAX_STRATEGY_BYTES {
+        return Err(ArtifactErrorKind::TooLarge { bytes: text.len() as u64 });
+    }
     if text.trim().is_empty() {
         return Err(ArtifactErrorKind::Empty);
     }
+    check_yaml_bounds(text, MAX_YAML_DEPTH).map_err(|b| ArtifactErrorKind::Yaml {
+        line: Some(b.line),
+        column: Some(b.column),
+        message: b.message,
+    })?;
     let yaml: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| {
         let loc = e.location();
         ArtifactErrorKind::Yaml {

@@ -57,7 +57,7 @@ pub struct SetupError(pub String);
 impl BuiltinBackend {
     pub fn from_project(project: &Project) -> Result<BuiltinBackend, SetupError> {
         let h = &project.config.harness;
-        let dataset = load_tasks(&h.tasks, &project.dir)?;
+        let dataset = load_tasks_limited(&h.tasks, &project.dir, h.max_dataset_bytes())?;
         let settings = harness::HarnessSettings {
             budget_ceiling: h.budget_ceiling,
             judge: Some(match h.judge {
@@ -258,11 +258,16 @@ fn ray_shards(project: &Project, dataset: &harness::Dataset) -> Result<crate::co
 
 /// `builtin` or a LoCoMo-format file (relative paths against `base`).
 pub fn load_tasks(tasks: &str, base: &Path) -> Result<harness::Dataset, SetupError> {
+    load_tasks_limited(tasks, base, harness::dataset::DEFAULT_MAX_DATASET_BYTES)
+}
+
+/// [`load_tasks`] with the size limit of `harness.max_dataset_mb`.
+pub fn load_tasks_limited(tasks: &str, base: &Path, limit: u64) -> Result<harness::Dataset, SetupError> {
     if tasks == "builtin" {
         return Ok(harness::Dataset::builtin());
     }
     let path = base.join(tasks);
-    harness::load_path(&path).map_err(|e| SetupError(format!("harness.tasks: {e}")))
+    harness::dataset::load_path_limited(&path, limit).map_err(|e| SetupError(format!("harness.tasks: {e}")))
 }
 
 impl Backend for BuiltinBackend {

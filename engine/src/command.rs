@@ -28,7 +28,7 @@ use jsonschema::error::{TypeKind, ValidationErrorKind};
 use serde_json::{Value, json};
 
 use crate::artifact::{self, Artifact};
-use crate::backend::{Backend, BackendError, SetupError, load_tasks};
+use crate::backend::{Backend, BackendError, SetupError};
 use crate::config::{CommandHarness, Project};
 use crate::outcome::{Evaluation, OutcomeRecord};
 use crate::schema::StrategySchema;
@@ -368,7 +368,8 @@ impl CommandBackend {
             .ok_or_else(|| SetupError("harness.command: required when harness.kind is command".into()))?;
         let spec = CommandSpec::from_config(c, &project.dir)?;
         let executor = executor_of(project, c.workdir.as_deref())?;
-        let dataset = load_tasks(&h.tasks, &project.dir).map_err(|e| SetupError(format!("harness.tasks: {e}")))?;
+        let dataset = crate::backend::load_tasks_limited(&h.tasks, &project.dir, h.max_dataset_bytes())
+            .map_err(|e| SetupError(format!("harness.tasks: {e}")))?;
         let selection =
             harness::Selection { include_adversarial: h.include_adversarial, conversations: h.conversations.clone() };
         Ok(CommandBackend::new(&dataset, &selection, spec, schema.raw(), h.version.as_deref())?.with_executor(executor))

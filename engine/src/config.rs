@@ -100,6 +100,21 @@ pub struct HarnessConfig {
     /// Size bound of the persistent stage cache (`.emend/cache/stages/`), MiB; 0 turns it off.
     #[serde(default = "default_stage_cache_mb")]
     pub stage_cache_mb: u64,
+    /// Largest task set file read, in MB (default 64): a guard against a wrong path
+    /// pointing at something huge.
+    #[serde(default = "default_max_dataset_mb")]
+    pub max_dataset_mb: u64,
+}
+
+fn default_max_dataset_mb() -> u64 {
+    harness::dataset::DEFAULT_MAX_DATASET_BYTES / (1024 * 1024)
+}
+
+impl HarnessConfig {
+    /// [`HarnessConfig::max_dataset_mb`] in bytes.
+    pub fn max_dataset_bytes(&self) -> u64 {
+        self.max_dataset_mb.saturating_mul(1024 * 1024)
+    }
 }
 
 fn default_stage_cache_mb() -> u64 {
@@ -518,8 +533,7 @@ impl Project {
 
     pub fn open(dir: &Path) -> Result<Project, ConfigError> {
         let file = dir.join(CONFIG_FILE);
-        let text = std::fs::read_to_string(&file)
-            .map_err(|e| ConfigError { file: file.clone(), message: format!("cannot read: {e}") })?;
+        let text = read_config(&file).map_err(|message| ConfigError { file: file.clone(), message })?;
         let config = parse_config(&text).map_err(|message| ConfigError { file: file.clone(), message })?;
         Ok(Project { dir: dir.to_path_buf(), config })
     }
@@ -546,8 +560,65 @@ impl Project {
     }
 }
 
+/// Largest `emend.yaml` accepted (the generated one is about 4 KB).
+pub const MAX_CONFIG_BYTES: u64 = 256 * 1024;
+
+/// Largest `loop.candidates` and `--candidates`.
+pub const MAX_CANDIDATES: usize = 64;
+
+/// Largest `loop.rounds` and `--rounds`.
+pub const MAX_ROUNDS: u32 = 100_000;
+
+/// `--candidates` / `loop.candidates` within 1..=MAX_CANDIDATES.
+pub fn check_candidates(name: &str, n: usize) -> Result<(), String> {
+    if n == 0 || n > MAX_CANDIDATES {
+        return Err(format!("{name}: must be between 1 and {MAX_CANDIDATES}, got {n}"));
+    }
+    Ok(())
+}
+
+/// `--rounds` / `loop.rounds` within 1..=MAX_ROUNDS.
+pub fn check_rounds(name: &str, n: u32) -> Result<(), String> {
+    if n == 0 || n > MAX_ROUNDS {
+        return Err(format!("{name}: must be between 1 and {MAX_ROUNDS}, got {n}"));
+    }
+    Ok(())
+}
+
+/// Reads `emend.yaml`, refusing a file over [`MAX_CONFIG_BYTES`] before reading it whole.
+fn read_config(file: &Path) -> Result<String, String> {
+    use std::io::Read;
+    let f = std::fs::File::open(file).map_err(|e| format!("cannot read: {e}"))?;
+    let mut bytes = Vec::new();
+    f.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(format!("file is larger than {MAX_CONFIG_BYTES} bytes; an emend.yaml is a few KB"));
+    }
+    String::from_utf8(bytes)
+        .map_err(|e| format!("not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to()))
+}
+
+/// A path emend writes to, from the configuration: relative, and inside the project.
+fn check_inside(name: &str, p: &Path) -> Result<(), String> {
+    use std::path::Component;
+    let outside = p.components().any(|c| matches!(c, Component::ParentDir | Component::RootDir | Component::Prefix(_)));
+    if outside || p.as_os_str().is_empty() {
+        return Err(format!(
+            "{name}: {} must be a relative path inside the project directory (emend writes to it)",
+            p.display()
+        ));
+    }
+    Ok(())
+}
+
 /// Parses and range-checks `emend.yaml`.
 pub fn parse_config(text: &str) -> Result<ProjectConfig, String> {
+    if text.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(format!("file is larger than {MAX_CONFIG_BYTES} bytes; an emend.yaml is a few KB"));
+    }
+    // libyaml is quadratic on deep nesting: bound it before parsing.
+    crate::artifact::check_yaml_bounds(text, crate::artifact::MAX_YAML_DEPTH)
+        .map_err(|b| format!("line {} column {}: {}", b.line, b.column, b.message))?;
     let config: ProjectConfig = serde_yaml::from_str(text).map_err(|e| match e.location() {
         Some(l) => format!("line {} column {}: {e}", l.line(), l.column()),
         None => e.to_string(),
@@ -576,11 +647,14 @@ pub fn parse_config(text: &str) -> Result<ProjectConfig, String> {
             g.bootstrap_resamples
         ));
     }
-    if config.loop_.candidates == 0 || config.loop_.candidates > 64 {
-        return Err(format!("loop.candidates: must be between 1 and 64, got {}", config.loop_.candidates));
-    }
+    check_candidates("loop.candidates", config.loop_.candidates)?;
+    check_rounds("loop.rounds", config.loop_.rounds)?;
+    check_inside("strategy", &config.strategy)?;
     frac("loop.ucb_c", config.loop_.ucb_c, 0.0, 100.0)?;
     frac("harness.f1_threshold", config.harness.f1_threshold, 0.0, 1.0)?;
+    if config.harness.max_dataset_mb == 0 {
+        return Err("harness.max_dataset_mb: must be at least 1".into());
+    }
     if config.harness.kind == HarnessKind::Command && config.harness.command.is_none() {
         return Err("harness.command: required when harness.kind is command".into());
     }

@@ -39,7 +39,8 @@ pub enum EvolveError {
     /// The served file differs from what the journal serves and is no version it knows.
     #[error(
         "{file}: edited by hand (content hash {file_hash:.12}, but the journal serves v{version}, hash {served_hash:.12}); \
-         it is not adopted. Restore it with `emend rollback --to v{version}`, or journal the edit with `emend rollback --to v{version} --force`"
+         it is not adopted. See the edit with `emend diff served {file}`; `emend rollback --to v{version} --force` journals \
+         the edited content as a new version and serves v{version} again"
     )]
     HandEdited { file: String, file_hash: String, version: u64, served_hash: String },
     #[error("{0}")]

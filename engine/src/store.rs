@@ -15,6 +15,9 @@ use crate::events::{
 use crate::hypothesis::Hypothesis;
 use crate::planner::DimensionEffect;
 
+/// How many times a candidate may error before novelty counts it as evaluated.
+pub const ERRORED_RETRY_CAP: u32 = 3;
+
 /// Why the journal's state could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -103,14 +106,37 @@ impl<'a, L: EventLog + ?Sized> Store<'a, L> {
         Ok(self.log.get(T_STRATEGIES, &hash_key(hash))?.and_then(|v| v.get("document").cloned()))
     }
 
-    /// Every content hash ever evaluated, judged or versioned.
+    /// The content hashes the novelty gate counts as already evaluated: every version, and
+    /// every candidate judged at least once without error. A candidate whose every attempt so
+    /// far errored (a crashed shard, a malformed reply) was never evaluated: it may be tried
+    /// again in a later round, until it has errored [`ERRORED_RETRY_CAP`] times. Each attempt
+    /// is its own journaled candidate record, so the count replays from the journal.
     pub fn seen_hashes(&self) -> Result<BTreeSet<String>> {
-        Ok(self
-            .log
-            .scan(T_STRATEGIES, "h/")?
-            .into_iter()
-            .map(|(k, _)| k.trim_start_matches("h/").to_string())
-            .collect())
+        let mut seen = BTreeSet::new();
+        let mut candidate_only = BTreeSet::new();
+        for (k, v) in self.log.scan(T_STRATEGIES, "h/")? {
+            let hash = k.trim_start_matches("h/").to_string();
+            if v.get("version").is_none_or(Value::is_null) {
+                candidate_only.insert(hash.clone());
+            }
+            seen.insert(hash);
+        }
+        let mut errored: BTreeMap<String, u32> = BTreeMap::new();
+        let mut completed = BTreeSet::new();
+        for (_, c) in self.log.scan(T_CANDIDATES, "")? {
+            let Some(hash) = c.get("hash").and_then(Value::as_str) else { continue };
+            if c.get("outcome").and_then(Value::as_str) == Some("errored") {
+                *errored.entry(hash.to_string()).or_default() += 1;
+            } else {
+                completed.insert(hash.to_string());
+            }
+        }
+        for (hash, attempts) in errored {
+            if attempts < ERRORED_RETRY_CAP && !completed.contains(&hash) && candidate_only.contains(&hash) {
+                seen.remove(&hash);
+            }
+        }
+        Ok(seen)
     }
 
     pub fn tree(&self) -> Result<BTreeMap<String, Hypothesis>> {

@@ -191,14 +191,19 @@ pub struct Selection {
     pub conversations: Option<Vec<String>>,
 }
 
-/// A conversation named in a selection that the dataset does not hold.
+/// A selection the dataset cannot satisfy.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("{dataset}: no conversation {id:?} (it has {available})")]
-pub struct UnknownConversation {
-    pub dataset: String,
-    pub id: String,
-    pub available: String,
+pub enum SelectionError {
+    /// A conversation named in the selection that the dataset does not hold.
+    #[error("{dataset}: no conversation {id:?} (it has {available})")]
+    Unknown { dataset: String, id: String, available: String },
+    /// The selection keeps no question: every accuracy would be 0 of 0.
+    #[error("{dataset}: the task set has no questions ({detail})")]
+    Empty { dataset: String, detail: String },
 }
+
+/// The former name of [`SelectionError`].
+pub type UnknownConversation = SelectionError;
 
 impl Dataset {
     /// The embedded synthetic dataset (`--tasks builtin`).
@@ -235,7 +240,7 @@ impl Dataset {
         if let Some(ids) = &selection.conversations {
             for id in ids {
                 if self.sample(id).is_none() {
-                    return Err(UnknownConversation {
+                    return Err(SelectionError::Unknown {
                         dataset: self.name.clone(),
                         id: id.clone(),
                         available: self.samples.iter().map(|s| s.id.as_str()).collect::<Vec<_>>().join(", "),
@@ -243,13 +248,24 @@ impl Dataset {
                 }
             }
         }
-        Ok(self
+        let chosen: Vec<&Question> = self
             .samples
             .iter()
             .filter(|s| selection.conversations.as_ref().is_none_or(|ids| ids.contains(&s.id)))
             .flat_map(|s| s.questions.iter())
             .filter(|q| selection.include_adversarial || q.category != Category::Adversarial)
-            .collect())
+            .collect();
+        if chosen.is_empty() {
+            let detail = if selection.include_adversarial {
+                "the selected conversations hold no qa entries".to_owned()
+            } else {
+                "the selected conversations hold no qa entries outside category 5 (adversarial, excluded unless \
+                 harness.include_adversarial)"
+                    .to_owned()
+            };
+            return Err(SelectionError::Empty { dataset: self.name.clone(), detail });
+        }
+        Ok(chosen)
     }
 }
 
@@ -266,6 +282,13 @@ pub struct DatasetError {
 pub enum DatasetErrorKind {
     #[error("cannot read: {0}")]
     Io(std::io::Error),
+    #[error(
+        "the file is {bytes} bytes, over the limit of {limit} bytes for a task set \
+         (raise harness.max_dataset_mb in emend.yaml to load it)"
+    )]
+    TooLarge { bytes: u64, limit: u64 },
+    #[error("not UTF-8 text: invalid byte at offset {offset}")]
+    NotUtf8 { offset: usize },
     #[error("not valid JSON: {0}")]
     Json(serde_json::Error),
     /// `at` names the sample and field: `sample 3 (conv-41): qa[17].evidence`.
@@ -275,17 +298,41 @@ pub enum DatasetErrorKind {
     Invalid { at: String, message: String },
 }
 
-/// Reads a LoCoMo JSON file; the file name names it in errors.
+/// Largest task set file [`load_path`] reads (LoCoMo's ten conversations are about 3 MB).
+pub const DEFAULT_MAX_DATASET_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Reads a LoCoMo JSON file of at most [`DEFAULT_MAX_DATASET_BYTES`]; the file name names it
+/// in errors.
 pub fn load_path(path: &Path) -> Result<Dataset, DatasetError> {
+    load_path_limited(path, DEFAULT_MAX_DATASET_BYTES)
+}
+
+/// Reads a LoCoMo JSON file of at most `limit` bytes (checked before reading it).
+pub fn load_path_limited(path: &Path, limit: u64) -> Result<Dataset, DatasetError> {
+    use std::io::Read;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string());
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| DatasetError { source_name: path.display().to_string(), kind: DatasetErrorKind::Io(e) })?;
+    let fail = |kind| DatasetError { source_name: path.display().to_string(), kind };
+    let file = std::fs::File::open(path).map_err(|e| fail(DatasetErrorKind::Io(e)))?;
+    let len = file.metadata().map_err(|e| fail(DatasetErrorKind::Io(e)))?.len();
+    if len > limit {
+        return Err(fail(DatasetErrorKind::TooLarge { bytes: len, limit }));
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    // One byte past the limit catches a file that grows while we read it.
+    file.take(limit + 1).read_to_end(&mut bytes).map_err(|e| fail(DatasetErrorKind::Io(e)))?;
+    if bytes.len() as u64 > limit {
+        return Err(fail(DatasetErrorKind::TooLarge { bytes: bytes.len() as u64, limit }));
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|e| fail(DatasetErrorKind::NotUtf8 { offset: e.utf8_error().valid_up_to() }))?;
     load_str(&name, &text)
 }
 
-/// Parses LoCoMo JSON text; `name` names it in errors and reports.
+/// Parses LoCoMo JSON text; `name` names it in errors and reports. A leading UTF-8 byte
+/// order mark is skipped.
 pub fn load_str(name: &str, text: &str) -> Result<Dataset, DatasetError> {
     let fail = |kind| DatasetError { source_name: name.to_string(), kind };
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let value: Value = serde_json::from_str(text).map_err(|e| fail(DatasetErrorKind::Json(e)))?;
     let samples = parse_samples(&value).map_err(fail)?;
     let hash = content_hash(&samples);
@@ -383,7 +430,19 @@ fn parse_sample(at: &str, id: String, obj: &serde_json::Map<String, Value>) -> R
         if turns.is_empty() {
             continue;
         }
-        let date = date_time.as_deref().and_then(SessionDate::parse);
+        // A date that is written but cannot be read would silently lose the session's
+        // dating (recency, date stamps): refuse it, naming the sample and field.
+        let date = match date_time.as_deref() {
+            None => None,
+            Some(text) if text.trim().is_empty() => None,
+            Some(text) => Some(SessionDate::parse(text).ok_or_else(|| DatasetErrorKind::Invalid {
+                at: format!("{at}: conversation.{date_key}"),
+                message: format!(
+                    "cannot read the date {text:?} (expected the LoCoMo form, e.g. \"1:56 pm on 8 May, 2023\"; \
+                     null or no field means undated)"
+                ),
+            })?),
+        };
         sessions.push(Session { number: num, date_time, date, turns });
     }
     sessions.sort_by_key(|s| s.number);

@@ -5,10 +5,15 @@
 //!    candidate-outcome events, flush included. Target: <= 100 ms.
 //! 2. Open and verify a journal of 100 such rounds (chain, hashes, full projection
 //!    rebuild and comparison). Target: <= 2 s.
+//! 3. Size: the journal directory (store, read view, everything) after 20 such rounds,
+//!    against the JSONL export of its events. Target: at most 2x.
+//! 4. Open the read view of 100 rounds (what `emend status` does while a run writes).
 
 use std::time::{Duration, Instant};
 
-use journal::{EventLog, EventRecord, NewEvent, ProjectError, ProjectionState, Projector, open_reader, open_writer};
+use journal::{
+    EventLog, EventRecord, NewEvent, ProjectError, ProjectionState, Projector, open_reader, open_view, open_writer,
+};
 use serde_json::json;
 
 const QUESTIONS: usize = 2_000;
@@ -148,4 +153,51 @@ fn main() {
     }
     summary(&format!("open + verify a journal of {verify_rounds} rounds"), times, Duration::from_secs(2), quick);
     summary(&format!("  of which open alone ({verify_rounds} rounds)"), opens, Duration::from_secs(2), quick);
+
+    // 4. Open the read view of the same journal.
+    let mut views = Vec::new();
+    for _ in 0..verify_runs {
+        let start = Instant::now();
+        let view = open_view(&dir, RoundProjector).expect("open view");
+        views.push(start.elapsed());
+        assert_eq!(view.head().seq, verify_rounds * (1 + CANDIDATES as u64));
+    }
+    summary(&format!("open the read view of {verify_rounds} rounds"), views, Duration::from_secs(2), quick);
+
+    // 3. Size after 20 rounds against the JSONL export.
+    let size_rounds = if quick { 3 } else { 20 };
+    let dir = tmp.path().join("size");
+    {
+        let mut log = open_writer(&dir, RoundProjector).expect("open writer");
+        for round in 0..size_rounds {
+            log.append(round_batch(round)).expect("append");
+        }
+    }
+    let on_disk = dir_bytes(&dir);
+    let mut export = Vec::new();
+    let log = open_view(&dir, RoundProjector).expect("open view");
+    journal::export_jsonl(&log, 1, &mut export).expect("export");
+    let ratio = on_disk as f64 / export.len() as f64;
+    println!(
+        "size after {size_rounds} rounds: journal directory {on_disk} bytes, JSONL export {} bytes, ratio {ratio:.2} ({} target 2.00)",
+        export.len(),
+        if quick {
+            "smoke run, not measured against"
+        } else if ratio <= 2.0 {
+            "within"
+        } else {
+            "MISSES"
+        }
+    );
+}
+
+/// Bytes of every file under `dir` (allocated size, as `du` counts).
+fn dir_bytes(dir: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir).expect("read dir").flatten() {
+        let meta = entry.metadata().expect("metadata");
+        total += if meta.is_dir() { dir_bytes(&entry.path()) } else { meta.blocks() * 512 };
+    }
+    total
 }

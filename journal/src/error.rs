@@ -130,6 +130,14 @@ pub enum ErrorKind {
     /// The sled database reported an error.
     #[error("sled storage error")]
     Storage(#[source] sled::Error),
+
+    /// The journal's file system has too little free space to write safely; nothing was written.
+    #[error(
+        "only {available} bytes are free on the file system of {}, and a write needs at least {needed}; \
+         nothing was written: free some space and run again",
+        path.display()
+    )]
+    DiskFull { path: PathBuf, available: u64, needed: u64 },
 }
 
 fn locked_message(pid: u32, host: &str, started_at: &str, path: &std::path::Path, mode: Option<&str>) -> String {

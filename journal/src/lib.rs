@@ -8,7 +8,10 @@
 //! and [`verify`] checks the chain and compares each projection with its rebuild.
 //!
 //! Two backends implement [`EventLog`]: [`SledJournal`] on disk (one process at a time,
-//! guarded by a LOCK file naming its holder) and [`MemoryJournal`].
+//! guarded by a LOCK file naming its holder) and [`MemoryJournal`]. A third, [`ReadView`]
+//! ([`open_view`]), is how readers open a journal while a writer holds it: the writer
+//! publishes every committed batch to an append-only file that readers replay without any
+//! lock; it refuses to append.
 //!
 //! A projector declares its trees and applies one event at a time. Keys sort as strings,
 //! so zero-pad numbers; reads see writes made earlier in the same batch; `project` must be
@@ -58,6 +61,7 @@ mod projection;
 mod record;
 mod sled_journal;
 mod verify;
+mod view;
 
 pub use error::{ErrorClass, ErrorKind, JournalError, Result};
 pub use lock::{LOCK_FILE, LockHolder, OpenMode};
@@ -65,8 +69,11 @@ pub use log::{EventLog, export_jsonl};
 pub use memory::MemoryJournal;
 pub use projection::{ProjectError, ProjectionState, Projector};
 pub use record::{EventRecord, Head, NewEvent, ZERO_HASH, canonical_json, canonicalize};
-pub use sled_journal::{FORMAT_VERSION, SledJournal, open_reader, open_writer, rebuild, verify};
+pub use sled_journal::{
+    DEFAULT_MIN_FREE_BYTES, FORMAT_VERSION, SledJournal, open_reader, open_writer, rebuild, verify,
+};
 pub use verify::{ChainBreak, ChainProblem, KeyDiff, ProjectionCheck, ProjectionDiff, VerifyReport};
+pub use view::{ReadView, VIEW_FILE, ViewSource, open_view};
 
 #[cfg(test)]
 mod tests {

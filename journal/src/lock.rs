@@ -6,8 +6,10 @@
 //! holder while nobody holds the lock was left by a process that died: it is taken over,
 //! with a warning naming the dead holder.
 //!
-//! Readers take the same exclusive lock: sled allows one open handle per database, so a
-//! reader excludes a writer anyway, and this way each side can name the other.
+//! Read commands do not take this lock: they read the published view (see the view module).
+//! Opening the sled store itself as a reader ([`crate::open_reader`], used to verify an idle
+//! journal) takes the same exclusive lock, since sled allows one open handle per database;
+//! a writer then waits for that reader for a while rather than failing.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -83,7 +85,7 @@ impl JournalLock {
             .truncate(false)
             .open(&path)
             .map_err(|e| ErrorKind::io(format!("opening lock file {}", path.display()), e))?;
-        take_lock(&mut file, &path)?;
+        take_lock(&mut file, &path, mode)?;
 
         let old =
             read_content(&mut file).map_err(|e| ErrorKind::io(format!("reading lock file {}", path.display()), e))?;
@@ -91,26 +93,28 @@ impl JournalLock {
             None
         } else {
             match serde_json::from_str::<LockHolder>(&old) {
-                Ok(dead) => {
+                Ok(stale) => {
                     tracing::warn!(
                         lock_file = %path.display(),
-                        pid = dead.pid,
-                        host = %dead.host,
-                        started_at = %dead.started_at,
-                        "taking over a stale journal lock: its holder, {} pid {} on host {} (since {}), \
-                         died without releasing it",
-                        dead.mode.as_str(),
-                        dead.pid,
-                        dead.host,
-                        dead.started_at,
+                        pid = stale.pid,
+                        host = %stale.host,
+                        started_at = %stale.started_at,
+                        "taking over a stale journal lock: its holder, {} pid {} on host {} (since {}), {}",
+                        stale.mode.as_str(),
+                        stale.pid,
+                        stale.host,
+                        stale.started_at,
+                        describe_stale(&stale),
                     );
-                    Some(dead)
+                    Some(stale)
                 }
                 Err(_) => {
                     tracing::warn!(
                         lock_file = %path.display(),
-                        content = %old.trim(),
-                        "taking over a stale journal lock whose content names no readable holder",
+                        "taking over a journal lock nobody holds: its content ({} bytes, starting {:?}) is not a \
+                         holder record emend can read, so it is treated as stale and overwritten",
+                        old.len(),
+                        old.chars().take(40).collect::<String>(),
                     );
                     None
                 }
@@ -131,11 +135,32 @@ impl Drop for JournalLock {
     }
 }
 
+/// The LOCK file's content as text; bytes that are not UTF-8 are replaced, never an error
+/// (a LOCK file damaged by hand must not lock everybody out).
 fn read_content(file: &mut File) -> std::io::Result<String> {
     file.seek(SeekFrom::Start(0))?;
-    let mut text = String::new();
-    file.read_to_string(&mut text)?;
-    Ok(text)
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// What became of the holder named by a LOCK file whose OS lock nobody holds any more.
+fn describe_stale(stale: &LockHolder) -> String {
+    if stale.host != hostname() {
+        return format!(
+            "no longer holds it (host {} is not this one, so whether it still runs is unknown)",
+            stale.host
+        );
+    }
+    if Path::new(&format!("/proc/{}", stale.pid)).exists() {
+        if stale.pid == std::process::id() {
+            "is this process, which released it without clearing it".to_owned()
+        } else {
+            format!("released it without clearing it (pid {} is still running, or the pid was reused)", stale.pid)
+        }
+    } else {
+        format!("died without releasing it (pid {} is no longer running)", stale.pid)
+    }
 }
 
 fn write_content(file: &mut File, holder: &LockHolder) -> std::io::Result<()> {
@@ -152,14 +177,23 @@ fn write_content(file: &mut File, holder: &LockHolder) -> std::io::Result<()> {
 /// holder writes its name just after) or was just released by a holder whose file handle
 /// lives on for a moment in a child process between fork and exec. Both pass quickly, so
 /// keep trying for a short while before reporting an unnamed holder.
-fn take_lock(file: &mut File, path: &Path) -> Result<(), ErrorKind> {
-    let deadline = Instant::now() + UNNAMED_HOLDER_PATIENCE;
+///
+/// A writer also waits (up to [`READER_PATIENCE`]) for a reader that holds the lock: readers
+/// that take it (`verify` of the store itself) hold it briefly, and only a second writer
+/// should make a writer fail.
+fn take_lock(file: &mut File, path: &Path, mode: OpenMode) -> Result<(), ErrorKind> {
+    let start = Instant::now();
     loop {
         match file.try_lock() {
             Ok(()) => return Ok(()),
             Err(TryLockError::WouldBlock) => {
                 let holder = read_content(file).ok().and_then(|t| serde_json::from_str::<LockHolder>(&t).ok());
-                if holder.is_some() || Instant::now() >= deadline {
+                let patience = match &holder {
+                    None => UNNAMED_HOLDER_PATIENCE,
+                    Some(h) if h.mode == OpenMode::Reader && mode == OpenMode::Writer => READER_PATIENCE,
+                    Some(_) => Duration::ZERO,
+                };
+                if start.elapsed() >= patience {
                     return Err(ErrorKind::locked_by(holder.as_ref(), path.to_path_buf()));
                 }
                 std::thread::sleep(Duration::from_millis(5));
@@ -173,6 +207,9 @@ fn take_lock(file: &mut File, path: &Path) -> Result<(), ErrorKind> {
 
 /// How long a lock held by nobody we can name may take to be released (see [`take_lock`]).
 pub(crate) const UNNAMED_HOLDER_PATIENCE: Duration = Duration::from_millis(300);
+
+/// How long a writer waits for a reader that holds the lock.
+pub(crate) const READER_PATIENCE: Duration = Duration::from_secs(30);
 
 /// The host name from /proc, or `unknown`.
 pub(crate) fn hostname() -> String {

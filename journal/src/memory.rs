@@ -50,6 +50,17 @@ impl MemoryJournal {
         MemoryJournal { projector, declared, events: BTreeMap::new(), trees, head: Head::empty() }
     }
 
+    /// A journal from records already checked and projections already rebuilt (the view).
+    pub(crate) fn from_parts(
+        projector: Box<dyn Projector>,
+        events: BTreeMap<u64, Vec<u8>>,
+        trees: Trees,
+        head: Head,
+    ) -> Self {
+        let declared = declared_trees(&*projector);
+        MemoryJournal { projector, declared, events, trees, head }
+    }
+
     fn check_tree(&self, tree: &str) -> Result<&BTreeMap<String, Value>> {
         self.trees.get(tree).ok_or_else(|| {
             fail(

@@ -4,15 +4,25 @@
 //!
 //! ```text
 //! <dir>/LOCK           who holds the journal (see the lock module)
+//! <dir>/events.log     the published read view (see the view module)
 //! <dir>/sled/          the sled database:
 //!   tree `events`      key: seq as 8 bytes big-endian -> value: the record's JSON line
-//!   tree `meta`        `format_version` -> u32 big-endian; `head` -> JSON {"seq","hash"}
+//!   tree `meta`        `format_version` -> u32 big-endian; `head` -> JSON {"seq","hash"};
+//!                      `digest:<name>` -> 32 bytes: the XOR of SHA-256 over every entry of
+//!                      projection `<name>` (see [`entry_digest`])
 //!   tree `proj:<name>` one per projection: key UTF-8 -> value: canonical JSON
 //! ```
 //!
-//! A batch (events, head and projection writes) is one sled transaction over all the trees
-//! it touches, flushed before `append` returns: an acknowledged batch is durable, and a
-//! crash leaves the whole batch or none of it.
+//! A batch (events, head, projection writes and their digests) is one sled transaction over
+//! all the trees it touches, flushed before `append` returns: an acknowledged batch is
+//! durable, and a crash leaves the whole batch or none of it. Then the batch is published
+//! to the read view.
+//!
+//! A writer refuses a damaged journal: when it opens the journal it checks the whole chain
+//! (sequence numbers, hashes, links, the recorded head) and recomputes each projection's
+//! digest from its stored entries, which is cheap (no replay); any mismatch is an error
+//! naming the seq or the projection. Before each batch it checks that the file system has
+//! room ([`SledJournal::set_min_free_bytes`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -21,12 +31,15 @@ use serde_json::Value;
 use sled::transaction::{ConflictableTransactionError, TransactionError, Transactional};
 use sled::{Db, Tree};
 
+use sha2::{Digest, Sha256};
+
 use crate::error::{ErrorKind, JournalError, Result};
 use crate::lock::{JournalLock, LockHolder, OpenMode};
 use crate::log::EventLog;
 use crate::projection::{ProjectionBase, Projector, Replay, Writes, declared_trees, plan_batch};
 use crate::record::{EventRecord, Head, NewEvent, canonical_json_bytes};
 use crate::verify::{ChainCheck, VerifyReport, compare_tree, conclude};
+use crate::view::{self, ViewWriter};
 
 /// The on-disk format this build reads and writes. Bump it on any incompatible change to
 /// the layout above or to the record hash.
@@ -38,6 +51,34 @@ const META_TREE: &str = "meta";
 const PROJECTION_PREFIX: &str = "proj:";
 const FORMAT_KEY: &[u8] = b"format_version";
 const HEAD_KEY: &[u8] = b"head";
+const DIGEST_PREFIX: &str = "digest:";
+
+/// Free space a writer wants on the journal's file system before it writes a batch.
+pub const DEFAULT_MIN_FREE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// A projection's digest: the XOR of [`entry_digest`] over its entries. XOR makes it
+/// order-free and updatable per write: remove the old entry's digest, add the new one's.
+type TreeDigest = [u8; 32];
+
+/// SHA-256 over one stored projection entry (key and value length-prefixed).
+fn entry_digest(key: &[u8], value: &[u8]) -> TreeDigest {
+    let mut h = Sha256::new();
+    h.update((key.len() as u64).to_be_bytes());
+    h.update(key);
+    h.update((value.len() as u64).to_be_bytes());
+    h.update(value);
+    h.finalize().into()
+}
+
+fn xor_into(acc: &mut TreeDigest, d: &TreeDigest) {
+    for (a, b) in acc.iter_mut().zip(d) {
+        *a ^= b;
+    }
+}
+
+fn digest_key(tree: &str) -> Vec<u8> {
+    format!("{DIGEST_PREFIX}{tree}").into_bytes()
+}
 
 /// A journal on disk, opened as the single writer or as a reader.
 pub struct SledJournal {
@@ -50,6 +91,9 @@ pub struct SledJournal {
     declared: BTreeSet<String>,
     head: Head,
     took_over: Option<LockHolder>,
+    /// The read view this writer publishes to (`None` for a reader).
+    view: Option<ViewWriter>,
+    min_free: u64,
 }
 
 impl std::fmt::Debug for SledJournal {
@@ -90,13 +134,16 @@ fn decode_value(tree: &str, key: &str, bytes: &[u8]) -> Result<Value, ErrorKind>
 }
 
 /// Open (creating if needed) the journal in `dir` as its single writer.
+///
+/// Fails with [`ErrorKind::Corrupt`], naming the seq or the projection, when the chain or a
+/// projection's digest does not check out: nothing is ever written to a damaged journal.
 pub fn open_writer(dir: impl AsRef<Path>, projector: impl Projector + 'static) -> Result<SledJournal> {
-    SledJournal::open(dir.as_ref(), Box::new(projector), OpenMode::Writer)
+    SledJournal::open(dir.as_ref(), Box::new(projector), OpenMode::Writer, Checks::Full)
 }
 
 /// Open the existing journal in `dir` for reading; never creates one.
 pub fn open_reader(dir: impl AsRef<Path>, projector: impl Projector + 'static) -> Result<SledJournal> {
-    SledJournal::open(dir.as_ref(), Box::new(projector), OpenMode::Reader)
+    SledJournal::open(dir.as_ref(), Box::new(projector), OpenMode::Reader, Checks::Full)
 }
 
 /// Open the journal in `dir` as a reader and verify it (see [`EventLog::verify`]).
@@ -105,13 +152,55 @@ pub fn verify(dir: impl AsRef<Path>, projector: impl Projector + 'static) -> Res
 }
 
 /// Open the journal in `dir` as the writer and rebuild its projections from the events.
+/// The chain must be intact; projections that fail their digest are what this repairs.
 pub fn rebuild(dir: impl AsRef<Path>, projector: impl Projector + 'static) -> Result<()> {
-    let mut journal = SledJournal::open(dir.as_ref(), Box::new(projector), OpenMode::Writer)?;
+    let mut journal = SledJournal::open(dir.as_ref(), Box::new(projector), OpenMode::Writer, Checks::ChainOnly)?;
     journal.rebuild()
 }
 
+/// What a writer checks when it opens a journal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Checks {
+    Full,
+    ChainOnly,
+}
+
+/// Remove files an interrupted sled snapshot left behind (`snap.*.generating`): sled writes
+/// a snapshot under that name and renames it when complete, and a leftover (a full disk)
+/// can make the next open fail. The caller holds the journal's lock.
+fn remove_snapshot_leftovers(db_dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(db_dir) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("snap.") && name.ends_with(".generating") {
+            match std::fs::remove_file(entry.path()) {
+                Ok(()) => {
+                    tracing::warn!(file = %entry.path().display(), "removed the leftover of an interrupted sled snapshot")
+                }
+                Err(e) => {
+                    tracing::warn!(file = %entry.path().display(), "could not remove the leftover of an interrupted sled snapshot: {e}")
+                }
+            }
+        }
+    }
+}
+
+/// Bytes available to this user on the file system holding `path`.
+fn available_bytes(path: &Path) -> std::io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    // SAFETY: `c` is a valid NUL-terminated path and `stat` a properly sized out-parameter.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut stat) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((stat.f_bavail as u64).saturating_mul(stat.f_frsize as u64))
+}
+
 impl SledJournal {
-    fn open(dir: &Path, projector: Box<dyn Projector>, mode: OpenMode) -> Result<Self> {
+    fn open(dir: &Path, projector: Box<dyn Projector>, mode: OpenMode, checks: Checks) -> Result<Self> {
         let dir = dir.to_path_buf();
         let at = |kind: ErrorKind| JournalError::new(Some(dir.clone()), None, kind);
         let db_dir = dir.join(SLED_DIR);
@@ -125,6 +214,7 @@ impl SledJournal {
             }
         }
         let acquired = JournalLock::acquire(&dir, mode).map_err(at)?;
+        remove_snapshot_leftovers(&db_dir);
 
         let db = open_db(&db_dir).map_err(|e| at(open_error(e, &dir)))?;
         let events = db.open_tree(EVENTS_TREE).map_err(|e| at(e.into()))?;
@@ -139,10 +229,7 @@ impl SledJournal {
 
         store.check_format(mode).map_err(at)?;
         let head = store.recorded_head().map_err(at)?.unwrap_or_default();
-        if mode == OpenMode::Writer {
-            store.check_tip(&head).map_err(at)?;
-        }
-        Ok(SledJournal {
+        let mut journal = SledJournal {
             store,
             lock: acquired.lock,
             dir,
@@ -151,7 +238,153 @@ impl SledJournal {
             declared,
             head,
             took_over: acquired.took_over,
-        })
+            view: None,
+            min_free: DEFAULT_MIN_FREE_BYTES,
+        };
+        if mode == OpenMode::Writer {
+            journal.check_chain()?;
+            if checks == Checks::Full {
+                journal.check_digests()?;
+            }
+            journal.view = Some(journal.sync_view()?);
+        }
+        Ok(journal)
+    }
+
+    /// Refuse unless the whole chain checks out against the recorded head.
+    fn check_chain(&self) -> Result<()> {
+        let mut check = ChainCheck::chain_only(&*self.projector, &self.declared);
+        for item in self.store.events.iter() {
+            match item {
+                Ok((key, value)) => {
+                    if !check.feed(&key, &value) {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    let after = check.last_good().seq;
+                    return Err(self.err(
+                        Some(after + 1),
+                        ErrorKind::corrupt(format!(
+                            "the store cannot be read past event seq {after} ({e}); nothing was written: \
+                             run `emend journal verify` for the full report"
+                        )),
+                    ));
+                }
+            }
+        }
+        let (report, _) = check.finish(Some(&self.head));
+        match report.chain_break {
+            None => Ok(()),
+            Some(b) => Err(self.err(
+                Some(b.seq),
+                ErrorKind::corrupt(format!(
+                    "the chain is broken at {b}; nothing was written to this journal: \
+                     run `emend journal verify` for the full report"
+                )),
+            )),
+        }
+    }
+
+    /// The digest of a stored projection tree, recomputed from its entries.
+    fn stored_digest(&self, name: &str, tree: &Tree) -> Result<TreeDigest> {
+        let mut acc = [0u8; 32];
+        for item in tree.iter() {
+            let (k, v) = item.map_err(|e| {
+                self.err(
+                    None,
+                    ErrorKind::corrupt(format!(
+                        "projection `{name}` cannot be read ({e}); run `emend journal verify` for the full report"
+                    )),
+                )
+            })?;
+            xor_into(&mut acc, &entry_digest(&k, &v));
+        }
+        Ok(acc)
+    }
+
+    /// Refuse unless every projection matches the digest recorded at its last commit. A tree
+    /// with no recorded digest (a journal from before digests, or a newly declared tree)
+    /// gets one from its current content.
+    fn check_digests(&self) -> Result<()> {
+        for (name, tree) in &self.store.projections {
+            let actual = self.stored_digest(name, tree)?;
+            match self.store.meta.get(digest_key(name)).map_err(|e| self.err(None, e.into()))? {
+                Some(recorded) if recorded.as_ref() == actual.as_slice() => {}
+                Some(_) => {
+                    return Err(self.err(
+                        None,
+                        ErrorKind::corrupt(format!(
+                            "projection `{name}` does not match the checksum recorded when it was last written \
+                             (it was changed outside the journal); nothing was written: run `emend journal verify` \
+                             for the full report"
+                        )),
+                    ));
+                }
+                None => {
+                    tracing::info!(projection = %name, "recording the digest of a projection that has none yet");
+                    self.store
+                        .meta
+                        .insert(digest_key(name), actual.as_slice())
+                        .map_err(|e| self.err(None, e.into()))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Bring the published view in line with the store (see the view module).
+    fn sync_view(&self) -> Result<ViewWriter> {
+        view::remove_leftover(&self.dir);
+        let path = self.dir.join(view::VIEW_FILE);
+        let existing = match std::fs::read(&path) {
+            Ok(bytes) => Some(bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(self.err(None, ErrorKind::io(format!("reading {}", path.display()), e))),
+        };
+        if let Some(bytes) = &existing
+            && let Ok(frames) = view::frames(bytes)
+            && let Ok(last) = view::last_record(&frames)
+        {
+            let (seq, hash) = last.map(|r| (r.seq, r.hash)).unwrap_or((0, crate::ZERO_HASH.to_owned()));
+            let agrees = seq == 0 || self.store_hash_at(seq)?.as_deref() == Some(hash.as_str());
+            if agrees && seq <= self.head.seq {
+                let mut writer = ViewWriter::open_at(&self.dir, frames.good_len)
+                    .map_err(|e| self.err(None, ErrorKind::io(format!("opening {}", path.display()), e)))?;
+                if seq < self.head.seq {
+                    writer.publish(&self.read_from(seq + 1)?);
+                }
+                return Ok(writer);
+            }
+        }
+        if existing.is_some() {
+            tracing::warn!(view = %path.display(), "the read view disagrees with the store; rewriting it from the store");
+        }
+        let records = self.read_from(1)?;
+        ViewWriter::rewrite(&self.dir, records.into_iter().map(Ok)).map_err(|k| self.err(None, k))
+    }
+
+    fn store_hash_at(&self, seq: u64) -> Result<Option<String>> {
+        Ok(self.read_range(seq, 1)?.into_iter().find(|r| r.seq == seq).map(|r| r.hash))
+    }
+
+    /// Refuse to write a batch when the file system has less than this many bytes free
+    /// (default [`DEFAULT_MIN_FREE_BYTES`]; 0 turns the check off).
+    pub fn set_min_free_bytes(&mut self, bytes: u64) {
+        self.min_free = bytes;
+    }
+
+    fn check_free_space(&self) -> Result<()> {
+        if self.min_free == 0 {
+            return Ok(());
+        }
+        let needed = self.min_free;
+        let available = available_bytes(&self.dir)
+            .map_err(|e| self.err(None, ErrorKind::io(format!("checking free space of {}", self.dir.display()), e)))?;
+        if available < needed {
+            return Err(self.err(None, ErrorKind::DiskFull { path: self.dir.clone(), available, needed }));
+        }
+        Ok(())
     }
 
     /// The journal directory.
@@ -233,7 +466,22 @@ fn open_error(e: sled::Error, dir: &Path) -> ErrorKind {
     if is_sled_lock_error(&e) {
         return ErrorKind::locked_by(None, dir.join(SLED_DIR));
     }
-    ErrorKind::Storage(e)
+    if !matches!(e, sled::Error::Corruption { .. }) {
+        return ErrorKind::Storage(e);
+    }
+    // Raw storage damage: sled knows no sequence numbers, the read view does.
+    let known = std::fs::read(dir.join(view::VIEW_FILE))
+        .ok()
+        .and_then(|bytes| view::frames(&bytes).ok().and_then(|f| view::last_record(&f).ok().flatten()).map(|r| r.seq));
+    let nearest = match known {
+        Some(seq) => {
+            format!("the read view holds events up to seq {seq}, so the damage is at or after seq {}", seq + 1)
+        }
+        None => "no read view names the events it held".to_owned(),
+    };
+    ErrorKind::corrupt(format!(
+        "the store cannot be opened ({e}); {nearest}; nothing was written: run `emend journal verify`"
+    ))
 }
 
 impl Store {
@@ -271,35 +519,15 @@ impl Store {
         }
     }
 
-    /// A writer builds on the recorded head; refuse if the last record disagrees with it.
-    fn check_tip(&self, head: &Head) -> Result<(), ErrorKind> {
-        let last = self.events.last()?;
-        let agrees = match &last {
-            None => head.seq == 0,
-            Some((key, value)) => {
-                let key_seq = <[u8; 8]>::try_from(key.as_ref()).map(u64::from_be_bytes).ok();
-                let record = EventRecord::decode(value).ok();
-                key_seq == Some(head.seq) && record.is_some_and(|r| r.hash == head.hash)
-            }
-        };
-        if agrees {
-            Ok(())
-        } else {
-            Err(ErrorKind::corrupt(format!(
-                "the recorded head (seq {}) does not match the last stored event; \
-                 run `emend journal verify` before writing to this journal",
-                head.seq
-            )))
-        }
-    }
-
     /// Commit a planned batch in one transaction over every tree it touches.
     fn commit(&self, records: &[EventRecord], writes: &Writes, head: &Head) -> Result<(), ErrorKind> {
         let encoded: Vec<([u8; 8], Vec<u8>)> = records.iter().map(|r| (r.seq.to_be_bytes(), r.encode())).collect();
         let head_bytes = serde_json::to_vec(head).map_err(|e| ErrorKind::corrupt(format!("encoding the head: {e}")))?;
         let mut trees = vec![self.events.clone(), self.meta.clone()];
         let mut tree_writes = Vec::new();
+        let mut digest_keys = Vec::new();
         for (name, entries) in writes {
+            digest_keys.push(digest_key(name));
             let tree = self.projections.get(name).ok_or_else(|| ErrorKind::UndeclaredTree {
                 tree: name.clone(),
                 declared: self.projections.keys().cloned().collect(),
@@ -316,12 +544,23 @@ impl Store {
             tx[1].insert(HEAD_KEY, head_bytes.as_slice())?;
             for (i, entries) in tree_writes.iter().enumerate() {
                 let tree = &tx[2 + i];
+                let mut digest: TreeDigest = match tx[1].get(&digest_keys[i])? {
+                    Some(d) => <[u8; 32]>::try_from(d.as_ref()).unwrap_or([0u8; 32]),
+                    None => [0u8; 32],
+                };
                 for (key, value) in entries {
-                    match value {
-                        Some(v) => tree.insert(*key, v.as_slice())?,
+                    let old = match value {
+                        Some(v) => {
+                            xor_into(&mut digest, &entry_digest(key, v));
+                            tree.insert(*key, v.as_slice())?
+                        }
                         None => tree.remove(*key)?,
                     };
+                    if let Some(old) = old {
+                        xor_into(&mut digest, &entry_digest(key, &old));
+                    }
                 }
+                tx[1].insert(digest_keys[i].as_slice(), &digest[..])?;
             }
             Ok(())
         });
@@ -361,10 +600,14 @@ impl EventLog for SledJournal {
             plan_batch(&self.head, events, &*self.projector, &self.declared, &SledBase(&self.store.projections))
                 .map_err(|(seq, kind)| self.err(Some(seq), kind))?;
         let last = batch.head.seq;
+        self.check_free_space()?;
         self.store.commit(&batch.records, &batch.writes, &batch.head).map_err(|k| self.err(Some(last), k))?;
         // Committed: later appends chain onto it even if the flush below fails.
         self.head = batch.head;
         self.store.db.flush().map_err(|e| self.err(Some(last), e.into()))?;
+        if let Some(view) = &mut self.view {
+            view.publish(&batch.records);
+        }
         Ok(batch.records)
     }
 
@@ -472,6 +715,10 @@ impl EventLog for SledJournal {
                     Ok(())
                 });
             transaction_result(outcome).map_err(|k| self.err(None, k))?;
+        }
+        for (name, tree) in &self.store.projections {
+            let digest = self.stored_digest(name, tree)?;
+            self.store.meta.insert(digest_key(name), digest.as_slice()).map_err(|e| self.err(None, e.into()))?;
         }
         for name in self.undeclared_trees() {
             tracing::info!(tree = %name, "dropping projection tree the projector no longer declares");

@@ -194,6 +194,7 @@ pub(crate) struct ChainCheck<'a> {
     checked: u64,
     chain_break: Option<ChainBreak>,
     replay: Replay<'a>,
+    replaying: bool,
     replay_error: Option<String>,
 }
 
@@ -205,8 +206,19 @@ impl<'a> ChainCheck<'a> {
             checked: 0,
             chain_break: None,
             replay: Replay::new(projector, declared),
+            replaying: true,
             replay_error: None,
         }
+    }
+
+    /// Check the chain only (seq, hashes, links), without replaying the projector.
+    pub(crate) fn chain_only(projector: &'a dyn Projector, declared: &'a BTreeSet<String>) -> Self {
+        ChainCheck { replaying: false, ..ChainCheck::new(projector, declared) }
+    }
+
+    /// The last record that passed so far.
+    pub(crate) fn last_good(&self) -> Head {
+        Head { seq: self.expected - 1, hash: self.prev_hash.clone() }
     }
 
     /// Check the next stored record; returns false once the chain is broken.
@@ -242,7 +254,8 @@ impl<'a> ChainCheck<'a> {
         if record.prev_hash != self.prev_hash {
             return Err(ChainProblem::BrokenLink { expected: self.prev_hash.clone(), found: record.prev_hash });
         }
-        if self.replay_error.is_none()
+        if self.replaying
+            && self.replay_error.is_none()
             && let Err(e) = self.replay.apply(&record)
         {
             self.replay_error = Some(format!("the projector failed on event seq {at}: {e}"));
@@ -275,6 +288,8 @@ impl<'a> ChainCheck<'a> {
             (ProjectionCheck::NotChecked { reason: format!("the chain is broken at seq {}", b.seq) }, None)
         } else if let Some(reason) = self.replay_error.take() {
             (ProjectionCheck::NotChecked { reason }, None)
+        } else if !self.replaying {
+            (ProjectionCheck::NotChecked { reason: "the chain alone was checked".to_owned() }, None)
         } else {
             (ProjectionCheck::Match { trees: Vec::new() }, Some(self.replay.finish()))
         };

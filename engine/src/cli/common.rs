@@ -10,7 +10,7 @@ use engine::events::EngineProjector;
 use engine::evolve::EvolveError;
 use engine::schema::StrategySchema;
 use engine::store::StoreError;
-use journal::{ErrorClass, JournalError, SledJournal};
+use journal::{ErrorClass, JournalError, ReadView, SledJournal};
 
 use super::Failure;
 
@@ -77,8 +77,11 @@ pub fn writer(project: &Project) -> Result<SledJournal, Failure> {
     journal::open_writer(&dir, EngineProjector).map_err(journal_failure)
 }
 
-pub fn reader(project: &Project) -> Result<SledJournal, Failure> {
-    journal::open_reader(project.journal_dir(), EngineProjector).map_err(|e| {
+/// Opens the journal for a read command: the view the writer publishes after each
+/// committed batch, read without the journal's lock (a running `evolve` is never disturbed,
+/// and a read-only project directory is enough).
+pub fn reader(project: &Project) -> Result<ReadView, Failure> {
+    journal::open_view(project.journal_dir(), EngineProjector).map_err(|e| {
         if matches!(e.kind(), journal::ErrorKind::NotFound { .. }) {
             Failure::bad_input(anyhow::anyhow!(
                 "{}: no journal yet (run `emend evolve` or `emend init` first)",

@@ -68,16 +68,15 @@ pub fn init(args: &InitArgs) -> CmdResult {
         Some(p) => StrategySchema::from_path(p).map_err(Failure::bad_input)?,
         None => StrategySchema::builtin(),
     };
-    let (origin, text) = match &args.strategy {
-        Some(p) => (
-            p.display().to_string(),
-            std::fs::read_to_string(p)
-                .map_err(|e| Failure::bad_input(anyhow::anyhow!("{}: cannot read: {e}", p.display())))?,
-        ),
-        None => ("strategies/default.yaml (built in)".to_string(), DEFAULT_STRATEGY.to_string()),
+    // Read with the strategy size and depth bounds.
+    let (origin, start) = match &args.strategy {
+        Some(p) => (p.display().to_string(), artifact::load_file(p, &schema).map_err(Failure::bad_input)?),
+        None => {
+            let origin = "strategies/default.yaml (built in)".to_string();
+            let start = artifact::from_yaml(&origin, DEFAULT_STRATEGY, &schema).map_err(Failure::bad_input)?;
+            (origin, start)
+        }
     };
-    let start = artifact::from_yaml(&origin, &text, &schema).map_err(Failure::bad_input)?;
-    std::fs::create_dir_all(dir).map_err(|e| Failure::failed(anyhow::anyhow!("{}: {e}", dir.display())))?;
     let strategy_rel = PathBuf::from("strategies/served.yaml");
     let mut rendered =
         config::render_config(&tasks, &strategy_rel, args.harness_command.as_deref(), schema_path.as_deref());
@@ -90,12 +89,26 @@ pub fn init(args: &InitArgs) -> CmdResult {
     let parsed = config::parse_config(&rendered)
         .map_err(|m| Failure::failed(anyhow::anyhow!("generated emend.yaml is invalid: {m}")))?;
     let project = Project { dir: dir.clone(), config: parsed };
-    let backend = common::backend(&project, &schema)?;
-    artifact::write_atomic(&project.config_path(), rendered.as_bytes()).map_err(Failure::failed)?;
-    let mut log = common::writer(&project)?;
-    evolve::initialize(&mut log, &start, &format!("initialized from {origin}")).map_err(common::evolve_failure)?;
-    evolve::write_served(&project, 1, None, &start.hash, &evolve::strip_metadata(&start.value))
-        .map_err(common::evolve_failure)?;
+    // From here on a failure removes what this command created.
+    let created = Created::new(dir);
+    std::fs::create_dir_all(dir).map_err(|e| Failure::failed(anyhow::anyhow!("{}: {e}", dir.display())))?;
+    let written = (|| -> Result<Box<dyn engine::backend::Backend>, Failure> {
+        // The task set and harness are checked before anything is written into the directory.
+        let backend = init_backend(&project, &schema, args)?;
+        artifact::write_atomic(&project.config_path(), rendered.as_bytes()).map_err(Failure::failed)?;
+        let mut log = common::writer(&project)?;
+        evolve::initialize(&mut log, &start, &format!("initialized from {origin}")).map_err(common::evolve_failure)?;
+        evolve::write_served(&project, 1, None, &start.hash, &evolve::strip_metadata(&start.value))
+            .map_err(common::evolve_failure)?;
+        Ok(backend)
+    })();
+    let backend = match written {
+        Ok(backend) => backend,
+        Err(failure) => {
+            created.undo(&project);
+            return Err(failure);
+        }
+    };
     let n = backend.questions().len();
     if args.json {
         common::print_json(&json!({
@@ -116,6 +129,55 @@ pub fn init(args: &InitArgs) -> CmdResult {
         println!("next: cd {} && emend evolve", dir.display());
     }
     Ok(exit::OK)
+}
+
+/// The backend a new project would use; its errors name the flag that gave the bad input.
+fn init_backend(
+    project: &Project,
+    schema: &StrategySchema,
+    args: &InitArgs,
+) -> Result<Box<dyn engine::backend::Backend>, Failure> {
+    use engine::backend::BuiltinBackend;
+    use engine::command::CommandBackend;
+    match project.config.harness.kind {
+        config::HarnessKind::Builtin => Ok(Box::new(
+            BuiltinBackend::from_project(project)
+                .map_err(|e| Failure::bad_input(anyhow::anyhow!("--tasks {}: {e}", args.tasks)))?,
+        )),
+        config::HarnessKind::Command => Ok(Box::new(
+            CommandBackend::from_project(project, schema)
+                .map_err(|e| Failure::bad_input(anyhow::anyhow!("--tasks {} / --harness-command: {e}", args.tasks)))?,
+        )),
+    }
+}
+
+/// What `emend init` created, so that a failure leaves nothing behind: the whole directory
+/// when it did not exist before, else only the files and directories init adds.
+struct Created {
+    dir_existed: bool,
+    dir: PathBuf,
+}
+
+impl Created {
+    fn new(dir: &Path) -> Self {
+        Created { dir_existed: dir.exists(), dir: dir.to_path_buf() }
+    }
+
+    fn undo(self, project: &Project) {
+        if !self.dir_existed {
+            let _ = std::fs::remove_dir_all(&self.dir);
+            return;
+        }
+        let _ = std::fs::remove_file(project.config_path());
+        let _ = std::fs::remove_dir_all(self.dir.join(config::STATE_DIR));
+        let strategy = project.strategy_path();
+        if std::fs::remove_file(&strategy).is_ok()
+            && let Some(parent) = strategy.parent()
+        {
+            // Only if init's own strategies/ directory is now empty.
+            let _ = std::fs::remove_dir(parent);
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -163,14 +225,14 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
     let project = common::project(project_dir)?;
     let schema = common::schema(&project)?;
     let backend = common::backend(&project, &schema)?;
-    let mut log = open_initialized(&project, &schema)?;
     let opts = RunOptions {
         rounds: args.rounds.unwrap_or(project.config.loop_.rounds),
         candidates: args.candidates.unwrap_or(project.config.loop_.candidates),
     };
-    if opts.candidates == 0 {
-        return Err(Failure::bad_input(anyhow::anyhow!("--candidates: must be at least 1")));
-    }
+    // One limit for the flag and the setting.
+    config::check_candidates("--candidates", opts.candidates).map_err(|m| Failure::bad_input(anyhow::anyhow!(m)))?;
+    config::check_rounds("--rounds", opts.rounds).map_err(|m| Failure::bad_input(anyhow::anyhow!(m)))?;
+    let mut log = open_initialized(&project, &schema)?;
     let live = term::Live::start("observing the served strategy", !args.quiet);
     let mut progress = |p: Progress| {
         if args.quiet {

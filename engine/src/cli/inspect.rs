@@ -165,7 +165,7 @@ pub fn diagnose(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
     let schema = common::schema(&project)?;
     let backend = common::backend(&project, &schema)?;
     // The served strategy as the journal has it, else the file.
-    let artifact = match journal::open_reader(project.journal_dir(), engine::events::EngineProjector) {
+    let artifact = match journal::open_view(project.journal_dir(), engine::events::EngineProjector) {
         Ok(log) => {
             let store = Store::new(&log);
             match store.served().map_err(common::store_failure)? {
@@ -446,9 +446,23 @@ pub fn log(args: &LogArgs, project_dir: Option<&Path>) -> CmdResult {
 #[derive(Debug, clap::Subcommand)]
 pub enum JournalCommand {
     /// Check the hash chain and rebuild every projection from the events (exit 1 on any problem).
-    Verify(JsonArg),
+    Verify(VerifyArgs),
+    /// Print the head of the chain (seq and hash), to store elsewhere and check later with
+    /// `emend journal verify --expect-head HASH`.
+    Head(JsonArg),
     /// Write events as JSONL for audit and other tools.
     Export(ExportArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct VerifyArgs {
+    /// Also require the chain to contain an event with this hash (a head printed earlier by
+    /// `emend journal head`): a rewritten chain then fails even if it is consistent.
+    #[arg(long, value_name = "HASH")]
+    pub expect_head: Option<String>,
+    /// Print JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -461,27 +475,78 @@ pub struct ExportArgs {
     pub out: Option<PathBuf>,
 }
 
+/// Whether an event with hash `expected` is in the chain (None when no hash was given).
+fn expected_in(log: &dyn EventLog, expected: Option<&str>) -> Result<Option<bool>, Failure> {
+    let Some(expected) = expected else { return Ok(None) };
+    let expected = expected.trim().to_ascii_lowercase();
+    if expected.len() != 64 || !expected.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(Failure::bad_input(anyhow::anyhow!("--expect-head {expected}: expected 64 hex digits")));
+    }
+    Ok(Some(log.read_from(1).map_err(common::journal_failure)?.iter().any(|r| r.hash == expected)))
+}
+
 pub fn journal(cmd: &JournalCommand, project_dir: Option<&Path>) -> CmdResult {
     let project = common::project(project_dir)?;
     match cmd {
         JournalCommand::Verify(args) => {
-            let log = common::reader(&project)?;
-            let report = log.verify().map_err(common::journal_failure)?;
-            let head = log.head();
+            // The store itself when nobody writes to it; the published view while a writer
+            // does (or when the directory is read-only).
+            let dir = project.journal_dir();
+            let (report, head, expected_found, what) = match journal::open_reader(&dir, engine::events::EngineProjector)
+            {
+                Ok(log) => {
+                    let report = log.verify().map_err(common::journal_failure)?;
+                    let found = expected_in(&log, args.expect_head.as_deref())?;
+                    (report, log.head(), found, "the store")
+                }
+                Err(e) if matches!(e.kind(), journal::ErrorKind::Locked { .. } | journal::ErrorKind::Io { .. }) => {
+                    let log = common::reader(&project)?;
+                    let report = log.verify().map_err(common::journal_failure)?;
+                    let found = expected_in(&log, args.expect_head.as_deref())?;
+                    (report, log.head(), found, "the published read view: a writer holds the store, or it is read-only")
+                }
+                Err(e) => return Err(common::journal_failure(e)),
+            };
+            let anchor_ok = expected_found.unwrap_or(true);
+            let ok = report.is_ok() && anchor_ok;
             if args.json {
                 common::print_json(&json!({
-                    "ok": report.is_ok(),
+                    "ok": ok,
                     "head": head.seq,
+                    "head_hash": head.hash,
                     "events_checked": report.events_checked,
                     "first_broken_seq": report.chain_break.as_ref().map(|b| b.seq),
+                    "expected_head_found": expected_found,
+                    "checked": what,
                     "report": report.to_string(),
                 }));
-            } else if report.is_ok() {
-                print!("ok: {report}");
             } else {
-                print!("journal {} FAILED verification:\n{report}", project.journal_dir().display());
+                if report.is_ok() {
+                    print!("ok, checked {what}\n{report}");
+                } else {
+                    print!("journal {} FAILED verification, checked {what}:\n{report}", dir.display());
+                }
+                if let (Some(hash), Some(found)) = (&args.expect_head, expected_found) {
+                    if found {
+                        println!("expected head {hash}: present in the chain");
+                    } else {
+                        println!(
+                            "expected head {hash}: NOT in the chain (the chain was rewritten or cut since that head was recorded)"
+                        );
+                    }
+                }
             }
-            Ok(if report.is_ok() { exit::OK } else { exit::FAILED })
+            Ok(if ok { exit::OK } else { exit::FAILED })
+        }
+        JournalCommand::Head(args) => {
+            let log = common::reader(&project)?;
+            let head = log.head();
+            if args.json {
+                common::print_json(&json!({"seq": head.seq, "hash": head.hash}));
+            } else {
+                println!("{} {}", head.seq, head.hash);
+            }
+            Ok(exit::OK)
         }
         JournalCommand::Export(args) => {
             let log = common::reader(&project)?;

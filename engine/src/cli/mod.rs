@@ -125,9 +125,15 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// Logs go to stderr, `warn` and above unless `RUST_LOG` says otherwise. The OpenAI client
+/// library logs a reply it cannot parse verbatim (at error level), which would put model
+/// output, and any key echoed in it, on stderr: its logs stay off unless `RUST_LOG` names it.
 fn init_tracing() {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
+    // The OpenAI client library logs unparseable replies verbatim (they may echo a key): off unless asked for.
+    let spec = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".to_string());
+    let spec = if spec.contains("async_openai") { spec } else { format!("{spec},async_openai=off") };
+    let filter = EnvFilter::try_new(&spec).unwrap_or_else(|_| EnvFilter::new("warn,async_openai=off"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

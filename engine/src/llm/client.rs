@@ -143,6 +143,42 @@ impl Service<HttpRequestFactory> for StatusService {
     }
 }
 
+/// What may be kept of a model endpoint's text in an error or a log line: never the text
+/// verbatim. The configured key (and its first half, which a truncated echo may hold) and
+/// any `Bearer` token are replaced by `[redacted]`, and the rest is cut to
+/// [`BODY_EXCERPT`] characters.
+pub fn redact(text: &str, key: &str) -> String {
+    let mut out = text.to_string();
+    let key = key.trim();
+    if key.len() >= 4 {
+        out = out.replace(key, "[redacted]");
+        let half: String = key.chars().take(key.chars().count() / 2).collect();
+        if half.len() >= 8 {
+            out = out.replace(&half, "[redacted]");
+        }
+    }
+    let mut rest = out.as_str();
+    let mut clean = String::with_capacity(out.len());
+    while let Some(i) = rest.find("Bearer ") {
+        clean.push_str(&rest[..i + 7]);
+        let after = &rest[i + 7..];
+        let end = after.find(|c: char| c.is_whitespace() || c == '"' || c == '\'' || c == ',').unwrap_or(after.len());
+        if end > 0 {
+            clean.push_str("[redacted]");
+        }
+        rest = &after[end..];
+    }
+    clean.push_str(rest);
+    let total = clean.chars().count();
+    if total > BODY_EXCERPT {
+        let mut cut: String = clean.chars().take(BODY_EXCERPT).collect();
+        cut.push_str(&format!("... ({} more characters not shown)", total - BODY_EXCERPT));
+        cut
+    } else {
+        clean
+    }
+}
+
 /// `Retry-After` in seconds (HTTP dates are not honoured: the backoff applies).
 pub fn parse_retry_after(v: &str) -> Option<Duration> {
     let secs: f64 = v.trim().parse().ok()?;
@@ -269,7 +305,7 @@ impl RoleClient {
     }
 
     fn scrub(&self, text: String) -> String {
-        if self.key.len() >= 4 { text.replace(&self.key, "[redacted]") } else { text }
+        redact(&text, &self.key)
     }
 
     fn fail<T>(&self, requests: u32, kind: CallErrorKind) -> Result<T, CallError> {

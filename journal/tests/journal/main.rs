@@ -7,3 +7,4 @@ mod disk;
 mod locks;
 mod props;
 mod suite;
+mod view;
