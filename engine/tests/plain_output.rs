@@ -67,7 +67,8 @@ fn warnings_are_plain_in_a_pipe_and_coloured_when_forced() {
     let stale = format!(r#"{{"pid":{pid},"host":"{host}","started_at":"2020-01-02T03:04:05Z"}}"#);
     for (env, coloured) in [(&[][..], false), (&[("CLICOLOR_FORCE", "1")][..], true)] {
         std::fs::write(dir.join(".emend/journal/LOCK"), &stale).unwrap();
-        let (code, _, err) = emend(&dir, &["status"], env);
+        // A writer takes the lock (readers never do); --quiet leaves the WARN the only styled line.
+        let (code, _, err) = emend(&dir, &["evolve", "--rounds", "1", "--quiet"], env);
         assert_eq!(code, 0, "{}", text(&err));
         assert!(text(&err).contains("WARN") && text(&err).contains("stale journal lock"), "{}", text(&err));
         assert_eq!(has_escape(&err), coloured, "{env:?}: {}", text(&err));
