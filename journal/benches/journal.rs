@@ -30,6 +30,12 @@ impl Projector for RoundProjector {
         vec!["rounds".into(), "candidate_outcomes".into(), "question_history".into()]
     }
 
+    // As the engine's projector does: thousands of small per-question entries per round,
+    // all derived from the round event, are rebuilt in memory rather than stored.
+    fn memory_trees(&self) -> Vec<String> {
+        vec!["question_history".into()]
+    }
+
     fn project(&self, state: &mut dyn ProjectionState, event: &EventRecord) -> Result<(), ProjectError> {
         let round = event.payload["round"].as_u64().ok_or("no round")?;
         match event.kind.as_str() {
