@@ -255,6 +255,13 @@ impl Projector for EngineProjector {
         TREES.iter().map(|t| t.to_string()).collect()
     }
 
+    /// What an `evaluated` event carries, copied per question and strategy (thousands of
+    /// entries per evaluation) or whole (results and diagnosis): kept in memory, rebuilt
+    /// from the events when the journal is opened, instead of stored a second time.
+    fn memory_trees(&self) -> Vec<String> {
+        vec![T_QUESTIONS.to_string(), T_EVALUATIONS.to_string(), T_LAYER_A.to_string()]
+    }
+
     fn project(&self, state: &mut dyn ProjectionState, record: &EventRecord) -> Result<(), ProjectError> {
         let event = Event::from_record(record)?;
         match event {

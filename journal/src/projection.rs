@@ -29,11 +29,22 @@ pub trait Projector: Send + Sync {
 
     /// Apply one event to the projections.
     fn project(&self, state: &mut dyn ProjectionState, event: &EventRecord) -> Result<(), ProjectError>;
+
+    /// Declared trees a durable journal keeps in memory only, rebuilt from the events when
+    /// it is opened, instead of storing them beside the events: fit for trees with many
+    /// small entries per event (one per question) that the events already hold. Reads and
+    /// `verify` treat them like any other tree. None by default.
+    fn memory_trees(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 impl<P: Projector + ?Sized> Projector for Arc<P> {
     fn trees(&self) -> Vec<String> {
         (**self).trees()
+    }
+    fn memory_trees(&self) -> Vec<String> {
+        (**self).memory_trees()
     }
     fn project(&self, state: &mut dyn ProjectionState, event: &EventRecord) -> Result<(), ProjectError> {
         (**self).project(state, event)
@@ -43,6 +54,9 @@ impl<P: Projector + ?Sized> Projector for Arc<P> {
 impl<P: Projector + ?Sized> Projector for Box<P> {
     fn trees(&self) -> Vec<String> {
         (**self).trees()
+    }
+    fn memory_trees(&self) -> Vec<String> {
+        (**self).memory_trees()
     }
     fn project(&self, state: &mut dyn ProjectionState, event: &EventRecord) -> Result<(), ProjectError> {
         (**self).project(state, event)

@@ -81,9 +81,50 @@ impl EventRecord {
         out
     }
 
-    /// Decode a stored record; the error text says what is wrong with the bytes.
+    /// Decode a stored record, plain JSON or zstd-compressed JSON (see [`maybe_decompress`]);
+    /// the error text says what is wrong with the bytes.
     pub(crate) fn decode(bytes: &[u8]) -> Result<Self, String> {
-        serde_json::from_slice(bytes).map_err(|e| format!("the stored record is not valid: {e}"))
+        let json = maybe_decompress(bytes)?;
+        serde_json::from_slice(&json).map_err(|e| format!("the stored record is not valid: {e}"))
+    }
+}
+
+/// The sled store keeps each record as its JSON line passed through [`compress`].
+/// Stored records and read-view frames of at least this many bytes are zstd-compressed;
+/// smaller ones gain little and stay plain JSON.
+pub(crate) const COMPRESS_MIN: usize = 1024;
+
+/// zstd level: 1 is the fastest, and JSON with repeated keys compresses well even so.
+const ZSTD_LEVEL: i32 = 1;
+
+/// The 4 bytes every zstd frame starts with. A JSON record starts with `{`, a view frame
+/// body with `{` too, so the two never collide.
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
+
+/// `bytes` zstd-compressed (with the frame's content checksum) when it is at least
+/// [`COMPRESS_MIN`] long, else unchanged.
+pub(crate) fn compress(bytes: Vec<u8>) -> Vec<u8> {
+    if bytes.len() < COMPRESS_MIN {
+        return bytes;
+    }
+    let compressed = (|| -> std::io::Result<Vec<u8>> {
+        let mut encoder = zstd::stream::Encoder::new(Vec::with_capacity(bytes.len() / 4), ZSTD_LEVEL)?;
+        encoder.include_checksum(true)?;
+        std::io::Write::write_all(&mut encoder, &bytes)?;
+        encoder.finish()
+    })();
+    // Compressing into memory fails only on allocation; the plain form is equally valid.
+    compressed.unwrap_or(bytes)
+}
+
+/// The plain bytes of a stored value: decompressed when it is a zstd frame, else as is.
+pub(crate) fn maybe_decompress(bytes: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, String> {
+    if bytes.starts_with(&ZSTD_MAGIC) {
+        zstd::stream::decode_all(bytes)
+            .map(std::borrow::Cow::Owned)
+            .map_err(|e| format!("the stored record does not decompress: {e}"))
+    } else {
+        Ok(std::borrow::Cow::Borrowed(bytes))
     }
 }
 

@@ -6,12 +6,21 @@
 //! <dir>/LOCK           who holds the journal (see the lock module)
 //! <dir>/events.log     the published read view (see the view module)
 //! <dir>/sled/          the sled database:
-//!   tree `events`      key: seq as 8 bytes big-endian -> value: the record's JSON line
+//!   tree `events`      key: seq as 8 bytes big-endian -> value: the record's JSON line,
+//!                      zstd-compressed (with its checksum) when it is 1 KiB or more; plain
+//!                      JSON lines (every record of journals written before) read as well
 //!   tree `meta`        `format_version` -> u32 big-endian; `head` -> JSON {"seq","hash"};
 //!                      `digest:<name>` -> 32 bytes: the XOR of SHA-256 over every entry of
 //!                      projection `<name>` (see [`entry_digest`])
-//!   tree `proj:<name>` one per projection: key UTF-8 -> value: canonical JSON
+//!   tree `proj:<name>` one per stored projection: key UTF-8 -> value: canonical JSON
 //! ```
+//!
+//! Projections the projector names in [`Projector::memory_trees`] are not stored: the
+//! journal rebuilds them from the events the first time it needs them and keeps them in
+//! memory, updating them after each committed batch. A journal written when such a tree
+//! was stored still has its `proj:<name>` tree: the writer drops it (and its digest) when it
+//! opens the journal, saying so in its log; a reader leaves it and `verify` compares it
+//! with the rebuild like any stored tree.
 //!
 //! A batch (events, head, projection writes and their digests) is one sled transaction over
 //! all the trees it touches, flushed before `append` returns: an acknowledged batch is
@@ -26,6 +35,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use serde_json::Value;
 use sled::transaction::{ConflictableTransactionError, TransactionError, Transactional};
@@ -37,8 +47,8 @@ use crate::error::{ErrorKind, JournalError, Result};
 use crate::lock::{JournalLock, LockHolder, OpenMode};
 use crate::log::EventLog;
 use crate::projection::{ProjectionBase, Projector, Replay, Writes, declared_trees, plan_batch};
-use crate::record::{EventRecord, Head, NewEvent, canonical_json_bytes};
-use crate::verify::{ChainCheck, VerifyReport, compare_tree, conclude};
+use crate::record::{EventRecord, Head, NewEvent, canonical_json_bytes, compress};
+use crate::verify::{ChainCheck, ProjectionDiff, VerifyReport, compare_tree, conclude};
 use crate::view::{self, ViewWriter};
 
 /// The on-disk format this build reads and writes. Bump it on any incompatible change to
@@ -94,7 +104,16 @@ pub struct SledJournal {
     /// The read view this writer publishes to (`None` for a reader).
     view: Option<ViewWriter>,
     min_free: u64,
+    /// The projector's memory-only trees ([`Projector::memory_trees`]) ...
+    memory_names: BTreeSet<String>,
+    /// ... and their content, rebuilt from the events on first use.
+    memory: OnceLock<MemoryTrees>,
+    /// A reader's handle on memory-only trees a journal from before still stores.
+    legacy: BTreeMap<String, Tree>,
 }
+
+/// Memory-only projection trees: name -> key -> value.
+type MemoryTrees = BTreeMap<String, BTreeMap<String, Value>>;
 
 impl std::fmt::Debug for SledJournal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -114,11 +133,17 @@ struct Store {
     projections: BTreeMap<String, Tree>,
 }
 
-struct SledBase<'a>(&'a BTreeMap<String, Tree>);
+struct SledBase<'a> {
+    stored: &'a BTreeMap<String, Tree>,
+    memory: &'a MemoryTrees,
+}
 
 impl ProjectionBase for SledBase<'_> {
     fn read(&self, tree: &str, key: &str) -> Result<Option<Value>, ErrorKind> {
-        let Some(t) = self.0.get(tree) else {
+        if let Some(t) = self.memory.get(tree) {
+            return Ok(t.get(key).cloned());
+        }
+        let Some(t) = self.stored.get(tree) else {
             return Ok(None);
         };
         match t.get(key.as_bytes())? {
@@ -220,10 +245,20 @@ impl SledJournal {
         let events = db.open_tree(EVENTS_TREE).map_err(|e| at(e.into()))?;
         let meta = db.open_tree(META_TREE).map_err(|e| at(e.into()))?;
         let declared = declared_trees(&*projector);
+        let memory_names: BTreeSet<String> =
+            projector.memory_trees().into_iter().filter(|t| declared.contains(t)).collect();
         let mut projections = BTreeMap::new();
-        for name in &declared {
+        for name in declared.difference(&memory_names) {
             let tree = db.open_tree(format!("{PROJECTION_PREFIX}{name}")).map_err(|e| at(e.into()))?;
             projections.insert(name.clone(), tree);
+        }
+        let stored_names = db.tree_names();
+        let mut legacy = BTreeMap::new();
+        for name in &memory_names {
+            let raw = format!("{PROJECTION_PREFIX}{name}");
+            if stored_names.iter().any(|t| t.as_ref() == raw.as_bytes()) {
+                legacy.insert(name.clone(), db.open_tree(&raw).map_err(|e| at(e.into()))?);
+            }
         }
         let store = Store { db, events, meta, projections };
 
@@ -240,12 +275,16 @@ impl SledJournal {
             took_over: acquired.took_over,
             view: None,
             min_free: DEFAULT_MIN_FREE_BYTES,
+            memory_names,
+            memory: OnceLock::new(),
+            legacy,
         };
         if mode == OpenMode::Writer {
             journal.check_chain()?;
             if checks == Checks::Full {
                 journal.check_digests()?;
             }
+            journal.drop_legacy_trees()?;
             journal.view = Some(journal.sync_view()?);
         }
         Ok(journal)
@@ -331,6 +370,38 @@ impl SledJournal {
             }
         }
         Ok(())
+    }
+
+    /// Migrate a journal that stores trees now kept in memory: drop each such tree and its
+    /// digest. Its content is derived from the events, which stay; the writer has checked
+    /// the chain already.
+    fn drop_legacy_trees(&mut self) -> Result<()> {
+        for name in std::mem::take(&mut self.legacy).into_keys() {
+            tracing::info!(
+                projection = %name,
+                "migrating the journal: projection `{name}` is now rebuilt from the events in memory; dropping its stored copy"
+            );
+            self.store.db.drop_tree(format!("{PROJECTION_PREFIX}{name}")).map_err(|e| self.err(None, e.into()))?;
+            self.store.meta.remove(digest_key(&name)).map_err(|e| self.err(None, e.into()))?;
+        }
+        self.store.db.flush().map_err(|e| self.err(None, e.into()))?;
+        Ok(())
+    }
+
+    /// The memory-only trees, rebuilt from the events on first use.
+    fn memory(&self) -> Result<&MemoryTrees> {
+        if let Some(m) = self.memory.get() {
+            return Ok(m);
+        }
+        let mut built = MemoryTrees::new();
+        if !self.memory_names.is_empty() {
+            let mut replay = Replay::new(&*self.projector, &self.declared);
+            for record in self.read_from(1)? {
+                replay.apply(&record).map_err(|k| self.err(Some(record.seq), k))?;
+            }
+            built = replay.finish().into_iter().filter(|(name, _)| self.memory_names.contains(name)).collect();
+        }
+        Ok(self.memory.get_or_init(|| built))
     }
 
     /// Bring the published view in line with the store (see the view module).
@@ -420,6 +491,26 @@ impl SledJournal {
                 ErrorKind::UndeclaredTree { tree: name.to_owned(), declared: self.declared.iter().cloned().collect() },
             )
         })
+    }
+
+    /// Compare a memory-only tree with its rebuild: the copy a journal from before still
+    /// stores when there is one (a reader), else the copy in memory when appends have kept
+    /// it up to date (a writer). A copy rebuilt at open is the rebuild: nothing to compare.
+    fn compare_memory_tree(&self, name: &str, expected: &BTreeMap<String, Value>) -> Result<Option<ProjectionDiff>> {
+        let found = if let Some(tree) = self.legacy.get(name) {
+            compare_tree(name, Store::entries(tree), expected)
+        } else if let Some(memory) = self.memory.get() {
+            let empty = BTreeMap::new();
+            let entries = memory.get(name).unwrap_or(&empty);
+            compare_tree(
+                name,
+                entries.iter().map(|(k, v)| Ok((k.as_bytes().to_vec(), canonical_json_bytes(v)))),
+                expected,
+            )
+        } else {
+            Ok(None)
+        };
+        found.map_err(|k| self.err(None, k))
     }
 
     /// Names of stored projection trees the projector does not declare.
@@ -520,8 +611,8 @@ impl Store {
     }
 
     /// Commit a planned batch in one transaction over every tree it touches.
-    fn commit(&self, records: &[EventRecord], writes: &Writes, head: &Head) -> Result<(), ErrorKind> {
-        let encoded: Vec<([u8; 8], Vec<u8>)> = records.iter().map(|r| (r.seq.to_be_bytes(), r.encode())).collect();
+    /// `encoded`: each record's key and stored bytes.
+    fn commit(&self, encoded: &[([u8; 8], Vec<u8>)], writes: &Writes, head: &Head) -> Result<(), ErrorKind> {
         let head_bytes = serde_json::to_vec(head).map_err(|e| ErrorKind::corrupt(format!("encoding the head: {e}")))?;
         let mut trees = vec![self.events.clone(), self.meta.clone()];
         let mut tree_writes = Vec::new();
@@ -538,7 +629,7 @@ impl Store {
             tree_writes.push(entries);
         }
         let outcome = trees.as_slice().transaction(|tx| -> std::result::Result<(), ConflictableTransactionError<()>> {
-            for (key, value) in &encoded {
+            for (key, value) in encoded {
                 tx[0].insert(key, value.as_slice())?;
             }
             tx[1].insert(HEAD_KEY, head_bytes.as_slice())?;
@@ -596,17 +687,34 @@ impl EventLog for SledJournal {
         if events.is_empty() {
             return Ok(Vec::new());
         }
-        let batch =
-            plan_batch(&self.head, events, &*self.projector, &self.declared, &SledBase(&self.store.projections))
-                .map_err(|(seq, kind)| self.err(Some(seq), kind))?;
+        let base = SledBase { stored: &self.store.projections, memory: self.memory()? };
+        let mut batch = plan_batch(&self.head, events, &*self.projector, &self.declared, &base)
+            .map_err(|(seq, kind)| self.err(Some(seq), kind))?;
         let last = batch.head.seq;
         self.check_free_space()?;
-        self.store.commit(&batch.records, &batch.writes, &batch.head).map_err(|k| self.err(Some(last), k))?;
+        let (in_memory, stored): (Writes, Writes) =
+            std::mem::take(&mut batch.writes).into_iter().partition(|(name, _)| self.memory_names.contains(name));
+        // Encode each record once, for the store (compressed when large) and for the view.
+        let lines: Vec<Vec<u8>> = batch.records.iter().map(EventRecord::encode).collect();
+        let encoded: Vec<([u8; 8], Vec<u8>)> =
+            batch.records.iter().zip(&lines).map(|(r, l)| (r.seq.to_be_bytes(), compress(l.clone()))).collect();
+        self.store.commit(&encoded, &stored, &batch.head).map_err(|k| self.err(Some(last), k))?;
         // Committed: later appends chain onto it even if the flush below fails.
         self.head = batch.head;
+        if let Some(memory) = self.memory.get_mut() {
+            for (name, entries) in in_memory {
+                let tree = memory.entry(name).or_default();
+                for (key, value) in entries {
+                    match value {
+                        Some(v) => tree.insert(key, v),
+                        None => tree.remove(&key),
+                    };
+                }
+            }
+        }
         self.store.db.flush().map_err(|e| self.err(Some(last), e.into()))?;
         if let Some(view) = &mut self.view {
-            view.publish(&batch.records);
+            view.publish_lines(batch.records[0].seq, &lines);
         }
         Ok(batch.records)
     }
@@ -633,6 +741,9 @@ impl EventLog for SledJournal {
     }
 
     fn get(&self, tree: &str, key: &str) -> Result<Option<Value>> {
+        if self.memory_names.contains(tree) {
+            return Ok(self.memory()?.get(tree).and_then(|t| t.get(key)).cloned());
+        }
         match self.tree(tree)?.get(key.as_bytes()).map_err(|e| self.err(None, e.into()))? {
             None => Ok(None),
             Some(bytes) => decode_value(tree, key, &bytes).map(Some).map_err(|k| self.err(None, k)),
@@ -640,6 +751,11 @@ impl EventLog for SledJournal {
     }
 
     fn scan(&self, tree: &str, prefix: &str) -> Result<Vec<(String, Value)>> {
+        if self.memory_names.contains(tree) {
+            let Some(t) = self.memory()?.get(tree) else { return Ok(Vec::new()) };
+            let found = t.range(prefix.to_owned()..).take_while(|(k, _)| k.starts_with(prefix));
+            return Ok(found.map(|(k, v)| (k.clone(), v.clone())).collect());
+        }
         let mut out = Vec::new();
         for item in self.tree(tree)?.scan_prefix(prefix.as_bytes()) {
             let (key, value) = item.map_err(|e| self.err(None, e.into()))?;
@@ -665,10 +781,12 @@ impl EventLog for SledJournal {
         if let Some(rebuilt) = rebuilt {
             let mut diffs = Vec::new();
             for (name, expected) in &rebuilt {
-                let tree = self.tree(name)?;
-                if let Some(d) = compare_tree(name, Store::entries(tree), expected).map_err(|k| self.err(None, k))? {
-                    diffs.push(d);
-                }
+                let diff = if self.memory_names.contains(name) {
+                    self.compare_memory_tree(name, expected)?
+                } else {
+                    compare_tree(name, Store::entries(self.tree(name)?), expected).map_err(|k| self.err(None, k))?
+                };
+                diffs.extend(diff);
             }
             conclude(&mut report, &self.declared, diffs);
         }
@@ -682,7 +800,12 @@ impl EventLog for SledJournal {
         for record in self.read_from(1)? {
             replay.apply(&record).map_err(|k| self.err(Some(record.seq), k))?;
         }
-        let rebuilt = replay.finish();
+        let mut rebuilt = replay.finish();
+        let mut memory = MemoryTrees::new();
+        for name in &self.memory_names {
+            memory.insert(name.clone(), rebuilt.remove(name).unwrap_or_default());
+        }
+        self.memory = OnceLock::from(memory);
 
         // Remove what the rebuild does not have, write everything it has: one transaction.
         let mut trees = Vec::new();

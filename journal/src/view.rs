@@ -7,7 +7,9 @@
 //! ```text
 //! header   the 21 bytes `emend-journal-view/1\n`
 //! frame*   len: u64 big-endian | body: len bytes | check: first 8 bytes of SHA-256(body)
-//! body     the batch's records, each as its JSON line followed by `\n`
+//! body     the batch's records, each as its JSON line followed by `\n`; a body of at
+//!          least 1 KiB is stored zstd-compressed (it then starts with zstd's magic
+//!          number instead of `{`)
 //! ```
 //!
 //! One frame is one committed batch, written with one `write` after sled has flushed the
@@ -20,6 +22,7 @@
 //! line with the store (drops a torn tail, appends batches it lacks, or rewrites it when it
 //! disagrees), so a view lost or damaged by a crash or by hand is repaired by the next writer.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
@@ -32,7 +35,7 @@ use crate::error::{ErrorKind, JournalError, Result};
 use crate::log::EventLog;
 use crate::memory::MemoryJournal;
 use crate::projection::{Projector, declared_trees};
-use crate::record::{EventRecord, Head, NewEvent};
+use crate::record::{EventRecord, Head, NewEvent, compress, maybe_decompress};
 use crate::verify::{ChainCheck, ProjectionCheck, VerifyReport};
 
 /// Name of the published view inside the journal directory.
@@ -50,11 +53,17 @@ fn checksum(body: &[u8]) -> [u8; CHECK_LEN] {
 
 /// One frame holding `records`.
 pub(crate) fn frame(records: &[EventRecord]) -> Vec<u8> {
-    let mut body = Vec::with_capacity(records.len() * 256);
-    for r in records {
-        body.extend_from_slice(&r.encode());
+    frame_lines(&records.iter().map(EventRecord::encode).collect::<Vec<_>>())
+}
+
+/// One frame holding records already encoded as JSON lines.
+pub(crate) fn frame_lines(lines: &[Vec<u8>]) -> Vec<u8> {
+    let mut body = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
+    for line in lines {
+        body.extend_from_slice(line);
         body.push(b'\n');
     }
+    let body = compress(body);
     let mut out = Vec::with_capacity(body.len() + 16);
     out.extend_from_slice(&(body.len() as u64).to_be_bytes());
     out.extend_from_slice(&body);
@@ -100,14 +109,21 @@ pub(crate) fn frames(bytes: &[u8]) -> std::result::Result<Frames<'_>, String> {
     Ok(Frames { bodies, good_len: at as u64, trailing: (bytes.len() - at) as u64 })
 }
 
-/// The records of a frame body, in order, with the line's own bytes.
-fn body_lines(body: &[u8]) -> impl Iterator<Item = &[u8]> {
-    body.split(|b| *b == b'\n').filter(|l| !l.is_empty())
+/// The plain text of a frame body (decompressed when it was stored compressed).
+fn body_text(body: &[u8]) -> std::result::Result<Cow<'_, [u8]>, String> {
+    maybe_decompress(body).map_err(|e| format!("{VIEW_FILE}: a frame body: {e}"))
+}
+
+/// The records of a frame body's text, in order, with the line's own bytes.
+fn body_lines(text: &[u8]) -> impl Iterator<Item = &[u8]> {
+    text.split(|b| *b == b'\n').filter(|l| !l.is_empty())
 }
 
 /// The last record of the last complete frame, if any.
 pub(crate) fn last_record(frames: &Frames<'_>) -> std::result::Result<Option<EventRecord>, String> {
-    match frames.bodies.last().and_then(|b| body_lines(b).last()) {
+    let Some(body) = frames.bodies.last() else { return Ok(None) };
+    let text = body_text(body)?;
+    match body_lines(&text).last() {
         None => Ok(None),
         Some(line) => EventRecord::decode(line).map(Some),
     }
@@ -176,10 +192,16 @@ impl ViewWriter {
     /// Publish a committed batch. A failure is logged, not returned: the batch is already
     /// durable in the store, and the next writer repairs the view.
     pub(crate) fn publish(&mut self, records: &[EventRecord]) {
-        if !self.healthy || records.is_empty() {
+        let lines: Vec<Vec<u8>> = records.iter().map(EventRecord::encode).collect();
+        self.publish_lines(records.first().map_or(0, |r| r.seq), &lines);
+    }
+
+    /// [`Self::publish`] for records already encoded as JSON lines, the first one `first_seq`.
+    pub(crate) fn publish_lines(&mut self, first_seq: u64, lines: &[Vec<u8>]) {
+        if !self.healthy || lines.is_empty() {
             return;
         }
-        let bytes = frame(records);
+        let bytes = frame_lines(lines);
         let written = self.file.seek(SeekFrom::Start(self.len)).and_then(|_| self.file.write_all(&bytes));
         match written {
             Ok(()) => self.len += bytes.len() as u64,
@@ -191,7 +213,7 @@ impl ViewWriter {
                     view = %self.path.display(),
                     "could not publish events to the read view ({e}); readers see the journal as of seq {} \
                      until the next run repairs the view",
-                    records[0].seq.saturating_sub(1)
+                    first_seq.saturating_sub(1)
                 );
             }
         }
@@ -261,7 +283,8 @@ pub fn open_view(dir: impl AsRef<Path>, projector: impl Projector + 'static) -> 
     let mut check = ChainCheck::new(&*projector, &declared);
     let mut events = BTreeMap::new();
     for body in &frames.bodies {
-        for line in body_lines(body) {
+        let text = body_text(body).map_err(|d| at(None, ErrorKind::corrupt(d)))?;
+        for line in body_lines(&text) {
             let seq = check.last_good().seq + 1;
             if !check.feed(&seq.to_be_bytes(), line) {
                 break;

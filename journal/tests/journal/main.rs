@@ -2,6 +2,7 @@
 //! tamper, crash, lock and format tests.
 
 mod common;
+mod compact;
 mod crash;
 mod disk;
 mod locks;
