@@ -24,6 +24,16 @@ pub enum StoreError {
     Corrupt(String),
 }
 
+impl StoreError {
+    /// How the CLI should exit on this error: the journal's own class, else a failed run.
+    pub fn exit_class(&self) -> journal::ErrorClass {
+        match self {
+            StoreError::Journal(j) => j.exit_class(),
+            StoreError::Corrupt(_) => journal::ErrorClass::Failed,
+        }
+    }
+}
+
 pub type Result<T> = std::result::Result<T, StoreError>;
 
 fn decode<T: for<'de> Deserialize<'de>>(what: &str, v: Value) -> Result<T> {

@@ -179,18 +179,8 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
             return;
         }
         match p {
-            Progress::Observed { round, version, accuracy, reused } => eprintln!(
-                "round {round}: served v{version} accuracy {accuracy:.4}{}",
-                if reused { " (recorded evaluation)" } else { "" }
-            ),
-            Progress::Candidate { id, summary, .. } => eprintln!("  {id} {summary}"),
-            Progress::Decided { line, .. } => {
-                if tty {
-                    eprintln!("\x1b[1m{line}\x1b[0m");
-                } else {
-                    eprintln!("{line}");
-                }
-            }
+            Progress::Decided { .. } if tty => eprintln!("\x1b[1m{p}\x1b[0m"),
+            _ => eprintln!("{p}"),
         }
     };
     let mut evolution = Evolution { project: &project, schema: &schema, backend: backend.as_ref(), log: &mut log };

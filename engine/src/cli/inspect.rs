@@ -65,7 +65,7 @@ pub fn status(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
         evolve::FileState::Missing => "missing (evolve rewrites it)".to_string(),
         evolve::FileState::Stale { holds } => format!("holds v{holds} (evolve rewrites it)"),
         evolve::FileState::HandEdited { file_hash } => format!("edited by hand (hash {file_hash:.12})"),
-        evolve::FileState::Unreadable { reason } => format!("unreadable: {reason}"),
+        evolve::FileState::Unreadable { reason, .. } => format!("unreadable: {reason}"),
     };
     let last = rounds.last().cloned();
     let llm_total = model_usage(&rounds);
@@ -184,7 +184,7 @@ pub fn diagnose(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
         Err(e) => return Err(common::journal_failure(e)),
     };
     let eval = backend.evaluate(&artifact, None).map_err(Failure::failed)?;
-    let d = engine::layer_a::diagnose(&eval.outcomes, 3);
+    let d = engine::layer_a::diagnose(&engine::records::question_results(&eval), 3);
     let texts: BTreeMap<&str, &engine::outcome::OutcomeRecord> =
         eval.outcomes.iter().map(|o| (o.id.as_str(), o)).collect();
     if args.json {

@@ -692,7 +692,7 @@ fn guard_hand_edit(
             path.display(),
             path.display()
         ))),
-        FileState::Unreadable { reason } if !force => Err(Failure::bad_input(anyhow::anyhow!(
+        FileState::Unreadable { reason, .. } if !force => Err(Failure::bad_input(anyhow::anyhow!(
             "{}: cannot be read ({reason}), so emend cannot tell whether it was edited by hand; refusing to \
              replace it. Pass --force to replace it anyway",
             path.display()
@@ -703,7 +703,9 @@ fn guard_hand_edit(
                 Ok(Some(v)) => Ok(Some(HandEdit::Journaled(v))),
                 Ok(None) => Ok(Some(HandEdit::Known)),
                 // An invalid strategy cannot become a version: journal_hand_edit kept its bytes.
-                Err(evolve::EvolveError::BadInput(msg)) if !valid => Ok(Some(HandEdit::Kept(msg))),
+                Err(e @ evolve::EvolveError::InvalidHandEdit { .. }) if !valid => {
+                    Ok(Some(HandEdit::Kept(format!("{:#}", anyhow::Error::new(e)))))
+                }
                 Err(e) => Err(common::evolve_failure(e)),
             }
         }

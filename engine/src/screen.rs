@@ -1,0 +1,217 @@
+//! Screening: one candidate through the hard gates, the rule-based critic,
+//! the probe and the critic model, in that order, stopping at the first that
+//! refuses it. [`screen`] fills the candidate's gate record with the evidence
+//! of every stage it reached and returns [`Screened::Passed`] or
+//! [`Screened::Stopped`] with what stopped it and why. What a stop means for
+//! the hypothesis tree (exhaustion, escalation) is the round's business.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+use crate::artifact::{self, Artifact};
+use crate::backend::Backend;
+use crate::candidate::{Outcome, StoppedBy};
+use crate::events::{CandidateRecord, QuestionResult};
+use crate::gates::{self, CriticInput, CriticVerdict, DataText, GateInput, GateResult, ProbeVerdict, Replay};
+use crate::hypothesis::Hypothesis;
+use crate::llm::{Role, advice};
+use crate::outcome::Evaluation;
+use crate::planner::{Change, DimensionEffect};
+use crate::schema::StrategySchema;
+
+/// What every candidate of a round is screened against.
+pub struct Screen<'a> {
+    pub round: u64,
+    pub schema: &'a StrategySchema,
+    pub backend: &'a dyn Backend,
+    pub served: &'a Artifact,
+    pub served_results: &'a [QuestionResult],
+    pub replay: &'a Replay,
+    pub effects: &'a BTreeMap<String, DimensionEffect>,
+    pub rejected_moves: &'a BTreeSet<(String, String, String)>,
+    pub delta1: f64,
+    /// The round's probe sample and how many of it the served strategy answers.
+    pub probe_ids: &'a [String],
+    pub served_on_probe: usize,
+}
+
+/// One candidate to screen.
+pub struct Candidate<'a> {
+    pub id: &'a str,
+    pub value: &'a Value,
+    pub hash: &'a str,
+    pub change: &'a Change,
+    pub motivation: &'a BTreeMap<String, usize>,
+    pub hypothesis: Option<&'a Hypothesis>,
+    /// Dataset text a model saw while proposing it.
+    pub data: Option<&'a DataText>,
+}
+
+/// The stage a stopped candidate reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    Gates,
+    Critic,
+    /// Building the candidate from its document.
+    Artifact,
+    Probe,
+    CriticModel,
+}
+
+#[derive(Debug, Clone)]
+pub enum Screened {
+    Passed { candidate: Artifact, probe_delta: f64 },
+    Stopped(Stop),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stop {
+    pub by: StoppedBy,
+    pub stage: Stage,
+    pub outcome: Outcome,
+    pub reason: String,
+}
+
+impl Stop {
+    fn rejected(by: StoppedBy, stage: Stage, reason: String) -> Screened {
+        Screened::Stopped(Stop { by, stage, outcome: Outcome::Rejected, reason })
+    }
+
+    fn errored(stage: Stage, reason: String) -> Screened {
+        Screened::Stopped(Stop { by: StoppedBy::Errored, stage, outcome: Outcome::Errored, reason })
+    }
+}
+
+/// Runs `c` through every stage; `record` receives each stage's evidence
+/// (gate results, critic verdicts, the probe) and `seen` the candidate's hash.
+pub fn screen(
+    s: &Screen<'_>,
+    c: &Candidate<'_>,
+    record: &mut CandidateRecord,
+    seen: &mut BTreeSet<String>,
+) -> Screened {
+    let gate_results = gates::run_gates(&GateInput {
+        schema: s.schema,
+        served: &s.served.value,
+        candidate: c.value,
+        candidate_hash: c.hash,
+        seen,
+        hypothesis: c.hypothesis,
+        replay: s.replay,
+        data: c.data,
+    });
+    seen.insert(c.hash.to_string());
+    let failed: Option<GateResult> = gate_results.iter().find(|g| !g.pass).cloned();
+    record.gates = gate_results;
+    if let Some(g) = failed {
+        return Stop::rejected(StoppedBy::Gate(g.gate), Stage::Gates, g.detail);
+    }
+    let field = s.schema.field(&c.change.path);
+    let rules = gates::critic(&CriticInput {
+        change: c.change,
+        max_delta: field.and_then(|f| f.max_delta),
+        effect: s.effects.get(&c.change.path),
+        rejected_moves: s.rejected_moves,
+        motivation: c.motivation,
+        delta1: s.delta1,
+    });
+    record.critic = Some(rules.clone());
+    if rules.reject {
+        return Stop::rejected(StoppedBy::Critic(rules.label), Stage::Critic, rules.reason);
+    }
+    let candidate = match artifact::from_value(c.id, c.value.clone(), s.schema) {
+        Ok(a) => a,
+        Err(e) => return Stop::errored(Stage::Artifact, e.to_string()),
+    };
+    let (probe, verdict) = match probe(s, &candidate, &rules, record) {
+        Ok(p) => p,
+        Err(stop) => return stop,
+    };
+    if let Some(stop) = critic_model(s, c, &rules, &probe, &verdict, record) {
+        return stop;
+    }
+    Screened::Passed { candidate, probe_delta: verdict.delta }
+}
+
+/// Stage 1: the probe sample, against the served strategy's answers.
+fn probe(
+    s: &Screen<'_>,
+    candidate: &Artifact,
+    rules: &CriticVerdict,
+    record: &mut CandidateRecord,
+) -> Result<(Evaluation, ProbeVerdict), Screened> {
+    let probe = s
+        .backend
+        .evaluate(candidate, Some(s.probe_ids))
+        .map_err(|e| Stop::errored(Stage::Probe, format!("probe evaluation failed: {e}")))?;
+    if probe.outcomes.iter().any(|o| o.error.is_some()) || probe.n() != s.probe_ids.len() {
+        return Err(Stop::errored(
+            Stage::Probe,
+            format!(
+                "probe evaluation incomplete: {} of {} questions answered",
+                probe.outcomes.iter().filter(|o| o.error.is_none()).count(),
+                s.probe_ids.len()
+            ),
+        ));
+    }
+    let pv = gates::probe_verdict(s.served_on_probe, probe.correct(), s.probe_ids.len(), rules.probe_tolerance);
+    record.delta = Some(pv.delta);
+    record.probe = Some(pv.clone());
+    if !pv.pass {
+        return Err(Stop::rejected(
+            StoppedBy::Probe,
+            Stage::Probe,
+            format!(
+                "probe accuracy {:.3} vs served {:.3} on {} questions: below the tolerance {:.3}",
+                pv.candidate_accuracy, pv.served_accuracy, pv.n, pv.tolerance
+            ),
+        ));
+    }
+    Ok((probe, pv))
+}
+
+/// The critic model's second opinion, now that the probe is known: it may only reject.
+fn critic_model(
+    s: &Screen<'_>,
+    c: &Candidate<'_>,
+    rules: &CriticVerdict,
+    probe: &Evaluation,
+    pv: &ProbeVerdict,
+    record: &mut CandidateRecord,
+) -> Option<Screened> {
+    let models = s.backend.models().filter(|m| m.has(Role::Critic))?;
+    let (improved, regressed) = probe_examples(s.served_results, probe);
+    let input = advice::ReviewInput {
+        change: c.change,
+        field: s.schema.field(&c.change.path),
+        effect: s.effects.get(&c.change.path),
+        motivation: c.motivation,
+        probe: pv,
+        improved: &improved,
+        regressed: &regressed,
+        rules,
+    };
+    match advice::review(models, &input) {
+        Ok(v) => {
+            record.critic = Some(v.clone());
+            v.reject.then(|| Stop::rejected(StoppedBy::Critic(v.label), Stage::CriticModel, v.reason))
+        }
+        Err(e) => Some(Stop::errored(Stage::CriticModel, format!("the critic failed: {e}"))),
+    }
+}
+
+/// Up to three improved and three regressed questions of a probe, for the critic.
+fn probe_examples(served: &[QuestionResult], probe: &Evaluation) -> (Vec<advice::Example>, Vec<advice::Example>) {
+    let was: BTreeMap<&str, bool> = served.iter().map(|q| (q.id.as_str(), q.correct)).collect();
+    let pick = |want: bool| {
+        probe
+            .outcomes
+            .iter()
+            .filter(|o| was.get(o.id.as_str()).is_some_and(|&w| w != want) && o.correct == want)
+            .take(3)
+            .map(advice::Example::of)
+            .collect::<Vec<_>>()
+    };
+    (pick(true), pick(false))
+}
