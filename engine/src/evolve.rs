@@ -634,7 +634,6 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         progress: &mut dyn FnMut(Progress),
     ) -> bool {
         let round = screen.round;
-        let observed_hash = screen.served.hash.clone();
         let mut node =
             history.tree.get(&plan.key).cloned().unwrap_or_else(|| Hypothesis::new(&plan.path, plan.direction));
         let id = format!("r{round}c{}", out.trials.len() + 1);
@@ -647,30 +646,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                 step,
             })
         };
-        let base = CandidateRecord {
-            id: id.clone(),
-            round,
-            hash: None,
-            parent_version: screen.served.version.unwrap_or(0),
-            parent_hash: observed_hash,
-            hypothesis: plan.key.clone(),
-            change: None,
-            document: None,
-            motivation: plan.motivation.clone(),
-            actionability: plan.actionability,
-            ucb: if plan.ucb.is_finite() { plan.ucb } else { -1.0 },
-            gates: vec![],
-            critic: None,
-            probe: None,
-            full: None,
-            outcome: Outcome::Rejected,
-            rejected_by: None,
-            reason: String::new(),
-            delta: None,
-            alpha: None,
-            accepted_version: None,
-            more_changes: vec![],
-        };
+        let base = base_record(&id, round, plan, screen.served);
         let (value, mut changes, data) = match proposed {
             Proposed::Failed { reason } => {
                 say(&id, None, Step::Errored { reason: reason.clone() });
@@ -719,7 +695,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             Screened::Passed { candidate, probe_delta } => {
                 say(&id, Some(&change), Step::Passed { probe_delta });
                 out.passed.push((out.trials.len(), probe_delta));
-                out.trials.push(Trial { record, artifact: Some(candidate), full: None, node });
+                out.trials.push(Trial { record, artifact: Some(*candidate), full: None, node });
                 out.probes += 1;
                 return true;
             }
@@ -729,29 +705,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             out.probes += 1;
         }
         say(&id, Some(&change), stop_step(&stop, &record));
-        match stop.by {
-            // Nothing new in this direction from the served strategy: do not
-            // spend a candidate slot on it, and do not propose it again.
-            StoppedBy::Gate(Gate::Novelty) => {
-                node.exhaust();
-                history.tree.insert(node.key.clone(), node.clone());
-            }
-            // A model's proposal stopped by a gate counts toward escalation.
-            StoppedBy::Gate(g) if data.is_some() => {
-                let reason = format!("the evolver's proposal failed gate {}: {}", g.as_str(), stop.reason);
-                out.escalations.extend(escalate(&mut node, round, reason));
-            }
-            // An out-of-scope verdict of either critic counts toward escalation.
-            StoppedBy::Critic(label) => {
-                if label == CriticLabel::OutOfScope {
-                    out.escalations.extend(escalate(&mut node, round, stop.reason.clone()));
-                }
-                if stop.stage == Stage::Critic {
-                    history.tree.insert(node.key.clone(), node.clone());
-                }
-            }
-            _ => {}
-        }
+        after_stop(&stop, &mut node, data.is_some(), round, history, out);
         let produces = stop.by != StoppedBy::Gate(Gate::Novelty);
         out.trials.push(Trial::stopped(record, node, stop.outcome, stop.by, stop.reason));
         produces
@@ -919,6 +873,69 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             write_served(self.project, w.version, Some(observed.version), hash, doc)?;
         }
         Ok(full_evals)
+    }
+}
+
+/// What a screening stop means for the direction: a novelty stop exhausts
+/// it; a model's proposal stopped by a gate, and an out-of-scope verdict of
+/// either critic, count toward escalating it.
+fn after_stop(
+    stop: &Stop,
+    node: &mut Hypothesis,
+    by_model: bool,
+    round: u64,
+    history: &mut History,
+    out: &mut Screening,
+) {
+    match stop.by {
+        // Nothing new in this direction from the served strategy: do not
+        // spend a candidate slot on it, and do not propose it again.
+        StoppedBy::Gate(Gate::Novelty) => {
+            node.exhaust();
+            history.tree.insert(node.key.clone(), node.clone());
+        }
+        // A model's proposal stopped by a gate counts toward escalation.
+        StoppedBy::Gate(g) if by_model => {
+            let reason = format!("the evolver's proposal failed gate {}: {}", g.as_str(), stop.reason);
+            out.escalations.extend(escalate(node, round, reason));
+        }
+        // An out-of-scope verdict of either critic counts toward escalation.
+        StoppedBy::Critic(label) => {
+            if label == CriticLabel::OutOfScope {
+                out.escalations.extend(escalate(node, round, stop.reason.clone()));
+            }
+            if stop.stage == Stage::Critic {
+                history.tree.insert(node.key.clone(), node.clone());
+            }
+        }
+        _ => {}
+    }
+}
+/// A candidate's gate record before anything is known about it.
+fn base_record(id: &str, round: u64, plan: &Plan, served: &Artifact) -> CandidateRecord {
+    CandidateRecord {
+        id: id.to_string(),
+        round,
+        hash: None,
+        parent_version: served.version.expect("the served artifact carries its version"),
+        parent_hash: served.hash.clone(),
+        hypothesis: plan.key.clone(),
+        change: None,
+        document: None,
+        motivation: plan.motivation.clone(),
+        actionability: plan.actionability,
+        ucb: if plan.ucb.is_finite() { plan.ucb } else { -1.0 },
+        gates: vec![],
+        critic: None,
+        probe: None,
+        full: None,
+        outcome: Outcome::Rejected,
+        rejected_by: None,
+        reason: String::new(),
+        delta: None,
+        alpha: None,
+        accepted_version: None,
+        more_changes: vec![],
     }
 }
 

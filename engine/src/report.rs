@@ -492,11 +492,7 @@ pub fn recorded_evaluation<L: EventLog + ?Sized>(
             return decode(key, v).map(Some);
         }
     }
-    let latest = log
-        .scan(T_EVALUATIONS, &format!("{hash}/"))?
-        .into_iter()
-        .max_by_key(|(_, v)| v.get("seq").and_then(Value::as_u64).unwrap_or(0));
-    latest.map(|(k, v)| decode(k, v)).transpose()
+    Store::new(log).latest_evaluation(hash)
 }
 
 /// Where a stage sits in the fail-fast order: blocked, gates (in their

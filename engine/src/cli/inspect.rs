@@ -25,11 +25,8 @@ pub struct JsonArg {
 
 /// Accuracy of the most recent evaluation of `hash` (any harness), with its key.
 fn latest_accuracy(log: &dyn EventLog, hash: &str) -> Result<Option<(f64, String)>, Failure> {
-    let evals = log.scan(engine::events::T_EVALUATIONS, &format!("{hash}/")).map_err(common::journal_failure)?;
-    Ok(evals
-        .into_iter()
-        .max_by_key(|(_, v)| v.get("seq").and_then(Value::as_u64).unwrap_or(0))
-        .and_then(|(k, v)| v["summary"]["accuracy"].as_f64().map(|a| (a, k))))
+    let latest = Store::new(log).latest_evaluation(hash).map_err(common::store_failure)?;
+    Ok(latest.map(|(k, s)| (s.accuracy, k)))
 }
 
 /// Model usage per role summed over the journal's rounds.
