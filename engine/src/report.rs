@@ -24,7 +24,7 @@ use serde_json::{Map, Value};
 use crate::artifact;
 use crate::candidate::{FullRecord, Outcome, Rule, StoppedBy};
 use crate::config::Project;
-use crate::events::{CandidateRecord, EvalSummary, Event, T_EVALUATIONS, evaluation_key};
+use crate::events::{CandidateRecord, EvalSummary, Event, RoundRecord, T_EVALUATIONS, evaluation_key};
 use crate::gates::Gate;
 use crate::hypothesis::Hypothesis;
 use crate::store::{Best, Served, Store, StoreError};
@@ -266,21 +266,7 @@ pub fn gather<L: EventLog + ?Sized>(log: &L, texts: &BTreeMap<String, QuestionTe
                 };
                 documents.insert(version, document);
                 version_hash.insert(version, hash.clone());
-                sections.push(VersionSection {
-                    version,
-                    parent,
-                    hash,
-                    origin,
-                    round,
-                    note,
-                    diff,
-                    accuracy: None,
-                    candidate: None,
-                    improved: vec![],
-                    regressed: vec![],
-                    improved_total: 0,
-                    regressed_total: 0,
-                });
+                sections.push(VersionSection::new(version, parent, hash, origin, round, note, diff));
             }
             Event::Evaluated { strategy_hash, summary, .. } => {
                 latest_acc.insert(strategy_hash, summary.accuracy);
@@ -341,53 +327,11 @@ pub fn gather<L: EventLog + ?Sized>(log: &L, texts: &BTreeMap<String, QuestionTe
                     first_at = Some(r.at.clone());
                 }
                 place_ops(&mut points, &mut pending_ops, x);
-                let kind = if round_restored {
-                    PointKind::AutoRestored
-                } else if r.accepted.is_some() {
-                    PointKind::Accepted
-                } else {
-                    PointKind::Unchanged
-                };
-                let what = match (&r.accepted, round_restored) {
-                    (_, true) => format!("best-ever v{} auto-restored", r.served_version_after),
-                    (Some(id), false) => format!("accepted {id} as v{}", r.served_version_after),
-                    (None, false) => format!("nothing accepted of {} candidates", r.candidates),
-                };
-                points.push(Point {
-                    x,
-                    accuracy: r.served_accuracy,
-                    kind,
-                    version: r.served_version_after,
-                    label: format!(
-                        "round {}: {what}; served v{} at {}",
-                        r.round,
-                        r.served_version_after,
-                        pct(r.served_accuracy)
-                    ),
-                });
+                points.push(round_point(&r, round_restored));
                 if let Some(b) = r.best_accuracy {
                     best_line.push((x, b));
                 }
-                for c in round_cands.drain(..) {
-                    let cand_acc = c.full.as_ref().map(|f| f.cand_accuracy);
-                    if let (Some(acc), true) = (cand_acc, c.accepted_version.is_none()) {
-                        let change = c
-                            .change
-                            .as_ref()
-                            .map_or(c.hypothesis.clone(), |ch| format!("{} {} -> {}", ch.path, ch.from, ch.to));
-                        rejected.push(RejectedPoint {
-                            round: r.round,
-                            accuracy: acc,
-                            label: format!(
-                                "{} {change}: {} by {} at {}",
-                                c.id,
-                                c.outcome,
-                                c.rejected_by.map_or_else(|| "?".to_string(), |r| r.to_string()),
-                                pct(acc)
-                            ),
-                        });
-                    }
-                }
+                rejected.extend(round_cands.drain(..).filter_map(|c| rejected_point(r.round, &c)));
                 round_restored = false;
                 rounds += 1;
                 last_at = Some(r.at.clone());
@@ -405,49 +349,15 @@ pub fn gather<L: EventLog + ?Sized>(log: &L, texts: &BTreeMap<String, QuestionTe
     for s in &mut sections {
         s.accuracy = latest_acc.get(&s.hash).copied();
         s.candidate = all_cands.iter().find(|c| c.accepted_version == Some(s.version)).cloned();
-        if let Some(full) = s.candidate.as_ref().and_then(|c| c.full.as_ref()) {
-            let pick = |ids: Vec<String>| {
-                ids.into_iter().take(EXAMPLES).map(|id| {
-                    let t = texts.get(&id).cloned();
-                    (id, t)
-                })
-            };
-            s.improved_total = full.improved;
-            s.regressed_total = full.regressed;
-            s.improved = pick(full.improved_examples.clone()).collect();
-            s.regressed = pick(full.regressed_examples.clone()).collect();
-        }
+        s.attach_examples(texts);
     }
 
-    // Per category: the served strategy against the start, under the current harness when recorded.
     let start_version = start_version.or(if sections.is_empty() { None } else { Some(1) });
-    let mut category_note = None;
-    let mut categories = Vec::new();
-    if let (Some(sv), Some(served)) = (start_version, &served) {
-        let start_hash = version_hash.get(&sv).cloned().unwrap_or_default();
-        let start_eval = recorded_evaluation(log, &start_hash, best.as_ref())?;
-        let served_eval = recorded_evaluation(log, &served.hash, best.as_ref())?;
-        if let (Some((sk, _)), Some((vk, _))) = (&start_eval, &served_eval) {
-            let tail = |k: &str| k.split_once('/').map(|(_, t)| t.to_string()).unwrap_or_default();
-            if tail(sk) != tail(vk) {
-                category_note = Some(
-                    "the start and the served strategy were evaluated under different harness or dataset hashes"
-                        .to_string(),
-                );
-            }
-        }
-        let start_cats = start_eval.map(|(_, s)| s.per_category).unwrap_or_default();
-        let served_cats = served_eval.map(|(_, s)| s.per_category).unwrap_or_default();
-        let names: BTreeSet<&String> = start_cats.keys().chain(served_cats.keys()).collect();
-        categories = names
-            .into_iter()
-            .map(|c| CategoryRow {
-                category: c.clone(),
-                start: start_cats.get(c).copied(),
-                served: served_cats.get(c).copied(),
-            })
-            .collect();
-    }
+    let start_hash = start_version.map(|sv| version_hash.get(&sv).cloned().unwrap_or_default());
+    let (categories, category_note) = match (start_hash, &served) {
+        (Some(start_hash), Some(served)) => category_rows(log, &start_hash, &served.hash, best.as_ref())?,
+        _ => (Vec::new(), None),
+    };
 
     Ok(ReportData {
         head_seq: head.seq,
@@ -469,6 +379,120 @@ pub fn gather<L: EventLog + ?Sized>(log: &L, texts: &BTreeMap<String, QuestionTe
         versions: sections,
         moves,
     })
+}
+
+impl VersionSection {
+    fn new(
+        version: u64,
+        parent: Option<u64>,
+        hash: String,
+        origin: String,
+        round: Option<u64>,
+        note: String,
+        diff: String,
+    ) -> VersionSection {
+        VersionSection {
+            version,
+            parent,
+            hash,
+            origin,
+            round,
+            note,
+            diff,
+            accuracy: None,
+            candidate: None,
+            improved: vec![],
+            regressed: vec![],
+            improved_total: 0,
+            regressed_total: 0,
+        }
+    }
+
+    /// Improved and regressed examples of the full test that accepted it.
+    fn attach_examples(&mut self, texts: &BTreeMap<String, QuestionText>) {
+        let Some(full) = self.candidate.as_ref().and_then(|c| c.full.as_ref()) else { return };
+        let pick = |ids: &[String]| -> Vec<(String, Option<QuestionText>)> {
+            ids.iter().take(EXAMPLES).map(|id| (id.clone(), texts.get(id).cloned())).collect()
+        };
+        self.improved_total = full.improved;
+        self.regressed_total = full.regressed;
+        self.improved = pick(&full.improved_examples);
+        self.regressed = pick(&full.regressed_examples);
+    }
+}
+
+/// The served strategy's point at the end of a round.
+fn round_point(r: &RoundRecord, restored: bool) -> Point {
+    let kind = if restored {
+        PointKind::AutoRestored
+    } else if r.accepted.is_some() {
+        PointKind::Accepted
+    } else {
+        PointKind::Unchanged
+    };
+    let what = match (&r.accepted, restored) {
+        (_, true) => format!("best-ever v{} auto-restored", r.served_version_after),
+        (Some(id), false) => format!("accepted {id} as v{}", r.served_version_after),
+        (None, false) => format!("nothing accepted of {} candidates", r.candidates),
+    };
+    Point {
+        x: r.round as f64,
+        accuracy: r.served_accuracy,
+        kind,
+        version: r.served_version_after,
+        label: format!("round {}: {what}; served v{} at {}", r.round, r.served_version_after, pct(r.served_accuracy)),
+    }
+}
+
+/// A fully tested candidate that was not accepted, for the trajectory chart.
+fn rejected_point(round: u64, c: &CandidateRecord) -> Option<RejectedPoint> {
+    let acc = c.full.as_ref().map(|f| f.cand_accuracy).filter(|_| c.accepted_version.is_none())?;
+    let change = c.change.as_ref().map_or(c.hypothesis.clone(), |ch| format!("{} {} -> {}", ch.path, ch.from, ch.to));
+    Some(RejectedPoint {
+        round,
+        accuracy: acc,
+        label: format!(
+            "{} {change}: {} by {} at {}",
+            c.id,
+            c.outcome,
+            c.rejected_by.map_or_else(|| "?".to_string(), |r| r.to_string()),
+            pct(acc)
+        ),
+    })
+}
+
+/// Per category: the served strategy against the start, under the current
+/// harness when recorded; a note when the two were evaluated under different ones.
+fn category_rows<L: EventLog + ?Sized>(
+    log: &L,
+    start_hash: &str,
+    served_hash: &str,
+    best: Option<&Best>,
+) -> Result<(Vec<CategoryRow>, Option<String>), StoreError> {
+    let start_eval = recorded_evaluation(log, start_hash, best)?;
+    let served_eval = recorded_evaluation(log, served_hash, best)?;
+    let mut note = None;
+    if let (Some((sk, _)), Some((vk, _))) = (&start_eval, &served_eval) {
+        let tail = |k: &str| k.split_once('/').map(|(_, t)| t.to_string()).unwrap_or_default();
+        if tail(sk) != tail(vk) {
+            note = Some(
+                "the start and the served strategy were evaluated under different harness or dataset hashes"
+                    .to_string(),
+            );
+        }
+    }
+    let start_cats = start_eval.map(|(_, s)| s.per_category).unwrap_or_default();
+    let served_cats = served_eval.map(|(_, s)| s.per_category).unwrap_or_default();
+    let names: BTreeSet<&String> = start_cats.keys().chain(served_cats.keys()).collect();
+    let rows = names
+        .into_iter()
+        .map(|c| CategoryRow {
+            category: c.clone(),
+            start: start_cats.get(c).copied(),
+            served: served_cats.get(c).copied(),
+        })
+        .collect();
+    Ok((rows, note))
 }
 
 /// The recorded evaluation of `hash` under the best pointer's harness and dataset (the current ones),
@@ -674,6 +698,61 @@ fn nice_step(span: f64, max_ticks: f64, steps: &[f64]) -> f64 {
     steps.iter().copied().find(|s| span / s <= max_ticks).unwrap_or(*steps.last().expect("steps"))
 }
 
+/// The trajectory chart's plot area and scales.
+struct Frame {
+    w: f64,
+    ht: f64,
+    ml: f64,
+    mt: f64,
+    pw: f64,
+    ph: f64,
+    x0: f64,
+    x1: f64,
+    y0: f64,
+    y1: f64,
+    ystep: f64,
+}
+
+impl Frame {
+    fn new(d: &ReportData) -> Frame {
+        let (w, ht) = (1040.0_f64, 420.0_f64);
+        let (ml, mr, mt, mb) = (70.0, 24.0, 44.0, 56.0);
+        let (pw, ph) = (w - ml - mr, ht - mt - mb);
+        let xs = d.points.iter().map(|p| p.x).chain(d.best_line.iter().map(|b| b.0));
+        let x0 = xs.clone().fold(f64::INFINITY, f64::min);
+        let mut x1 = xs.fold(f64::NEG_INFINITY, f64::max);
+        if x1 <= x0 {
+            x1 = x0 + 1.0;
+        }
+        let ys: Vec<f64> = d
+            .points
+            .iter()
+            .map(|p| p.accuracy)
+            .chain(d.best_line.iter().map(|b| b.1))
+            .chain(d.rejected.iter().map(|r| r.accuracy))
+            .collect();
+        let (ymin_raw, ymax_raw) =
+            ys.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), y| (lo.min(*y), hi.max(*y)));
+        let ystep = nice_step((ymax_raw - ymin_raw).max(0.01), 8.0, &[0.005, 0.01, 0.02, 0.025, 0.05, 0.1, 0.2, 0.25]);
+        let mut y0 = ((ymin_raw / ystep) - 1e-9).floor() * ystep;
+        let mut y1 = ((ymax_raw / ystep) + 1e-9).ceil() * ystep;
+        if y1 - y0 < ystep {
+            y1 = y0 + ystep;
+        }
+        y0 = y0.max(0.0);
+        y1 = y1.min(1.0).max(y0 + ystep.min(1.0 - y0).max(1e-6));
+        Frame { w, ht, ml, mt, pw, ph, x0, x1, y0, y1, ystep }
+    }
+
+    fn px(&self, x: f64) -> f64 {
+        self.ml + (x - self.x0) / (self.x1 - self.x0) * self.pw
+    }
+
+    fn py(&self, y: f64) -> f64 {
+        self.mt + (1.0 - (y - self.y0) / (self.y1 - self.y0)) * self.ph
+    }
+}
+
 fn render_trajectory(h: &mut String, d: &ReportData) {
     h.push_str("<h2 id=\"trajectory\">Accuracy over rounds</h2>\n");
     if d.points.is_empty() {
@@ -684,35 +763,8 @@ fn render_trajectory(h: &mut String, d: &ReportData) {
         "<p class=\"sub\">The served strategy's accuracy on the full task set after each round, the best-ever \
          accuracy, and every fully evaluated candidate that was not accepted. Hover a marker for details.</p>\n",
     );
-    let (w, ht) = (1040.0_f64, 420.0_f64);
-    let (ml, mr, mt, mb) = (70.0, 24.0, 44.0, 56.0);
-    let (pw, ph) = (w - ml - mr, ht - mt - mb);
-    let xs = d.points.iter().map(|p| p.x).chain(d.best_line.iter().map(|b| b.0));
-    let x0 = xs.clone().fold(f64::INFINITY, f64::min);
-    let mut x1 = xs.fold(f64::NEG_INFINITY, f64::max);
-    if x1 <= x0 {
-        x1 = x0 + 1.0;
-    }
-    let ys: Vec<f64> = d
-        .points
-        .iter()
-        .map(|p| p.accuracy)
-        .chain(d.best_line.iter().map(|b| b.1))
-        .chain(d.rejected.iter().map(|r| r.accuracy))
-        .collect();
-    let (ymin_raw, ymax_raw) =
-        ys.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), y| (lo.min(*y), hi.max(*y)));
-    let ystep = nice_step((ymax_raw - ymin_raw).max(0.01), 8.0, &[0.005, 0.01, 0.02, 0.025, 0.05, 0.1, 0.2, 0.25]);
-    let mut y0 = ((ymin_raw / ystep) - 1e-9).floor() * ystep;
-    let mut y1 = ((ymax_raw / ystep) + 1e-9).ceil() * ystep;
-    if y1 - y0 < ystep {
-        y1 = y0 + ystep;
-    }
-    y0 = y0.max(0.0);
-    y1 = y1.min(1.0).max(y0 + ystep.min(1.0 - y0).max(1e-6));
-    let px = |x: f64| ml + (x - x0) / (x1 - x0) * pw;
-    let py = |y: f64| mt + (1.0 - (y - y0) / (y1 - y0)) * ph;
-
+    let f = Frame::new(d);
+    let Frame { w, ht, ml, mt, pw, ph, .. } = f;
     let _ = writeln!(
         h,
         "<svg id=\"trajectory-chart\" class=\"chart\" role=\"img\" width=\"{w}\" height=\"{ht}\" viewBox=\"0 0 {w} {ht}\" \
@@ -720,6 +772,17 @@ fn render_trajectory(h: &mut String, d: &ReportData) {
     );
     let _ =
         writeln!(h, "<rect x=\"{ml}\" y=\"{mt}\" width=\"{pw}\" height=\"{ph}\" fill=\"#fbfcfe\" stroke=\"#c9d0dc\"/>");
+    trajectory_axes(h, &f);
+    trajectory_lines(h, d, &f);
+    trajectory_markers(h, d, &f);
+    trajectory_legend(h, ml);
+    h.push_str("</svg>\n");
+}
+
+/// Grid, ticks, axes and their titles.
+fn trajectory_axes(h: &mut String, f: &Frame) {
+    let Frame { ht, ml, mt, pw, ph, x0, x1, y0, y1, ystep, .. } = *f;
+    let (px, py) = (|x| f.px(x), |y| f.py(y));
     // Horizontal grid and y labels.
     let ny = ((y1 - y0) / ystep).round() as i64;
     for i in 0..=ny {
@@ -776,6 +839,11 @@ fn render_trajectory(h: &mut String, d: &ReportData) {
         mt + ph / 2.0,
         mt + ph / 2.0
     );
+}
+
+/// The best-ever step line and the served line.
+fn trajectory_lines(h: &mut String, d: &ReportData, f: &Frame) {
+    let (px, py) = (|x| f.px(x), |y| f.py(y));
     // Best-ever, as a dashed step line.
     if !d.best_line.is_empty() {
         let mut pts = String::new();
@@ -798,6 +866,11 @@ fn render_trajectory(h: &mut String, d: &ReportData) {
         "<polyline class=\"served\" points=\"{}\" fill=\"none\" stroke=\"#2f6fb5\" stroke-width=\"2.5\" stroke-linejoin=\"round\"/>",
         served_pts.join(" ")
     );
+}
+
+/// Rejected candidates and the served points, marked by what happened.
+fn trajectory_markers(h: &mut String, d: &ReportData, f: &Frame) {
+    let (px, py) = (|x| f.px(x), |y| f.py(y));
     // Rejected candidates.
     for r in &d.rejected {
         let (cx, cy) = (px(r.round as f64), py(r.accuracy));
@@ -856,6 +929,10 @@ fn render_trajectory(h: &mut String, d: &ReportData) {
             );
         }
     }
+}
+
+/// The legend, above the plot, from `ml`.
+fn trajectory_legend(h: &mut String, ml: f64) {
     // Legend, above the plot.
     let items: [(&str, &str); 6] = [
         ("served", "<line x1=\"0\" y1=\"0\" x2=\"22\" y2=\"0\" stroke=\"#2f6fb5\" stroke-width=\"2.5\"/>"),
@@ -880,7 +957,6 @@ fn render_trajectory(h: &mut String, d: &ReportData) {
         );
         lx += 40.0 + name.len() as f64 * 6.6;
     }
-    h.push_str("</svg>\n");
 }
 
 fn render_categories(h: &mut String, d: &ReportData) {
@@ -1217,7 +1293,7 @@ fn render_versions(h: &mut String, d: &ReportData) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::{EngineProjector, RoundRecord};
+    use crate::events::EngineProjector;
     use crate::stats::RuleKind;
     use journal::MemoryJournal;
     use serde_json::json;
