@@ -159,6 +159,8 @@ pub struct FunnelRow {
     pub stopped: usize,
     /// Candidates that failed this full-test rule at all (also after another one failed).
     pub failed_any: Option<usize>,
+    /// The row of accepted candidates.
+    pub accepted: bool,
 }
 
 /// One journaled version with what produced it.
@@ -551,7 +553,12 @@ pub fn funnel(cands: &[CandidateRecord]) -> Vec<FunnelRow> {
             (None, _) if c.accepted_version.is_some() => "accepted".to_string(),
             (None, _) => c.outcome.to_string(),
         };
-        *stopped.entry((stage_rank(c.rejected_by, blocked), stage)).or_default() += 1;
+        // A record that names neither a stage nor an accepted version sits after the rules.
+        let rank = match (c.rejected_by, c.accepted_version) {
+            (None, None) => (6, 0),
+            _ => stage_rank(c.rejected_by, blocked),
+        };
+        *stopped.entry((rank, stage)).or_default() += 1;
         for rule in c.full.as_ref().map(FullRecord::failed).unwrap_or_default() {
             match failed_any.iter_mut().find(|(r, _)| *r == rule) {
                 Some((_, n)) => *n += 1,
@@ -567,7 +574,8 @@ pub fn funnel(cands: &[CandidateRecord]) -> Vec<FunnelRow> {
                 _ => None,
             };
             let failed_any = rule.and_then(|r| failed_any.iter().find(|(x, _)| *x == r).map(|(_, n)| *n));
-            (rank, FunnelRow { stage, stopped: n, failed_any })
+            // Only accepted candidates have no stage that stopped them.
+            (rank, FunnelRow { stage, stopped: n, failed_any, accepted: rank == stage_rank(None, false) })
         })
         .collect();
     // Rules that failed somewhere but never first still belong in the table.
@@ -575,7 +583,7 @@ pub fn funnel(cands: &[CandidateRecord]) -> Vec<FunnelRow> {
         let stage = StoppedBy::FullRule(rule).to_string();
         if !rows.iter().any(|(_, r)| r.stage == stage) {
             let rank = stage_rank(Some(StoppedBy::FullRule(rule)), false);
-            rows.push((rank, FunnelRow { stage, stopped: 0, failed_any: Some(n) }));
+            rows.push((rank, FunnelRow { stage, stopped: 0, failed_any: Some(n), accepted: false }));
         }
     }
     rows.sort_by_key(|(rank, _)| *rank);
@@ -1050,7 +1058,7 @@ fn render_funnel(h: &mut String, d: &ReportData) {
     let mut remaining = d.candidates;
     for r in &d.funnel {
         remaining = remaining.saturating_sub(r.stopped);
-        let accepted = r.stage == "accepted";
+        let accepted = r.accepted;
         let width = (r.stopped as f64 / d.candidates as f64 * 300.0).round();
         let _ = writeln!(
             h,
