@@ -205,15 +205,7 @@ impl Backend for BuiltinBackend {
             Some(ids) => self.evaluator.evaluate_subset(strategy, ids),
         }
         .map_err(|e| BackendError(e.to_string()))?;
-        let outcomes = eval
-            .outcomes
-            .iter()
-            .map(|o| {
-                serde_json::to_value(o)
-                    .and_then(serde_json::from_value::<OutcomeRecord>)
-                    .map_err(|e| BackendError(format!("outcome {}: {e}", o.id)))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let outcomes = eval.outcomes.iter().map(OutcomeRecord::from).collect();
         let mut eval = Evaluation::new(outcomes);
         if subset.is_none() {
             self.classify(&mut eval);
