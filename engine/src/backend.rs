@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::artifact::{Artifact, sha256_hex};
-use crate::config::{JudgeChoice, Project};
+use crate::config::Project;
 use crate::layer_a::{self, Label};
 use crate::llm::advice::{self, SplitCase};
 use crate::llm::pipeline;
@@ -58,11 +58,7 @@ impl BuiltinBackend {
         let dataset = load_tasks(&h.tasks, &project.dir)?;
         let settings = harness::HarnessSettings {
             budget_ceiling: h.budget_ceiling,
-            judge: Some(match h.judge {
-                JudgeChoice::Evidence => harness::strategy::JudgeKind::Evidence,
-                JudgeChoice::F1 => harness::strategy::JudgeKind::F1,
-                JudgeChoice::Llm => harness::strategy::JudgeKind::Llm,
-            }),
+            judge: Some(h.judge),
             f1_threshold: Some(h.f1_threshold),
             include_adversarial: h.include_adversarial,
             conversations: h.conversations.clone(),

@@ -73,7 +73,7 @@ pub struct QuestionResult {
     pub correct: bool,
     /// Layer A label for a failure.
     #[serde(default)]
-    pub label: Option<String>,
+    pub label: Option<crate::layer_a::Label>,
     #[serde(default)]
     pub tokens: Option<f64>,
     /// The Layer A classifier's split of a generation error (`full_coverage` or `source_only`).

@@ -133,7 +133,7 @@ impl Diagnosis {
 pub fn diagnose(results: &[QuestionResult], examples: usize) -> Diagnosis {
     let mut d = Diagnosis { n: results.len(), ..Diagnosis::default() };
     for q in results {
-        let Some(l) = &q.label else { continue };
+        let Some(l) = q.label.map(|l| l.as_str().to_string()) else { continue };
         d.failures += 1;
         *d.counts.entry(l.clone()).or_default() += 1;
         *d.by_category.entry(q.category.clone()).or_default().entry(l.clone()).or_default() += 1;

@@ -206,7 +206,7 @@ mod tests {
             category: "c".into(),
             conversation: None,
             correct: label.is_none(),
-            label: label.map(String::from),
+            label: label.map(|l| crate::layer_a::Label::parse(l).expect("a Layer A label")),
             tokens: None,
             split: split.map(String::from),
         }

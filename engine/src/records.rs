@@ -19,7 +19,7 @@ pub fn question_results(eval: &Evaluation) -> Vec<QuestionResult> {
             category: o.category.clone(),
             conversation: o.conversation.clone(),
             correct: o.correct,
-            label: layer_a::label(o).map(|l| l.as_str().to_string()),
+            label: layer_a::label(o),
             tokens: o.context_tokens,
             split: eval.splits.get(&o.id).cloned(),
         })
