@@ -47,10 +47,38 @@ pub struct BuiltinBackend {
     models: Option<Arc<Models>>,
 }
 
-/// Why a built-in backend could not be set up (bad input: exit 2).
+impl BackendError {
+    /// An evaluation that could not complete is a failed run (exit 1), never bad input.
+    pub fn exit_class(&self) -> journal::ErrorClass {
+        journal::ErrorClass::Failed
+    }
+}
+
+/// Why a backend or the model roles could not be set up from the project's
+/// configuration: what was wrong (naming the field), and the error beneath
+/// it when there is one. Bad input (exit 2).
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct SetupError(pub String);
+#[error("{message}")]
+pub struct SetupError {
+    message: String,
+    #[source]
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl SetupError {
+    pub fn new(message: impl Into<String>) -> SetupError {
+        SetupError { message: message.into(), source: None }
+    }
+
+    /// `message` says what could not be done; `source` says why.
+    pub fn caused(message: impl Into<String>, source: impl std::error::Error + Send + Sync + 'static) -> SetupError {
+        SetupError { message: message.into(), source: Some(Box::new(source)) }
+    }
+
+    pub fn exit_class(&self) -> journal::ErrorClass {
+        journal::ErrorClass::BadInput
+    }
+}
 
 impl BuiltinBackend {
     pub fn from_project(project: &Project) -> Result<BuiltinBackend, SetupError> {
@@ -64,7 +92,7 @@ impl BuiltinBackend {
             conversations: h.conversations.clone(),
         };
         let backend = BuiltinBackend::new(Arc::new(dataset), settings, h.version.as_deref())?;
-        match Models::from_project(project).map_err(|e| SetupError(e.to_string()))? {
+        match Models::from_project(project)? {
             Some(models) => Ok(backend.with_models(models)),
             None => Ok(backend),
         }
@@ -99,7 +127,7 @@ impl BuiltinBackend {
         version: Option<&str>,
     ) -> Result<BuiltinBackend, SetupError> {
         let evaluator = harness::Evaluator::new(dataset, settings)
-            .map_err(|e| SetupError(format!("harness.conversations: {e}")))?;
+            .map_err(|e| SetupError::new(format!("harness.conversations: {e}")))?;
         let base = evaluator.harness_hash();
         // The configured version string is part of the identity, so a changed
         // system is noticed even when the locked settings are the same.
@@ -170,7 +198,7 @@ pub fn load_tasks(tasks: &str, base: &Path) -> Result<harness::Dataset, SetupErr
         return Ok(harness::Dataset::builtin());
     }
     let path = base.join(tasks);
-    harness::load_path(&path).map_err(|e| SetupError(format!("harness.tasks: {e}")))
+    harness::load_path(&path).map_err(|e| SetupError::new(format!("harness.tasks: {e}")))
 }
 
 impl Backend for BuiltinBackend {

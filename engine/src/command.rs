@@ -72,7 +72,7 @@ pub struct CommandSpec {
 impl CommandSpec {
     /// Checks `harness.command` and resolves `workdir` against `base`.
     pub fn from_config(c: &CommandHarness, base: &Path) -> Result<CommandSpec, SetupError> {
-        let bad = |field: &str, msg: String| SetupError(format!("harness.command.{field}: {msg}"));
+        let bad = |field: &str, msg: String| SetupError::new(format!("harness.command.{field}: {msg}"));
         if c.argv.is_empty() || c.argv[0].trim().is_empty() {
             return Err(bad("argv", "must name a program to run".into()));
         }
@@ -147,7 +147,7 @@ struct TaskSet {
 
 impl TaskSet {
     fn new(dataset: &harness::Dataset, selection: &harness::Selection) -> Result<TaskSet, SetupError> {
-        let selected = dataset.select(selection).map_err(|e| SetupError(format!("harness.conversations: {e}")))?;
+        let selected = dataset.select(selection).map_err(|e| SetupError::new(format!("harness.conversations: {e}")))?;
         let mut sample_index: HashMap<&str, usize> = HashMap::new();
         let mut sample_heads = Vec::new();
         let mut tasks = Vec::with_capacity(selected.len());
@@ -274,9 +274,9 @@ impl CommandBackend {
         let c = h
             .command
             .as_ref()
-            .ok_or_else(|| SetupError("harness.command: required when harness.kind is command".into()))?;
+            .ok_or_else(|| SetupError::new("harness.command: required when harness.kind is command"))?;
         let spec = CommandSpec::from_config(c, &project.dir)?;
-        let dataset = load_tasks(&h.tasks, &project.dir).map_err(|e| SetupError(format!("harness.tasks: {e}")))?;
+        let dataset = load_tasks(&h.tasks, &project.dir).map_err(|e| SetupError::new(format!("harness.tasks: {e}")))?;
         let selection =
             harness::Selection { include_adversarial: h.include_adversarial, conversations: h.conversations.clone() };
         CommandBackend::new(&dataset, &selection, spec, schema.raw(), h.version.as_deref())

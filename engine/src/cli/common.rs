@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use engine::backend::{Backend, BuiltinBackend};
+use engine::backend::{Backend, BuiltinBackend, SetupError};
 use engine::command::CommandBackend;
 use engine::config::{HarnessKind, Project};
 use engine::events::EngineProjector;
@@ -35,15 +35,19 @@ pub fn schema(project: &Project) -> Result<StrategySchema, Failure> {
 
 pub fn backend(project: &Project, schema: &StrategySchema) -> Result<Box<dyn Backend>, Failure> {
     match project.config.harness.kind {
-        HarnessKind::Builtin => Ok(Box::new(
-            BuiltinBackend::from_project(project)
-                .map_err(|e| Failure::bad_input(anyhow::anyhow!("{}: {e}", project.config_path().display())))?,
-        )),
-        HarnessKind::Command => Ok(Box::new(
-            CommandBackend::from_project(project, schema)
-                .map_err(|e| Failure::bad_input(anyhow::anyhow!("{}: {e}", project.config_path().display())))?,
-        )),
+        HarnessKind::Builtin => {
+            Ok(Box::new(BuiltinBackend::from_project(project).map_err(|e| setup_failure(project, e))?))
+        }
+        HarnessKind::Command => {
+            Ok(Box::new(CommandBackend::from_project(project, schema).map_err(|e| setup_failure(project, e))?))
+        }
     }
+}
+
+/// A setup error under the configuration file's name, with its sources.
+pub fn setup_failure(project: &Project, e: SetupError) -> Failure {
+    let class = e.exit_class();
+    classified(class, anyhow::Error::new(e).context(project.config_path().display().to_string()))
 }
 
 /// The one place an error's class becomes an exit code.

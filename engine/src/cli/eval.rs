@@ -20,7 +20,7 @@ use serde_json::json;
 use engine::config::Project;
 use engine::llm::{Models, Usage};
 
-use super::{CmdResult, Failure};
+use super::{CmdResult, Failure, common};
 
 /// `--judge`: the harness's own judge type, with a line of help per value.
 fn judge_parser() -> impl clap::builder::TypedValueParser<Value = JudgeKind> {
@@ -102,7 +102,7 @@ fn models(project_dir: Option<&Path>) -> Result<Option<Arc<Models>>, Failure> {
     let Some(dir) = found else { return Ok(None) };
     // A project that is there but invalid is an error, not "no project".
     let project = Project::open(&dir).map_err(Failure::bad_input)?;
-    Models::from_project(&project).map_err(|e| Failure::bad_input(anyhow!("{}: {e}", project.config_path().display())))
+    Models::from_project(&project).map_err(|e| common::setup_failure(&project, e))
 }
 
 pub fn run(args: &EvalArgs, project_dir: Option<&Path>) -> CmdResult {
