@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::artifact::{Artifact, sha256_hex};
-use crate::config::{JudgeChoice, Project};
+use crate::config::Project;
 use crate::layer_a::{self, Label};
 use crate::llm::advice::{self, SplitCase};
 use crate::llm::pipeline;
@@ -49,10 +49,38 @@ pub struct BuiltinBackend {
     shards: Option<crate::command::CommandBackend>,
 }
 
-/// Why a built-in backend could not be set up (bad input: exit 2).
+impl BackendError {
+    /// An evaluation that could not complete is a failed run (exit 1), never bad input.
+    pub fn exit_class(&self) -> journal::ErrorClass {
+        journal::ErrorClass::Failed
+    }
+}
+
+/// Why a backend or the model roles could not be set up from the project's
+/// configuration: what was wrong (naming the field), and the error beneath
+/// it when there is one. Bad input (exit 2).
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct SetupError(pub String);
+#[error("{message}")]
+pub struct SetupError {
+    message: String,
+    #[source]
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl SetupError {
+    pub fn new(message: impl Into<String>) -> SetupError {
+        SetupError { message: message.into(), source: None }
+    }
+
+    /// `message` says what could not be done; `source` says why.
+    pub fn caused(message: impl Into<String>, source: impl std::error::Error + Send + Sync + 'static) -> SetupError {
+        SetupError { message: message.into(), source: Some(Box::new(source)) }
+    }
+
+    pub fn exit_class(&self) -> journal::ErrorClass {
+        journal::ErrorClass::BadInput
+    }
+}
 
 impl BuiltinBackend {
     pub fn from_project(project: &Project) -> Result<BuiltinBackend, SetupError> {
@@ -60,11 +88,7 @@ impl BuiltinBackend {
         let dataset = load_tasks_limited(&h.tasks, &project.dir, h.max_dataset_bytes())?;
         let settings = harness::HarnessSettings {
             budget_ceiling: h.budget_ceiling,
-            judge: Some(match h.judge {
-                JudgeChoice::Evidence => harness::strategy::JudgeKind::Evidence,
-                JudgeChoice::F1 => harness::strategy::JudgeKind::F1,
-                JudgeChoice::Llm => harness::strategy::JudgeKind::Llm,
-            }),
+            judge: Some(h.judge),
             f1_threshold: Some(h.f1_threshold),
             include_adversarial: h.include_adversarial,
             conversations: h.conversations.clone(),
@@ -74,13 +98,13 @@ impl BuiltinBackend {
             crate::config::ExecutorChoice::Ray => Some(ray_shards(project, &dataset)?),
         };
         let backend = BuiltinBackend::new(Arc::new(dataset), settings, h.version.as_deref())?;
-        let mut backend: BuiltinBackend = match Models::from_project(project).map_err(|e| SetupError(e.to_string()))? {
+        let mut backend: BuiltinBackend = match Models::from_project(project)? {
             Some(models) => {
                 if shards.is_some()
                     && let Some(role) =
                         [Role::Extractor, Role::Answerer, Role::Judge].into_iter().find(|r| models.has(*r))
                 {
-                    return Err(SetupError(format!(
+                    return Err(SetupError::new(format!(
                         "harness.executor: ray runs the built-in pipeline without model roles; roles.{} is configured",
                         role.as_str()
                     )));
@@ -124,7 +148,7 @@ impl BuiltinBackend {
         version: Option<&str>,
     ) -> Result<BuiltinBackend, SetupError> {
         let evaluator = harness::Evaluator::new(dataset, settings)
-            .map_err(|e| SetupError(format!("harness.conversations: {e}")))?;
+            .map_err(|e| SetupError::new(format!("harness.conversations: {e}")))?;
         let base = evaluator.harness_hash();
         // The configured version string is part of the identity, so a changed
         // system is noticed even when the locked settings are the same.
@@ -206,23 +230,23 @@ pub fn with_stage_cache(evaluator: harness::Evaluator, project: &Project) -> Res
     let root = project.cache_dir().join("stages");
     evaluator
         .with_disk_cache(&root, mb.saturating_mul(1024 * 1024))
-        .map_err(|e| SetupError(format!("{}: cannot create the stage cache: {e}", root.display())))
+        .map_err(|e| SetupError::new(format!("{}: cannot create the stage cache: {e}", root.display())))
 }
 
 /// The built-in pipeline as a sharded command (`emend worker`) on Ray.
 fn ray_shards(project: &Project, dataset: &harness::Dataset) -> Result<crate::command::CommandBackend, SetupError> {
     let h = &project.config.harness;
     let judge = match h.judge {
-        JudgeChoice::Evidence => "evidence",
-        JudgeChoice::F1 => "f1",
-        JudgeChoice::Llm => {
-            return Err(SetupError("harness.executor: ray runs the built-in pipeline without the llm judge".into()));
+        harness::strategy::JudgeKind::Evidence => "evidence",
+        harness::strategy::JudgeKind::F1 => "f1",
+        harness::strategy::JudgeKind::Llm => {
+            return Err(SetupError::new("harness.executor: ray runs the built-in pipeline without the llm judge"));
         }
     };
     let emend = match &h.ray.emend {
         Some(e) => e.clone(),
         None => std::env::current_exe()
-            .map_err(|e| SetupError(format!("harness.ray.emend: cannot find this executable: {e}")))?
+            .map_err(|e| SetupError::new(format!("harness.ray.emend: cannot find this executable: {e}")))?
             .display()
             .to_string(),
     };
@@ -248,7 +272,7 @@ fn ray_shards(project: &Project, dataset: &harness::Dataset) -> Result<crate::co
         concurrency: h.ray.concurrency,
     };
     let spec = crate::command::CommandSpec::from_config(&c, &project.dir)
-        .map_err(|e| SetupError(e.0.replace("harness.command.", "harness.ray.")))?;
+        .map_err(|e| SetupError::new(e.to_string().replace("harness.command.", "harness.ray.")))?;
     let selection =
         harness::Selection { include_adversarial: h.include_adversarial, conversations: h.conversations.clone() };
     let executor = crate::command::executor_of(project, None)?;
@@ -267,7 +291,7 @@ pub fn load_tasks_limited(tasks: &str, base: &Path, limit: u64) -> Result<harnes
         return Ok(harness::Dataset::builtin());
     }
     let path = base.join(tasks);
-    harness::dataset::load_path_limited(&path, limit).map_err(|e| SetupError(format!("harness.tasks: {e}")))
+    harness::dataset::load_path_limited(&path, limit).map_err(|e| SetupError::new(format!("harness.tasks: {e}")))
 }
 
 impl Backend for BuiltinBackend {
@@ -305,15 +329,7 @@ impl Backend for BuiltinBackend {
             Some(ids) => self.evaluator.evaluate_subset(strategy, ids),
         }
         .map_err(|e| BackendError(e.to_string()))?;
-        let outcomes = eval
-            .outcomes
-            .iter()
-            .map(|o| {
-                serde_json::to_value(o)
-                    .and_then(serde_json::from_value::<OutcomeRecord>)
-                    .map_err(|e| BackendError(format!("outcome {}: {e}", o.id)))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let outcomes = eval.outcomes.iter().map(OutcomeRecord::from).collect();
         let mut eval = Evaluation::new(outcomes);
         if subset.is_none() {
             self.classify(&mut eval);

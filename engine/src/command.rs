@@ -72,7 +72,7 @@ pub struct CommandSpec {
 impl CommandSpec {
     /// Checks `harness.command` and resolves `workdir` against `base`.
     pub fn from_config(c: &CommandHarness, base: &Path) -> Result<CommandSpec, SetupError> {
-        let bad = |field: &str, msg: String| SetupError(format!("harness.command.{field}: {msg}"));
+        let bad = |field: &str, msg: String| SetupError::new(format!("harness.command.{field}: {msg}"));
         if c.argv.is_empty() || c.argv[0].trim().is_empty() {
             return Err(bad("argv", "must name a program to run".into()));
         }
@@ -159,19 +159,19 @@ impl RaySpec {
         ray_address_env: Option<String>,
     ) -> Result<RaySpec, SetupError> {
         let address = c.address.clone().or(ray_address_env).filter(|a| !a.trim().is_empty()).ok_or_else(|| {
-            SetupError(
+            SetupError::new(
                 "harness.executor: ray needs a cluster address: set harness.ray.address or the RAY_ADDRESS variable"
-                    .into(),
+                    ,
             )
         })?;
         if c.python.trim().is_empty() {
-            return Err(SetupError("harness.ray.python: must name a program".into()));
+            return Err(SetupError::new("harness.ray.python: must name a program"));
         }
         let driver = match &c.driver {
             Some(d) => {
                 let p = if d.is_absolute() { d.clone() } else { base.join(d) };
                 if !p.is_file() {
-                    return Err(SetupError(format!("harness.ray.driver: {}: no such file", p.display())));
+                    return Err(SetupError::new(format!("harness.ray.driver: {}: no such file", p.display())));
                 }
                 Some(std::path::absolute(&p).unwrap_or(p))
             }
@@ -237,7 +237,7 @@ struct TaskSet {
 
 impl TaskSet {
     fn new(dataset: &harness::Dataset, selection: &harness::Selection) -> Result<TaskSet, SetupError> {
-        let selected = dataset.select(selection).map_err(|e| SetupError(format!("harness.conversations: {e}")))?;
+        let selected = dataset.select(selection).map_err(|e| SetupError::new(format!("harness.conversations: {e}")))?;
         let mut sample_index: HashMap<&str, usize> = HashMap::new();
         let mut sample_heads = Vec::new();
         let mut tasks = Vec::with_capacity(selected.len());
@@ -365,11 +365,11 @@ impl CommandBackend {
         let c = h
             .command
             .as_ref()
-            .ok_or_else(|| SetupError("harness.command: required when harness.kind is command".into()))?;
+            .ok_or_else(|| SetupError::new("harness.command: required when harness.kind is command"))?;
         let spec = CommandSpec::from_config(c, &project.dir)?;
         let executor = executor_of(project, c.workdir.as_deref())?;
         let dataset = crate::backend::load_tasks_limited(&h.tasks, &project.dir, h.max_dataset_bytes())
-            .map_err(|e| SetupError(format!("harness.tasks: {e}")))?;
+            .map_err(|e| SetupError::new(format!("harness.tasks: {e}")))?;
         let selection =
             harness::Selection { include_adversarial: h.include_adversarial, conversations: h.conversations.clone() };
         Ok(CommandBackend::new(&dataset, &selection, spec, schema.raw(), h.version.as_deref())?.with_executor(executor))

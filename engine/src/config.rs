@@ -21,23 +21,8 @@ pub enum HarnessKind {
     Command,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum JudgeChoice {
-    Evidence,
-    F1,
-    Llm,
-}
-
-impl JudgeChoice {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JudgeChoice::Evidence => "evidence",
-            JudgeChoice::F1 => "f1",
-            JudgeChoice::Llm => "llm",
-        }
-    }
-}
+/// `harness.judge`: the harness's judge type.
+pub use harness::strategy::JudgeKind;
 
 /// An external harness: a command emend runs per task shard.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -77,7 +62,7 @@ pub struct HarnessConfig {
     #[serde(default)]
     pub include_adversarial: bool,
     #[serde(default = "default_judge")]
-    pub judge: JudgeChoice,
+    pub judge: JudgeKind,
     #[serde(default = "default_f1")]
     pub f1_threshold: f64,
     /// Locked context-token ceiling no strategy may exceed.
@@ -184,8 +169,8 @@ fn default_python() -> String {
 fn default_kind() -> HarnessKind {
     HarnessKind::Builtin
 }
-fn default_judge() -> JudgeChoice {
-    JudgeChoice::Evidence
+fn default_judge() -> JudgeKind {
+    JudgeKind::Evidence
 }
 fn default_f1() -> f64 {
     0.5
@@ -659,7 +644,7 @@ pub fn parse_config(text: &str) -> Result<ProjectConfig, String> {
         return Err("harness.command: required when harness.kind is command".into());
     }
     check_roles(&config.roles)?;
-    if config.harness.judge == JudgeChoice::Llm && !config.roles.contains_key("judge") {
+    if config.harness.judge == JudgeKind::Llm && !config.roles.contains_key("judge") {
         return Err("harness.judge: llm needs roles.judge (an OpenAI-compatible endpoint and model)".into());
     }
     Ok(config)

@@ -45,6 +45,37 @@ pub struct OutcomeRecord {
     pub error: Option<String>,
 }
 
+/// The built-in harness's outcome as the engine's record: the same fields
+/// `emend eval --outcomes` writes, without a trip through JSON.
+impl From<&harness::Outcome> for OutcomeRecord {
+    fn from(o: &harness::Outcome) -> OutcomeRecord {
+        OutcomeRecord {
+            id: o.id.clone(),
+            conversation: Some(o.conversation.clone()),
+            category: o.category.clone(),
+            correct: o.correct,
+            question: Some(o.question.clone()),
+            gold_answer: o.gold_answer.clone().map(serde_json::Value::String),
+            answer: o.answer.clone(),
+            evidence: Some(o.evidence.clone()),
+            unresolved_evidence: Some(o.unresolved_evidence.clone()),
+            evidence_trace: Some(
+                o.evidence_trace
+                    .iter()
+                    .map(|t| EvidenceStep {
+                        turn: t.turn.clone(),
+                        memory_ids: t.memory_ids.clone(),
+                        retrieved: t.retrieved,
+                        in_context: t.in_context,
+                    })
+                    .collect(),
+            ),
+            context_tokens: Some(f64::from(o.context_tokens)),
+            error: o.error.clone(),
+        }
+    }
+}
+
 fn category_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     match serde_json::Value::deserialize(d)? {
         serde_json::Value::String(s) => Ok(s),
@@ -101,5 +132,37 @@ impl Evaluation {
             e.1 += usize::from(o.correct);
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The direct conversion gives what the JSON round trip through the
+    /// outcome schema gave, with and without the optional fields.
+    #[test]
+    fn from_harness_outcome_matches_the_json_round_trip() {
+        let full = json!({
+            "id": "c1#0", "conversation": "c1", "category": "temporal", "question": "when?",
+            "gold_answer": "May", "correct": false, "evidence": ["D1:1", "D1:2"], "unresolved_evidence": ["D9:9"],
+            "evidence_memory_ids": ["c1/m0001"], "retrieved": [], "context_ids": ["c1/m0001"],
+            "context_turns": ["D1:1"], "context_tokens": 412, "answer": "June",
+            "evidence_trace": [
+                {"turn": "D1:1", "memory_ids": ["c1/m0001"], "retrieved": true, "in_context": true},
+                {"turn": "D1:2", "memory_ids": [], "retrieved": false, "in_context": false}
+            ],
+            "judge_score": 0.5, "error": "answerer: timed out"
+        });
+        let mut bare = full.clone();
+        bare["gold_answer"] = json!(null);
+        bare["answer"] = json!(null);
+        bare.as_object_mut().unwrap().remove("error");
+        for v in [full, bare] {
+            let o: harness::Outcome = serde_json::from_value(v).unwrap();
+            let via_json: OutcomeRecord = serde_json::from_value(serde_json::to_value(&o).unwrap()).unwrap();
+            assert_eq!(OutcomeRecord::from(&o), via_json);
+        }
     }
 }

@@ -141,12 +141,34 @@ pub struct Answer {
     pub format: AnswerFormat,
 }
 
+/// Who decides whether an answer is correct: the one judge type of the
+/// strategy's `judge.kind`, the project's `harness.judge` and `emend eval --judge`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JudgeKind {
+    /// Every resolvable gold evidence turn is in the context (deterministic).
     Evidence,
+    /// Token F1 of the answer against the gold answer, at the strategy's threshold.
     F1,
+    /// The project's judge model (roles.judge of emend.yaml).
     Llm,
+}
+
+impl JudgeKind {
+    pub const ALL: [JudgeKind; 3] = [JudgeKind::Evidence, JudgeKind::F1, JudgeKind::Llm];
+
+    /// The name as written in YAML and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JudgeKind::Evidence => "evidence",
+            JudgeKind::F1 => "f1",
+            JudgeKind::Llm => "llm",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<JudgeKind> {
+        JudgeKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use engine::backend::{Backend, BuiltinBackend};
+use engine::backend::{Backend, BuiltinBackend, SetupError};
 use engine::command::CommandBackend;
 use engine::config::{HarnessKind, Project};
 use engine::events::EngineProjector;
@@ -35,40 +35,41 @@ pub fn schema(project: &Project) -> Result<StrategySchema, Failure> {
 
 pub fn backend(project: &Project, schema: &StrategySchema) -> Result<Box<dyn Backend>, Failure> {
     match project.config.harness.kind {
-        HarnessKind::Builtin => Ok(Box::new(
-            BuiltinBackend::from_project(project)
-                .map_err(|e| Failure::bad_input(anyhow::anyhow!("{}: {e}", project.config_path().display())))?,
-        )),
-        HarnessKind::Command => Ok(Box::new(
-            CommandBackend::from_project(project, schema)
-                .map_err(|e| Failure::bad_input(anyhow::anyhow!("{}: {e}", project.config_path().display())))?,
-        )),
+        HarnessKind::Builtin => {
+            Ok(Box::new(BuiltinBackend::from_project(project).map_err(|e| setup_failure(project, e))?))
+        }
+        HarnessKind::Command => {
+            Ok(Box::new(CommandBackend::from_project(project, schema).map_err(|e| setup_failure(project, e))?))
+        }
     }
 }
 
-pub fn journal_failure(e: JournalError) -> Failure {
-    let code = match e.exit_class() {
+/// A setup error under the configuration file's name, with its sources.
+pub fn setup_failure(project: &Project, e: SetupError) -> Failure {
+    let class = e.exit_class();
+    classified(class, anyhow::Error::new(e).context(project.config_path().display().to_string()))
+}
+
+/// The one place an error's class becomes an exit code.
+pub fn classified(class: ErrorClass, error: impl Into<anyhow::Error>) -> Failure {
+    let code = match class {
         ErrorClass::BadInput => engine::exit::BAD_INPUT,
         ErrorClass::Locked => engine::exit::LOCKED,
         ErrorClass::Failed => engine::exit::FAILED,
     };
-    Failure { code, error: anyhow::Error::new(e) }
+    Failure { code, error: error.into() }
+}
+
+pub fn journal_failure(e: JournalError) -> Failure {
+    classified(e.exit_class(), e)
 }
 
 pub fn store_failure(e: StoreError) -> Failure {
-    match e {
-        StoreError::Journal(j) => journal_failure(j),
-        other => Failure::failed(other),
-    }
+    classified(e.exit_class(), e)
 }
 
 pub fn evolve_failure(e: EvolveError) -> Failure {
-    match e {
-        EvolveError::Journal(j) => journal_failure(j),
-        EvolveError::Store(s) => store_failure(s),
-        EvolveError::HandEdited { .. } | EvolveError::BadInput(_) => Failure::bad_input(e),
-        other => Failure::failed(other),
-    }
+    classified(e.exit_class(), e)
 }
 
 pub fn writer(project: &Project) -> Result<SledJournal, Failure> {

@@ -20,16 +20,18 @@ use serde_json::json;
 use engine::config::Project;
 use engine::llm::{Models, Usage};
 
-use super::{CmdResult, Failure, term};
+use super::{CmdResult, Failure, common, term};
 
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-enum JudgeArg {
-    /// Every resolvable gold evidence turn is in the context (deterministic).
-    Evidence,
-    /// Token F1 of the answer against the gold answer, at the strategy's threshold.
-    F1,
-    /// The project's judge model (roles.judge of emend.yaml).
-    Llm,
+/// `--judge`: the harness's own judge type, with a line of help per value.
+fn judge_parser() -> impl clap::builder::TypedValueParser<Value = JudgeKind> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    let help = |k: JudgeKind| match k {
+        JudgeKind::Evidence => "Every resolvable gold evidence turn is in the context (deterministic)",
+        JudgeKind::F1 => "Token F1 of the answer against the gold answer, at the strategy's threshold",
+        JudgeKind::Llm => "The project's judge model (roles.judge of emend.yaml)",
+    };
+    PossibleValuesParser::new(JudgeKind::ALL.map(|k| PossibleValue::new(k.as_str()).help(help(k))))
+        .map(|s| JudgeKind::parse(&s).expect("one of the possible values"))
 }
 
 #[derive(Debug, clap::Args)]
@@ -41,8 +43,8 @@ pub struct EvalArgs {
     #[arg(long, value_name = "PATH|builtin", default_value = harness::dataset::BUILTIN_NAME)]
     tasks: String,
     /// The judge (default: the strategy's `judge.kind`).
-    #[arg(long, value_enum)]
-    judge: Option<JudgeArg>,
+    #[arg(long, value_parser = judge_parser())]
+    judge: Option<JudgeKind>,
     /// Keep category 5 (adversarial) questions, excluded by default.
     #[arg(long)]
     include_adversarial: bool,
@@ -80,11 +82,7 @@ fn resolve(args: &EvalArgs) -> Result<Resolved, Failure> {
         }
     }
     let settings = HarnessSettings {
-        judge: args.judge.map(|j| match j {
-            JudgeArg::Evidence => JudgeKind::Evidence,
-            JudgeArg::F1 => JudgeKind::F1,
-            JudgeArg::Llm => JudgeKind::Llm,
-        }),
+        judge: args.judge,
         include_adversarial: args.include_adversarial,
         conversations: args.conversations.clone(),
         ..HarnessSettings::default()
@@ -108,7 +106,7 @@ fn project(project_dir: Option<&Path>) -> Result<Option<WithModels>, Failure> {
     // A project that is there but invalid is an error, not "no project".
     let project = Project::open(&dir).map_err(Failure::bad_input)?;
     let models = Models::from_project(&project)
-        .map_err(|e| Failure::bad_input(anyhow!("{}: {e}", project.config_path().display())))?;
+        .map_err(|e| common::setup_failure(&project, e))?;
     Ok(Some((project, models)))
 }
 

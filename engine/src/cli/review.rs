@@ -11,8 +11,10 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use engine::artifact;
+use engine::candidate::Outcome;
 use engine::config::Project;
-use engine::events::{T_LAYER_A, T_QUESTIONS};
+use engine::events::CandidateRecord;
+use engine::events::T_QUESTIONS;
 use engine::evolve::{self, FileState};
 use engine::exit;
 use engine::report::{self, QuestionText};
@@ -73,8 +75,8 @@ pub fn resolve(log: &dyn EventLog, spec: &str) -> Result<Target, Failure> {
         });
     }
     let candidates = store.candidates().map_err(common::store_failure)?;
-    if let Some((_, record)) = candidates.into_iter().find(|(_, v)| v["id"].as_str() == Some(spec)) {
-        return Ok(Target::Candidate { record });
+    if let Some(record) = candidates.into_iter().find(|c| c.id == spec) {
+        return Ok(Target::Candidate { record: serde_json::to_value(&record).expect("records serialize") });
     }
     Err(Failure::bad_input(anyhow::anyhow!("{spec}: not a version (served, best, vN) nor a candidate id (like r3c2)")))
 }
@@ -164,13 +166,13 @@ fn layer_a_json(
     texts: &BTreeMap<String, QuestionText>,
 ) -> Result<Value, Failure> {
     // The latest recorded diagnosis of the parent (one per harness and dataset).
-    let latest =
-        log.scan(T_LAYER_A, &format!("{parent_hash}/")).map_err(common::journal_failure)?.into_iter().max_by_key(
-            |(k, _)| {
-                log.get(engine::events::T_EVALUATIONS, k).ok().flatten().and_then(|v| v["seq"].as_u64()).unwrap_or(0)
-            },
-        );
-    let Some((_, d)) = latest else { return Ok(Value::Null) };
+    let store = Store::new(log);
+    let latest = store.latest_evaluation(parent_hash).map_err(common::store_failure)?;
+    let Some(d) = latest.map(|(key, _)| store.diagnosis(&key)).transpose().map_err(common::store_failure)?.flatten()
+    else {
+        return Ok(Value::Null);
+    };
+    let d = serde_json::to_value(&d).expect("diagnoses serialize");
     let motivating: Vec<&String> = motivation.as_object().map(|m| m.keys().collect()).unwrap_or_default();
     let mut by_category = serde_json::Map::new();
     for (cat, labels) in d["by_category"].as_object().into_iter().flatten() {
@@ -220,8 +222,8 @@ pub fn explain(project: &Project, log: &dyn EventLog, target: &Target) -> Result
                 .candidates()
                 .map_err(common::store_failure)?
                 .into_iter()
-                .map(|(_, v)| v)
-                .find(|v| v["accepted_version"].as_u64() == Some(*version));
+                .find(|c| c.accepted_version == Some(*version))
+                .map(|c| serde_json::to_value(&c).expect("records serialize"));
             let round = store.version(*version).map_err(common::store_failure)?.and_then(|i| i.round);
             (
                 rec,
@@ -334,193 +336,35 @@ fn render_question(out: &mut String, q: &Value, stages: bool) {
     ));
 }
 
-/// The one-screen text form of [`explain`].
+/// The one-screen text form of [`explain`]. The candidate part reads the
+/// typed gate record the view was built from.
 pub fn render_show(v: &Value, color: bool) -> String {
     let mut out = String::new();
     let bold = |t: &str| if color { format!("\x1b[1m{t}\x1b[0m") } else { t.to_string() };
-    let c = &v["candidate"];
+    let record: Option<CandidateRecord> = v["candidate"]
+        .is_object()
+        .then(|| serde_json::from_value(v["candidate"].clone()).expect("the view's candidate is a gate record"));
     if let Some(info) = v["version"].as_object() {
-        let origin = match (s(&info["origin"]), info["round"].as_u64()) {
-            ("accepted", Some(r)) => format!("accepted in round {r}"),
-            ("init", _) => "the first version".to_string(),
-            ("hand_edit", _) => "a hand edit journaled by `rollback --force`".to_string(),
-            (o, _) => o.replace('_', " "),
-        };
-        out.push_str(&format!(
-            "{}  {origin}, parent {}, accuracy {}\n  hash {}\n",
-            bold(s(&info["name"])),
-            info["parent"].as_u64().map_or("none".to_string(), |p| format!("v{p}")),
-            info["accuracy"].as_f64().map_or("not evaluated".to_string(), |a| format!("{a:.4}")),
-            s(&info["hash"])
-        ));
-        let note = s(&info["note"]);
-        if !note.is_empty() && Some(note) != c["reason"].as_str() {
-            out.push_str(&format!("  {note}\n"));
-        }
+        render_version(&mut out, info, record.as_ref(), &bold);
     }
-    if c.is_object() {
-        let change = match c["change"].as_object() {
-            Some(ch) => format!("{} {} -> {}", s(&ch["path"]), ch["from"], ch["to"]),
-            None => "no change proposed".to_string(),
-        };
-        out.push_str(&format!(
-            "{} {}: {change}\n  round {}, hypothesis {}, outcome {}{}\n",
-            bold("candidate"),
-            s(&c["id"]),
-            c["round"],
-            s(&c["hypothesis"]),
-            s(&c["outcome"]),
-            c["rejected_by"].as_str().map_or(String::new(), |r| format!(" (stopped by {r})"))
-        ));
-        if let Some(r) = c["reason"].as_str().filter(|r| !r.is_empty()) {
-            out.push_str(&format!("  {r}\n"));
+    match &record {
+        Some(c) => {
+            render_why(&mut out, v, c, &bold);
+            render_screens(&mut out, c, color, &bold);
+            render_full(&mut out, c, color, &bold);
         }
-        // Why: the Layer A evidence on the parent.
-        let motivation: Vec<String> =
-            c["motivation"].as_object().into_iter().flatten().map(|(k, n)| format!("{k} x{n}")).collect();
-        out.push_str(&format!(
-            "{} Layer A on v{}: {} (actionability {:.2}, UCB {})\n",
-            bold("why:"),
-            c["parent_version"],
-            if motivation.is_empty() { "-".to_string() } else { motivation.join(", ") },
-            f(&c["actionability"]),
-            c["ucb"].as_f64().filter(|u| *u >= 0.0).map_or("unvisited".to_string(), |u| format!("{u:.3}"))
-        ));
-        let la = &v["layer_a"];
-        if la.is_object() {
-            let counts: Vec<String> =
-                la["counts"].as_object().into_iter().flatten().map(|(k, n)| format!("{k} {n}")).collect();
-            out.push_str(&format!(
-                "  v{} failed {} of {} questions: {}\n",
-                c["parent_version"],
-                la["failures"],
-                la["n"],
-                counts.join(", ")
-            ));
-            let cats: Vec<String> = la["motivating_by_category"]
-                .as_object()
-                .into_iter()
-                .flatten()
-                .map(|(cat, m)| {
-                    let n: u64 = m.as_object().into_iter().flatten().filter_map(|(_, n)| n.as_u64()).sum();
-                    format!("{cat} {n}")
-                })
-                .collect();
-            if !cats.is_empty() {
-                out.push_str(&format!("  motivating failures by category: {}\n", cats.join(", ")));
-            }
-            for (label, list) in la["examples"].as_object().into_iter().flatten() {
-                let list = list.as_array().cloned().unwrap_or_default();
-                if list.is_empty() {
-                    continue;
-                }
-                out.push_str(&format!("  {label}, e.g.:\n"));
-                for q in list.iter().take(2) {
-                    let mut text = String::new();
-                    render_question(&mut text, q, false);
-                    out.push_str(&text.lines().map(|l| format!("  {l}\n")).collect::<String>());
-                }
-            }
-        }
-        let h = &v["hypothesis_now"];
-        if h.is_object() {
-            out.push_str(&format!(
-                "  hypothesis now: {} (visits {}, mean reward {:+.3}, best delta {}, evidence +{} -{})\n",
-                s(&h["status"]),
-                h["visits"],
-                f(&h["mean_reward"]),
-                h["best_delta"].as_f64().map_or("-".to_string(), |d| format!("{d:+.4}")),
-                h["evidence_for"],
-                h["evidence_against"]
-            ));
-        }
-        let gates = c["gates"].as_array().cloned().unwrap_or_default();
-        if gates.is_empty() {
-            out.push_str(&format!("{} none run (blocked before a strategy was proposed)\n", bold("gates:")));
-        } else {
-            out.push_str(&format!("{}\n", bold("gates:")));
-            for g in &gates {
-                out.push_str(&format!(
-                    "  {:<18} {}  {}\n",
-                    s(&g["gate"]),
-                    verdict_word(g["pass"] == json!(true), color),
-                    s(&g["detail"])
-                ));
-            }
-        }
-        if c["critic"].is_object() {
-            out.push_str(&format!(
-                "{} {}{} ({})\n",
-                bold("critic:"),
-                s(&c["critic"]["label"]),
-                if c["critic"]["reject"] == json!(true) { ", rejects" } else { "" },
-                s(&c["critic"]["reason"])
-            ));
-        }
-        if c["probe"].is_object() {
-            let p = &c["probe"];
-            out.push_str(&format!(
-                "{} {}  {} questions, served {:.4}, candidate {:.4}, delta {:+.4}, tolerance {:.4}\n",
-                bold("probe:"),
-                verdict_word(p["pass"] == json!(true), color),
-                p["n"],
-                f(&p["served_accuracy"]),
-                f(&p["candidate_accuracy"]),
-                f(&p["delta"]),
-                f(&p["tolerance"])
-            ));
-        }
-        if c["full"].is_object() {
-            let fu = &c["full"];
-            out.push_str(&format!(
-                "{} {}  n {}, improved {}, regressed {}, both correct {}, both wrong {}\n",
-                bold("full:"),
-                verdict_word(fu["accept"] == json!(true), color),
-                fu["n"],
-                fu["improved"],
-                fu["regressed"],
-                fu["both_correct"],
-                fu["both_wrong"]
-            ));
-            out.push_str(&format!(
-                "  accuracy {:.4} -> {:.4}, delta {:+.4}, 95% CI [{:+.4}, {:+.4}] by {} ({} resamples)\n",
-                f(&fu["base_accuracy"]),
-                f(&fu["cand_accuracy"]),
-                f(&fu["delta"]),
-                f(&fu["ci_low"]),
-                f(&fu["ci_high"]),
-                s(&fu["unit"]),
-                fu["resamples"]
-            ));
-            out.push_str(&format!(
-                "  McNemar ({}) p = {:.3e} at alpha {:.3e}\n",
-                s(&fu["mcnemar_test"]),
-                fu["mcnemar_p"].as_f64().unwrap_or(1.0),
-                f(&fu["alpha"])
-            ));
-            for r in fu["rules"].as_array().into_iter().flatten() {
-                out.push_str(&format!(
-                    "  {} {:<28} {}\n",
-                    verdict_word(r["pass"] == json!(true), color),
-                    s(&r["name"]),
-                    s(&r["detail"])
-                ));
-            }
-        } else if c["outcome"] != json!("blocked") {
-            out.push_str(&format!("{} not run\n", bold("full:")));
-        }
-    } else {
-        match v["version"]["origin"].as_str() {
+        None => match v["version"]["origin"].as_str() {
             Some("init") => out.push_str("no gate record: the starting point\n"),
             Some("hand_edit") => out.push_str("no gate record: a hand edit, kept so nothing is lost\n"),
             _ => out.push_str("no gate record found for this version\n"),
-        }
+        },
     }
+    let has_full = record.as_ref().is_some_and(|c| c.full.is_some());
     for side in ["improved", "regressed"] {
         let list = v["examples"][side].as_array().cloned().unwrap_or_default();
         let total = v["examples"][format!("{side}_total")].as_u64().unwrap_or(0);
         if list.is_empty() {
-            if c["full"].is_object() {
+            if has_full {
                 out.push_str(&format!("{} none\n", bold(&format!("{side} questions:"))));
             }
             continue;
@@ -536,12 +380,182 @@ pub fn render_show(v: &Value, color: bool) -> String {
             out.push_str(&format!("{}\n", bold("diff:")));
             out.push_str(&if color { colorize(d) } else { d.to_string() });
         }
-        None if c.is_object() && c["document"].is_null() => {
+        None if record.as_ref().is_some_and(|c| c.document.is_none()) => {
             out.push_str(&format!("{} none (no strategy was proposed)\n", bold("diff:")))
         }
         None => out.push_str(&format!("{} none (no parent)\n", bold("diff:"))),
     }
     out
+}
+
+/// The version's name, origin, parent, accuracy and note.
+fn render_version(
+    out: &mut String,
+    info: &serde_json::Map<String, Value>,
+    c: Option<&CandidateRecord>,
+    bold: &dyn Fn(&str) -> String,
+) {
+    let origin = match (s(&info["origin"]), info["round"].as_u64()) {
+        ("accepted", Some(r)) => format!("accepted in round {r}"),
+        ("init", _) => "the first version".to_string(),
+        ("hand_edit", _) => "a hand edit journaled by `rollback --force`".to_string(),
+        (o, _) => o.replace('_', " "),
+    };
+    out.push_str(&format!(
+        "{}  {origin}, parent {}, accuracy {}\n  hash {}\n",
+        bold(s(&info["name"])),
+        info["parent"].as_u64().map_or("none".to_string(), |p| format!("v{p}")),
+        info["accuracy"].as_f64().map_or("not evaluated".to_string(), |a| format!("{a:.4}")),
+        s(&info["hash"])
+    ));
+    let note = s(&info["note"]);
+    if !note.is_empty() && Some(note) != c.map(|c| c.reason.as_str()) {
+        out.push_str(&format!("  {note}\n"));
+    }
+}
+
+/// The candidate's change and outcome, and why it was proposed: Layer A on
+/// the parent and the hypothesis as it stands now.
+fn render_why(out: &mut String, v: &Value, c: &CandidateRecord, bold: &dyn Fn(&str) -> String) {
+    let change = match &c.change {
+        Some(ch) => format!("{} {} -> {}", ch.path, ch.from, ch.to),
+        None => "no change proposed".to_string(),
+    };
+    out.push_str(&format!(
+        "{} {}: {change}\n  round {}, hypothesis {}, outcome {}{}\n",
+        bold("candidate"),
+        c.id,
+        c.round,
+        c.hypothesis,
+        c.outcome,
+        c.rejected_by.map_or(String::new(), |r| format!(" (stopped by {r})"))
+    ));
+    if !c.reason.is_empty() {
+        out.push_str(&format!("  {}\n", c.reason));
+    }
+    let motivation: Vec<String> = c.motivation.iter().map(|(k, n)| format!("{k} x{n}")).collect();
+    out.push_str(&format!(
+        "{} Layer A on v{}: {} (actionability {:.2}, UCB {})\n",
+        bold("why:"),
+        c.parent_version,
+        if motivation.is_empty() { "-".to_string() } else { motivation.join(", ") },
+        c.actionability,
+        Some(c.ucb).filter(|u| *u >= 0.0).map_or("unvisited".to_string(), |u| format!("{u:.3}"))
+    ));
+    let la = &v["layer_a"];
+    if la.is_object() {
+        let counts: Vec<String> =
+            la["counts"].as_object().into_iter().flatten().map(|(k, n)| format!("{k} {n}")).collect();
+        out.push_str(&format!(
+            "  v{} failed {} of {} questions: {}\n",
+            c.parent_version,
+            la["failures"],
+            la["n"],
+            counts.join(", ")
+        ));
+        let cats: Vec<String> = la["motivating_by_category"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(cat, m)| {
+                let n: u64 = m.as_object().into_iter().flatten().filter_map(|(_, n)| n.as_u64()).sum();
+                format!("{cat} {n}")
+            })
+            .collect();
+        if !cats.is_empty() {
+            out.push_str(&format!("  motivating failures by category: {}\n", cats.join(", ")));
+        }
+        for (label, list) in la["examples"].as_object().into_iter().flatten() {
+            let list = list.as_array().cloned().unwrap_or_default();
+            if list.is_empty() {
+                continue;
+            }
+            out.push_str(&format!("  {label}, e.g.:\n"));
+            for q in list.iter().take(2) {
+                let mut text = String::new();
+                render_question(&mut text, q, false);
+                out.push_str(&text.lines().map(|l| format!("  {l}\n")).collect::<String>());
+            }
+        }
+    }
+    let h = &v["hypothesis_now"];
+    if h.is_object() {
+        out.push_str(&format!(
+            "  hypothesis now: {} (visits {}, mean reward {:+.3}, best delta {}, evidence +{} -{})\n",
+            s(&h["status"]),
+            h["visits"],
+            f(&h["mean_reward"]),
+            h["best_delta"].as_f64().map_or("-".to_string(), |d| format!("{d:+.4}")),
+            h["evidence_for"],
+            h["evidence_against"]
+        ));
+    }
+}
+
+/// Gates, critic and probe.
+fn render_screens(out: &mut String, c: &CandidateRecord, color: bool, bold: &dyn Fn(&str) -> String) {
+    if c.gates.is_empty() {
+        out.push_str(&format!("{} none run (blocked before a strategy was proposed)\n", bold("gates:")));
+    } else {
+        out.push_str(&format!("{}\n", bold("gates:")));
+        for g in &c.gates {
+            out.push_str(&format!("  {:<18} {}  {}\n", g.gate.as_str(), verdict_word(g.pass, color), g.detail));
+        }
+    }
+    if let Some(cr) = &c.critic {
+        out.push_str(&format!(
+            "{} {}{} ({})\n",
+            bold("critic:"),
+            cr.label.as_str(),
+            if cr.reject { ", rejects" } else { "" },
+            cr.reason
+        ));
+    }
+    if let Some(p) = &c.probe {
+        out.push_str(&format!(
+            "{} {}  {} questions, served {:.4}, candidate {:.4}, delta {:+.4}, tolerance {:.4}\n",
+            bold("probe:"),
+            verdict_word(p.pass, color),
+            p.n,
+            p.served_accuracy,
+            p.candidate_accuracy,
+            p.delta,
+            p.tolerance
+        ));
+    }
+}
+
+/// The full test: counts, accuracy, interval, McNemar and every rule.
+fn render_full(out: &mut String, c: &CandidateRecord, color: bool, bold: &dyn Fn(&str) -> String) {
+    let Some(fu) = &c.full else {
+        if c.outcome != Outcome::Blocked {
+            out.push_str(&format!("{} not run\n", bold("full:")));
+        }
+        return;
+    };
+    out.push_str(&format!(
+        "{} {}  n {}, improved {}, regressed {}, both correct {}, both wrong {}\n",
+        bold("full:"),
+        verdict_word(fu.accept, color),
+        fu.n,
+        fu.improved,
+        fu.regressed,
+        fu.both_correct,
+        fu.both_wrong
+    ));
+    out.push_str(&format!(
+        "  accuracy {:.4} -> {:.4}, delta {:+.4}, 95% CI [{:+.4}, {:+.4}] by {} ({} resamples)\n",
+        fu.base_accuracy, fu.cand_accuracy, fu.delta, fu.ci_low, fu.ci_high, fu.unit, fu.resamples
+    ));
+    out.push_str(&format!(
+        "  McNemar ({}) p = {:.3e} at alpha {:.3e}\n",
+        fu.mcnemar_test.name(),
+        fu.mcnemar_p,
+        fu.alpha
+    ));
+    for r in &fu.rules {
+        out.push_str(&format!("  {} {:<28} {}\n", verdict_word(r.pass, color), r.name.as_str(), r.detail));
+    }
 }
 
 pub fn show(args: &ShowArgs, project_dir: Option<&Path>) -> CmdResult {
@@ -692,7 +706,7 @@ fn guard_hand_edit(
             path.display(),
             path.display()
         ))),
-        FileState::Unreadable { reason } if !force => Err(Failure::bad_input(anyhow::anyhow!(
+        FileState::Unreadable { reason, .. } if !force => Err(Failure::bad_input(anyhow::anyhow!(
             "{}: cannot be read ({reason}), so emend cannot tell whether it was edited by hand; refusing to \
              replace it. Pass --force to replace it anyway",
             path.display()
@@ -703,7 +717,9 @@ fn guard_hand_edit(
                 Ok(Some(v)) => Ok(Some(HandEdit::Journaled(v))),
                 Ok(None) => Ok(Some(HandEdit::Known)),
                 // An invalid strategy cannot become a version: journal_hand_edit kept its bytes.
-                Err(evolve::EvolveError::BadInput(msg)) if !valid => Ok(Some(HandEdit::Kept(msg))),
+                Err(e @ evolve::EvolveError::InvalidHandEdit { .. }) if !valid => {
+                    Ok(Some(HandEdit::Kept(format!("{:#}", anyhow::Error::new(e)))))
+                }
                 Err(e) => Err(common::evolve_failure(e)),
             }
         }
@@ -828,7 +844,7 @@ mod tests {
             "diff": "--- v1\n+++ r1c1\n@@ -1 +1 @@\n-top_k: 5\n+top_k: 15\n",
             "candidate": {
                 "id": "r1c1", "round": 1, "hypothesis": "retrieve.top_k::increase", "outcome": "rejected",
-                "rejected_by": "probe", "reason": "probe fell", "parent_version": 1, "motivation": {"retrieval_gap": 3},
+                "rejected_by": "probe", "reason": "probe fell", "parent_version": 1, "parent_hash": "h1", "motivation": {"retrieval_gap": 3},
                 "actionability": 0.5, "ucb": 1.25, "document": {"top_k": 15},
                 "change": {"path": "retrieve.top_k", "from": 5, "to": 15},
                 "gates": [{"gate": "novelty", "pass": true, "detail": "new"}],

@@ -119,10 +119,7 @@ pub fn usage_since(now: &Usage, before: &Usage) -> Usage {
         .collect()
 }
 
-/// Why the roles could not be set up (bad configuration: exit 2).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct SetupError(pub String);
+pub use crate::backend::SetupError;
 
 /// The configured roles of a project, with the runtime that drives their
 /// calls and the reply cache they share. Cheap to share (`Arc<Models>`);
@@ -163,15 +160,15 @@ impl Models {
 
     /// Sets up the roles; `cache_dir` None keeps replies in memory only.
     pub fn new(roles: &BTreeMap<String, RoleConfig>, cache_dir: Option<&Path>) -> Result<Models, SetupError> {
-        crate::config::check_roles(roles).map_err(SetupError)?;
-        let cache = Arc::new(cache::ReplyCache::open(cache_dir).map_err(SetupError)?);
+        crate::config::check_roles(roles).map_err(SetupError::new)?;
+        let cache = Arc::new(cache::ReplyCache::open(cache_dir).map_err(SetupError::new)?);
         let mut clients = BTreeMap::new();
         for (name, config) in roles {
-            let role = Role::parse(name).ok_or_else(|| SetupError(format!("roles.{name}: unknown role")))?;
+            let role = Role::parse(name).ok_or_else(|| SetupError::new(format!("roles.{name}: unknown role")))?;
             let key = match &config.api_key_env {
                 None => String::new(),
                 Some(var) => std::env::var(var).map_err(|_| {
-                    SetupError(format!("roles.{name}.api_key_env: the environment variable {var} is not set"))
+                    SetupError::new(format!("roles.{name}.api_key_env: the environment variable {var} is not set"))
                 })?,
             };
             clients.insert(role, Arc::new(client::RoleClient::new(role, config, key, cache.clone())));
@@ -181,7 +178,7 @@ impl Models {
             .thread_name("emend-llm")
             .enable_all()
             .build()
-            .map_err(|e| SetupError(format!("cannot start the model runtime: {e}")))?;
+            .map_err(|e| SetupError::caused("cannot start the model runtime", e))?;
         Ok(Models { runtime: Some(runtime), clients })
     }
 
