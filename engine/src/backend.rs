@@ -16,9 +16,18 @@ use crate::outcome::{Evaluation, OutcomeRecord};
 
 /// Why an evaluation could not complete. The candidate is rejected as
 /// `errored`; for the served strategy the run fails.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{0}")]
-pub struct BackendError(pub String);
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// The artifact is not a strategy the built-in harness can run.
+    #[error(transparent)]
+    Strategy(#[from] crate::artifact::ArtifactError),
+    /// The built-in harness could not run the evaluation.
+    #[error(transparent)]
+    Harness(#[from] harness::EvalError),
+    /// An external harness or a question-level failure, as reported.
+    #[error("{0}")]
+    Failed(String),
+}
 
 /// Evaluates strategies on a locked task set.
 pub trait Backend: Send + Sync {
@@ -323,12 +332,11 @@ impl Backend for BuiltinBackend {
             }
             return Ok(eval);
         }
-        let strategy = artifact.typed().map_err(|e| BackendError(e.to_string()))?;
+        let strategy = artifact.typed()?;
         let eval = match subset {
             None => self.evaluator.evaluate(strategy),
             Some(ids) => self.evaluator.evaluate_subset(strategy, ids),
-        }
-        .map_err(|e| BackendError(e.to_string()))?;
+        }?;
         let outcomes = eval.outcomes.iter().map(OutcomeRecord::from).collect();
         let mut eval = Evaluation::new(outcomes);
         if subset.is_none() {

@@ -452,7 +452,7 @@ impl CommandBackend {
                             .position
                             .get(id)
                             .copied()
-                            .ok_or_else(|| BackendError(format!("question {id} is not in the task set")))
+                            .ok_or_else(|| BackendError::Failed(format!("question {id} is not in the task set")))
                     })
                     .collect::<Result<Vec<_>, _>>()?;
                 p.sort_unstable();
@@ -469,7 +469,7 @@ impl CommandBackend {
         let dir = tempfile::Builder::new()
             .prefix("emend-eval-")
             .tempdir()
-            .map_err(|e| BackendError(format!("cannot create a temporary directory: {e}")))?;
+            .map_err(|e| BackendError::Failed(format!("cannot create a temporary directory: {e}")))?;
         let strategy = dir.path().join("strategy.json");
         let mut doc = artifact.value.clone();
         if let Some(m) = doc.as_object_mut() {
@@ -479,7 +479,7 @@ impl CommandBackend {
         }
         let text = serde_json::to_string_pretty(&doc).expect("a strategy serializes");
         std::fs::write(&strategy, text)
-            .map_err(|e| BackendError(format!("{}: cannot write: {e}", strategy.display())))?;
+            .map_err(|e| BackendError::Failed(format!("{}: cannot write: {e}", strategy.display())))?;
 
         let shards = split(positions, self.spec.shards);
         let count = shards.len();
@@ -523,8 +523,8 @@ impl CommandBackend {
         }
         match failures.len() {
             0 => Ok(outcomes),
-            1 => Err(BackendError(failures.remove(0))),
-            n => Err(BackendError(format!("{} (and {} more failed shards)", failures.remove(0), n - 1))),
+            1 => Err(BackendError::Failed(failures.remove(0))),
+            n => Err(BackendError::Failed(format!("{} (and {} more failed shards)", failures.remove(0), n - 1))),
         }
     }
 

@@ -316,7 +316,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         }
         let eval = self.backend.evaluate(artifact, None).map_err(|source| EvolveError::Served { version, source })?;
         if let Some(o) = eval.outcomes.iter().find(|o| o.error.is_some()) {
-            let source = BackendError(format!(
+            let source = BackendError::Failed(format!(
                 "{} of {} questions could not be evaluated (first: {}: {})",
                 eval.errors(),
                 eval.n(),

@@ -245,7 +245,7 @@ mod tests {
         }
         fn evaluate(&self, _: &Artifact, subset: Option<&[String]>) -> Result<Evaluation, BackendError> {
             if self.fail {
-                return Err(BackendError("down".into()));
+                return Err(BackendError::Failed("down".into()));
             }
             let ids: Vec<String> =
                 subset.map_or_else(|| self.questions().into_iter().map(|q| q.0).collect(), <[_]>::to_vec);

@@ -78,7 +78,7 @@ impl Backend for Scripted {
         if let Some((path, value)) = &self.fail_when
             && get_path(&a.value, path) == Some(value)
         {
-            return Err(BackendError(format!("scripted failure for {path} = {value}")));
+            return Err(BackendError::Failed(format!("scripted failure for {path} = {value}")));
         }
         let cap = (self.capacity)(&a.value);
         let outcomes = (0..N)
