@@ -1171,7 +1171,7 @@ mod tests {
         let base = std::env::temp_dir();
         let c = crate::config::RayConfig::default();
         let e = RaySpec::from_config(&c, None, &base, None).unwrap_err();
-        assert!(e.0.starts_with("harness.executor: ray needs a cluster address"), "{}", e.0);
+        assert!(e.to_string().starts_with("harness.executor: ray needs a cluster address"), "{}", e.to_string());
         let r = RaySpec::from_config(&c, None, &base, Some("127.0.0.1:6399".into())).unwrap();
         let spec = CommandSpec {
             argv: vec!["python3".into(), "a.py".into(), "{strategy}".into(), "{tasks}".into(), "{out}".into()],
@@ -1193,7 +1193,7 @@ mod tests {
         assert_eq!(r.workdir.as_deref(), Some(Path::new("/srv")));
         let missing = crate::config::RayConfig { driver: Some("no/such/driver.py".into()), ..configured };
         let e = RaySpec::from_config(&missing, None, &base, None).unwrap_err();
-        assert!(e.0.starts_with("harness.ray.driver: "), "{}", e.0);
+        assert!(e.to_string().starts_with("harness.ray.driver: "), "{}", e.to_string());
     }
 
     #[test]
