@@ -13,6 +13,7 @@ use journal::{EventRecord, NewEvent, ProjectError, ProjectionState, Projector};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::candidate::{FullRecord, Outcome, StoppedBy};
 use crate::gates::{CriticVerdict, GateResult, ProbeVerdict};
 use crate::hypothesis::Hypothesis;
 use crate::layer_a::Diagnosis;
@@ -169,18 +170,20 @@ pub struct CandidateRecord {
     pub gates: Vec<GateResult>,
     pub critic: Option<CriticVerdict>,
     pub probe: Option<ProbeVerdict>,
-    /// The full paired comparison (stats), as JSON.
-    pub full: Option<Value>,
-    /// accepted, rejected, errored, blocked
-    pub outcome: String,
-    /// What stopped it: `gate:novelty`, `critic:duplicate`, `probe`, `full:<rule>`, `errored`, `not_best`.
-    pub rejected_by: Option<String>,
+    /// The full paired comparison.
+    pub full: Option<FullRecord>,
+    pub outcome: Outcome,
+    /// What stopped it (serialized `gate:novelty`, `critic:duplicate`, `probe`, `full:<rule>`, ...).
+    pub rejected_by: Option<StoppedBy>,
     pub reason: String,
     /// Paired accuracy delta (full test, else the probe's), when evaluated.
     pub delta: Option<f64>,
     /// The alpha this candidate was tested at.
     pub alpha: Option<f64>,
     pub accepted_version: Option<u64>,
+    /// Changes beyond `change` of a candidate that moves several fields at once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub more_changes: Vec<Change>,
 }
 
 /// A round's summary.
@@ -303,7 +306,7 @@ impl Projector for EngineProjector {
                 // The gate funnel of the round.
                 let audit_key = round_key(c.round);
                 let mut audit = state.get(T_AUDITS, &audit_key).unwrap_or_else(|| json!({}));
-                let stage = c.rejected_by.clone().unwrap_or_else(|| "accepted".into());
+                let stage = c.rejected_by.map_or_else(|| "accepted".to_string(), |s| s.to_string());
                 let count = audit.get(&stage).and_then(Value::as_u64).unwrap_or(0) + 1;
                 audit[stage.as_str()] = json!(count);
                 state.put(T_AUDITS, &audit_key, audit);
@@ -312,7 +315,7 @@ impl Projector for EngineProjector {
                     let mut effect: DimensionEffect =
                         state.get(T_EFFECTS, &change.path).map(serde_json::from_value).transpose()?.unwrap_or_default();
                     effect.tried += 1;
-                    if c.outcome == "accepted" {
+                    if c.outcome == Outcome::Accepted {
                         effect.accepted += 1;
                     } else if c.delta.is_some_and(|d| d <= 0.0) {
                         effect.reverted += 1;

@@ -300,6 +300,9 @@ pub enum CriticLabel {
 }
 
 impl CriticLabel {
+    pub const ALL: [CriticLabel; 4] =
+        [CriticLabel::Actionable, CriticLabel::Risky, CriticLabel::Duplicate, CriticLabel::OutOfScope];
+
     pub fn as_str(self) -> &'static str {
         match self {
             CriticLabel::Actionable => "actionable",

@@ -6,6 +6,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::events::QuestionResult;
 use crate::outcome::OutcomeRecord;
 
 /// Where a failed question lost its evidence.
@@ -126,17 +127,22 @@ impl Diagnosis {
     }
 }
 
-/// Labels every failure of an evaluation (outcomes in id order).
-pub fn diagnose(outcomes: &[OutcomeRecord], examples: usize) -> Diagnosis {
-    let mut d = Diagnosis { n: outcomes.len(), ..Diagnosis::default() };
-    for o in outcomes {
-        let Some(l) = label(o) else { continue };
+/// The diagnosis of recorded results: label counts overall and by category,
+/// example ids (the first `examples` per label, in result order) and the
+/// classifier's splits. The loop and `emend diagnose` both build it here.
+pub fn diagnose(results: &[QuestionResult], examples: usize) -> Diagnosis {
+    let mut d = Diagnosis { n: results.len(), ..Diagnosis::default() };
+    for q in results {
+        let Some(l) = &q.label else { continue };
         d.failures += 1;
-        *d.counts.entry(l.as_str().to_string()).or_default() += 1;
-        *d.by_category.entry(o.category.clone()).or_default().entry(l.as_str().to_string()).or_default() += 1;
-        let ex = d.examples.entry(l.as_str().to_string()).or_default();
+        *d.counts.entry(l.clone()).or_default() += 1;
+        *d.by_category.entry(q.category.clone()).or_default().entry(l.clone()).or_default() += 1;
+        let ex = d.examples.entry(l.clone()).or_default();
         if ex.len() < examples {
-            ex.push(o.id.clone());
+            ex.push(q.id.clone());
+        }
+        if let Some(split) = &q.split {
+            *d.splits.entry(split.clone()).or_default() += 1;
         }
     }
     d
@@ -212,10 +218,13 @@ mod tests {
         b.id = "b".into();
         b.category = "temporal".into();
         let c = outcome(true, Some(vec![step(true, true, true)]));
-        let d = diagnose(&[a, b, c], 5);
+        let mut eval = crate::outcome::Evaluation::new(vec![a, b, c]);
+        eval.splits.insert("b".into(), "source_only".into());
+        let d = diagnose(&crate::records::question_results(&eval), 5);
         assert_eq!(d.failures, 2);
         assert_eq!(d.count(Label::IngestionGap), 1);
         assert_eq!(d.by_category["temporal"]["retrieval_gap"], 1);
         assert_eq!(d.examples["ingestion_gap"], vec!["a".to_string()]);
+        assert_eq!(d.splits["source_only"], 1);
     }
 }

@@ -7,8 +7,10 @@
 
 pub mod artifact;
 pub mod backend;
+pub mod candidate;
 pub mod command;
 pub mod config;
+pub mod decide;
 pub mod events;
 pub mod evolve;
 pub mod exit;
@@ -18,8 +20,13 @@ pub mod layer_a;
 pub mod llm;
 pub mod outcome;
 pub mod planner;
+pub mod progress;
+pub mod propose;
+pub mod records;
 pub mod report;
 pub mod schema;
+pub mod screen;
+pub mod served;
 pub mod store;
 
 /// The paired statistics live in their own crate (`emend-stats`), which knows

@@ -22,8 +22,10 @@ use journal::EventLog;
 use serde_json::{Map, Value};
 
 use crate::artifact;
+use crate::candidate::{FullRecord, Outcome, Rule, StoppedBy};
 use crate::config::Project;
 use crate::events::{CandidateRecord, EvalSummary, Event, T_EVALUATIONS, evaluation_key};
+use crate::gates::Gate;
 use crate::hypothesis::Hypothesis;
 use crate::store::{Best, Served, Store, StoreError};
 
@@ -367,7 +369,7 @@ pub fn gather<L: EventLog + ?Sized>(log: &L, texts: &BTreeMap<String, QuestionTe
                     best_line.push((x, b));
                 }
                 for c in round_cands.drain(..) {
-                    let cand_acc = c.full.as_ref().and_then(|f| f.get("cand_accuracy")).and_then(Value::as_f64);
+                    let cand_acc = c.full.as_ref().map(|f| f.cand_accuracy);
                     if let (Some(acc), true) = (cand_acc, c.accepted_version.is_none()) {
                         let change = c
                             .change
@@ -380,7 +382,7 @@ pub fn gather<L: EventLog + ?Sized>(log: &L, texts: &BTreeMap<String, QuestionTe
                                 "{} {change}: {} by {} at {}",
                                 c.id,
                                 c.outcome,
-                                c.rejected_by.as_deref().unwrap_or("?"),
+                                c.rejected_by.map_or_else(|| "?".to_string(), |r| r.to_string()),
                                 pct(acc)
                             ),
                         });
@@ -404,25 +406,16 @@ pub fn gather<L: EventLog + ?Sized>(log: &L, texts: &BTreeMap<String, QuestionTe
         s.accuracy = latest_acc.get(&s.hash).copied();
         s.candidate = all_cands.iter().find(|c| c.accepted_version == Some(s.version)).cloned();
         if let Some(full) = s.candidate.as_ref().and_then(|c| c.full.as_ref()) {
-            let ids = |key: &str| -> Vec<String> {
-                full.get(key)
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                    .map(String::from)
-                    .collect()
-            };
             let pick = |ids: Vec<String>| {
                 ids.into_iter().take(EXAMPLES).map(|id| {
                     let t = texts.get(&id).cloned();
                     (id, t)
                 })
             };
-            s.improved_total = full.get("improved").and_then(Value::as_u64).unwrap_or(0) as usize;
-            s.regressed_total = full.get("regressed").and_then(Value::as_u64).unwrap_or(0) as usize;
-            s.improved = pick(ids("improved_examples")).collect();
-            s.regressed = pick(ids("regressed_examples")).collect();
+            s.improved_total = full.improved;
+            s.regressed_total = full.regressed;
+            s.improved = pick(full.improved_examples.clone()).collect();
+            s.regressed = pick(full.regressed_examples.clone()).collect();
         }
     }
 
@@ -499,84 +492,70 @@ pub fn recorded_evaluation<L: EventLog + ?Sized>(
             return decode(key, v).map(Some);
         }
     }
-    let latest = log
-        .scan(T_EVALUATIONS, &format!("{hash}/"))?
-        .into_iter()
-        .max_by_key(|(_, v)| v.get("seq").and_then(Value::as_u64).unwrap_or(0));
-    latest.map(|(k, v)| decode(k, v)).transpose()
+    Store::new(log).latest_evaluation(hash)
 }
 
-const GATE_ORDER: [&str; 5] = ["schema_legality", "novelty", "value_ranges", "prompt_integrity", "replay_stability"];
-const RULE_ORDER: [&str; 8] = [
-    "more_improved_than_regressed",
-    "mcnemar_p_below_alpha",
-    "ci_excludes_zero",
-    "category_non_regression",
-    "cost_within_bound",
-    "category_vs_first_version",
-    "category_vs_run_start",
-    "not_best",
-];
-
-/// Where a stage sits in the fail-fast order (unknown names after their group).
-fn stage_rank(stage: &str, blocked: bool) -> (u8, usize, String) {
-    let pos = |list: &[&str], name: &str| list.iter().position(|s| *s == name).unwrap_or(list.len());
+/// Where a stage sits in the fail-fast order: blocked, gates (in their
+/// order), critic, errored, probe, full-test rules (in their order), then accepted.
+fn stage_rank(stage: Option<StoppedBy>, blocked: bool) -> (u8, usize) {
     if blocked {
-        return (0, 0, stage.to_string());
+        return (0, 0);
     }
-    if let Some(g) = stage.strip_prefix("gate:") {
-        (1, pos(&GATE_ORDER, g), stage.to_string())
-    } else if stage.starts_with("critic:") {
-        (2, 0, stage.to_string())
-    } else if stage == "probe" || stage.starts_with("probe:") {
-        (4, 0, stage.to_string())
-    } else if let Some(r) = stage.strip_prefix("full:") {
-        (5, pos(&RULE_ORDER, r), stage.to_string())
-    } else if stage == "accepted" {
-        (7, 0, stage.to_string())
-    } else if stage == "errored" {
-        (3, 0, stage.to_string())
-    } else {
-        (6, 0, stage.to_string())
+    let rule_pos = |r: Rule| Rule::ALL.iter().position(|x| *x == r).unwrap_or(Rule::ALL.len());
+    match stage {
+        None => (7, 0),
+        Some(StoppedBy::Gate(g)) => (1, Gate::ALL.iter().position(|x| *x == g).unwrap_or(Gate::ALL.len())),
+        Some(StoppedBy::Critic(_)) => (2, 0),
+        Some(StoppedBy::Errored) => (3, 0),
+        Some(StoppedBy::Probe) => (4, 0),
+        Some(StoppedBy::NotSelected) => (4, 1),
+        Some(StoppedBy::FullRule(r)) => (5, rule_pos(r)),
+        Some(StoppedBy::NotBest) => (5, Rule::ALL.len()),
     }
 }
 
 /// The gate funnel: per stage, how many candidates it stopped first.
 pub fn funnel(cands: &[CandidateRecord]) -> Vec<FunnelRow> {
-    let mut stopped: BTreeMap<(u8, usize, String), usize> = BTreeMap::new();
-    let mut failed_any: BTreeMap<String, usize> = BTreeMap::new();
+    // (rank, stage as shown) -> count
+    let mut stopped: BTreeMap<((u8, usize), String), usize> = BTreeMap::new();
+    let mut failed_any: Vec<(Rule, usize)> = Vec::new();
     for c in cands {
-        let blocked = c.outcome == "blocked";
+        let blocked = c.outcome == Outcome::Blocked;
         let stage = match (&c.rejected_by, blocked) {
             (Some(r), true) => format!("{r} (blocked before a change)"),
-            (Some(r), false) => r.clone(),
+            (Some(r), false) => r.to_string(),
             (None, _) if c.accepted_version.is_some() => "accepted".to_string(),
-            (None, _) => c.outcome.clone(),
+            (None, _) => c.outcome.to_string(),
         };
-        *stopped.entry(stage_rank(&stage, blocked)).or_default() += 1;
-        let rules = c.full.as_ref().and_then(|f| f.get("rules")).and_then(Value::as_array);
-        let failed: BTreeSet<String> = rules
-            .into_iter()
-            .flatten()
-            .filter(|r| r.get("pass") != Some(&Value::Bool(true)))
-            .filter_map(|r| r.get("name").and_then(Value::as_str).map(|n| format!("full:{n}")))
-            .collect();
-        for f in failed {
-            *failed_any.entry(f).or_default() += 1;
+        *stopped.entry((stage_rank(c.rejected_by, blocked), stage)).or_default() += 1;
+        for rule in c.full.as_ref().map(FullRecord::failed).unwrap_or_default() {
+            match failed_any.iter_mut().find(|(r, _)| *r == rule) {
+                Some((_, n)) => *n += 1,
+                None => failed_any.push((rule, 1)),
+            }
         }
     }
-    let mut rows: Vec<FunnelRow> = stopped
+    let mut rows: Vec<((u8, usize), FunnelRow)> = stopped
         .into_iter()
-        .map(|((_, _, stage), n)| FunnelRow { failed_any: failed_any.get(&stage).copied(), stage, stopped: n })
+        .map(|((rank, stage), n)| {
+            let rule = match rank.0 {
+                5 => Rule::ALL.get(rank.1).copied(),
+                _ => None,
+            };
+            let failed_any = rule.and_then(|r| failed_any.iter().find(|(x, _)| *x == r).map(|(_, n)| *n));
+            (rank, FunnelRow { stage, stopped: n, failed_any })
+        })
         .collect();
     // Rules that failed somewhere but never first still belong in the table.
-    for (stage, n) in failed_any {
-        if !rows.iter().any(|r| r.stage == stage) {
-            rows.push(FunnelRow { stage, stopped: 0, failed_any: Some(n) });
+    for (rule, n) in failed_any {
+        let stage = StoppedBy::FullRule(rule).to_string();
+        if !rows.iter().any(|(_, r)| r.stage == stage) {
+            let rank = stage_rank(Some(StoppedBy::FullRule(rule)), false);
+            rows.push((rank, FunnelRow { stage, stopped: 0, failed_any: Some(n) }));
         }
     }
-    rows.sort_by_key(|r| stage_rank(&r.stage, r.stage.ends_with("(blocked before a change)")));
-    rows
+    rows.sort_by_key(|(rank, _)| *rank);
+    rows.into_iter().map(|(_, r)| r).collect()
 }
 
 fn pct(a: f64) -> String {
@@ -1197,22 +1176,21 @@ fn render_versions(h: &mut String, d: &ReportData) {
                 ));
             }
             if let Some(f) = &c.full {
-                let num = |k: &str| f.get(k).and_then(Value::as_f64).unwrap_or(0.0);
                 facts.push(format!(
                     "full: {} questions, {} -> {} ({}), 95% CI [{}, {}] by {}, improved {} / regressed {}, \
                      McNemar {} p = {:.2e} at alpha {:.2e}",
-                    f.get("n").and_then(Value::as_u64).unwrap_or(0),
-                    pct(num("base_accuracy")),
-                    pct(num("cand_accuracy")),
-                    pp(num("delta")),
-                    pp(num("ci_low")),
-                    pp(num("ci_high")),
-                    f.get("unit").and_then(Value::as_str).unwrap_or("?"),
-                    f.get("improved").and_then(Value::as_u64).unwrap_or(0),
-                    f.get("regressed").and_then(Value::as_u64).unwrap_or(0),
-                    f.get("mcnemar_test").and_then(Value::as_str).unwrap_or("?"),
-                    num("mcnemar_p"),
-                    num("alpha")
+                    f.n,
+                    pct(f.base_accuracy),
+                    pct(f.cand_accuracy),
+                    pp(f.delta),
+                    pp(f.ci_low),
+                    pp(f.ci_high),
+                    f.unit,
+                    f.improved,
+                    f.regressed,
+                    f.mcnemar_test.name(),
+                    f.mcnemar_p,
+                    f.alpha
                 ));
             }
             h.push_str("<ul class=\"facts\">\n");
@@ -1240,6 +1218,7 @@ fn render_versions(h: &mut String, d: &ReportData) {
 mod tests {
     use super::*;
     use crate::events::{EngineProjector, RoundRecord};
+    use crate::stats::RuleKind;
     use journal::MemoryJournal;
     use serde_json::json;
 
@@ -1270,6 +1249,7 @@ mod tests {
     }
 
     fn cand(id: &str, rejected_by: Option<&str>, outcome: &str, accepted: Option<u64>) -> CandidateRecord {
+        let outcome: Outcome = serde_json::from_value(json!(outcome)).unwrap();
         CandidateRecord {
             id: id.into(),
             round: 1,
@@ -1286,22 +1266,24 @@ mod tests {
             critic: None,
             probe: None,
             full: None,
-            outcome: outcome.into(),
-            rejected_by: rejected_by.map(String::from),
+            outcome,
+            rejected_by: rejected_by.map(|r| r.parse().unwrap()),
             reason: String::new(),
             delta: None,
             alpha: None,
             accepted_version: accepted,
+            more_changes: vec![],
         }
     }
 
     #[test]
     fn funnel_follows_fail_fast_order() {
         let mut failing = cand("c5", Some("full:mcnemar_p_below_alpha"), "rejected", None);
-        failing.full = Some(json!({"rules": [
-            {"name": "mcnemar_p_below_alpha", "pass": false},
-            {"name": "ci_excludes_zero", "pass": false},
-        ]}));
+        failing.full = Some(crate::candidate::sample_full(
+            -0.01,
+            false,
+            &[Rule::Stats(RuleKind::McnemarPBelowAlpha), Rule::Stats(RuleKind::CiExcludesZero)],
+        ));
         let cands = vec![
             cand("c1", None, "accepted", Some(2)),
             cand("c2", Some("probe"), "rejected", None),
@@ -1393,8 +1375,10 @@ mod tests {
             questions: vec![],
         };
         let mut accepted = cand("r1c1", None, "accepted", Some(2));
-        accepted.full =
-            Some(json!({"improved": 2, "regressed": 0, "improved_examples": ["q1", "q2"], "regressed_examples": []}));
+        let mut full = crate::candidate::sample_full(0.2, true, &[]);
+        full.improved = 2;
+        full.improved_examples = vec!["q1".into(), "q2".into()];
+        accepted.full = Some(full);
         let events = vec![
             version(1, None, "h1", 5),
             served(None, 1, "h1", "init", "init"),

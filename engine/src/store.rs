@@ -8,11 +8,14 @@ use journal::{EventLog, JournalError};
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::candidate::Outcome;
+use crate::events::{CandidateRecord, T_LAYER_A};
 use crate::events::{
     EvalSummary, QuestionResult, T_CANDIDATES, T_EFFECTS, T_ESCALATIONS, T_EVALUATIONS, T_POINTERS, T_ROUNDS,
     T_STRATEGIES, T_TREE, evaluation_key, hash_key, version_key,
 };
 use crate::hypothesis::Hypothesis;
+use crate::layer_a::Diagnosis;
 use crate::planner::DimensionEffect;
 
 /// Why the journal's state could not be read.
@@ -22,6 +25,16 @@ pub enum StoreError {
     Journal(#[from] JournalError),
     #[error("journal state is inconsistent: {0}")]
     Corrupt(String),
+}
+
+impl StoreError {
+    /// How the CLI should exit on this error: the journal's own class, else a failed run.
+    pub fn exit_class(&self) -> journal::ErrorClass {
+        match self {
+            StoreError::Journal(j) => j.exit_class(),
+            StoreError::Corrupt(_) => journal::ErrorClass::Failed,
+        }
+    }
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
@@ -128,22 +141,39 @@ impl<'a, L: EventLog + ?Sized> Store<'a, L> {
             .transpose()
     }
 
+    /// The most recent evaluation of `hash` under any harness and dataset
+    /// (the highest journal sequence number): its key and summary.
+    pub fn latest_evaluation(&self, hash: &str) -> Result<Option<(String, EvalSummary)>> {
+        let latest = self
+            .log
+            .scan(T_EVALUATIONS, &format!("{hash}/"))?
+            .into_iter()
+            .max_by_key(|(_, v)| v.get("seq").and_then(Value::as_u64).unwrap_or(0));
+        let Some((key, v)) = latest else { return Ok(None) };
+        let summary = decode(&format!("evaluation {key}"), v.get("summary").cloned().unwrap_or(Value::Null))?;
+        Ok(Some((key, summary)))
+    }
+
+    /// The Layer A diagnosis recorded with the evaluation under `key`.
+    pub fn diagnosis(&self, key: &str) -> Result<Option<Diagnosis>> {
+        self.log.get(T_LAYER_A, key)?.map(|v| decode(&format!("diagnosis {key}"), v)).transpose()
+    }
+
     /// `(path, from, to)` of every move that was evaluated and rejected with a non-positive delta.
     pub fn rejected_moves(&self) -> Result<BTreeSet<(String, String, String)>> {
         let mut out = BTreeSet::new();
-        for (_, v) in self.log.scan(T_CANDIDATES, "")? {
-            let rejected = v.get("outcome").and_then(Value::as_str) == Some("rejected");
-            let non_positive = v.get("delta").and_then(Value::as_f64).is_some_and(|d| d <= 0.0);
-            if let (true, true, Some(c)) = (rejected, non_positive, v.get("change").filter(|c| !c.is_null())) {
-                let s = |k: &str| c.get(k).map(Value::to_string).unwrap_or_default();
-                out.insert((c.get("path").and_then(Value::as_str).unwrap_or("").to_string(), s("from"), s("to")));
+        for c in self.candidates()? {
+            let non_positive = c.delta.is_some_and(|d| d <= 0.0);
+            if let (Outcome::Rejected, true, Some(ch)) = (c.outcome, non_positive, &c.change) {
+                out.insert((ch.path.clone(), ch.from.to_string(), ch.to.to_string()));
             }
         }
         Ok(out)
     }
 
-    pub fn candidates(&self) -> Result<Vec<(String, Value)>> {
-        Ok(self.log.scan(T_CANDIDATES, "")?)
+    /// Every candidate's gate record, by round and id.
+    pub fn candidates(&self) -> Result<Vec<CandidateRecord>> {
+        self.log.scan(T_CANDIDATES, "")?.into_iter().map(|(k, v)| decode(&format!("candidate {k}"), v)).collect()
     }
 
     /// Rounds finished so far (the last round number).

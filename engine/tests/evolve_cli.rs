@@ -163,3 +163,19 @@ fn killed_mid_round_and_resumed_gives_the_same_journal_as_an_uninterrupted_run()
         std::fs::read_to_string(resumed.join("strategies/served.yaml")).unwrap()
     );
 }
+
+#[test]
+fn an_unreadable_served_file_is_not_reported_as_a_hand_edit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    init(&dir);
+    // A directory where the file should be: reading it fails whoever runs the test (even root).
+    let served = dir.join("strategies/served.yaml");
+    std::fs::remove_file(&served).unwrap();
+    std::fs::create_dir(&served).unwrap();
+    let (code, _, err) = emend(&dir, &["evolve", "--rounds", "1", "--quiet"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot be read"), "{err}");
+    assert!(!err.contains("content hash"), "{err}");
+    assert!(err.contains("directory"), "the OS error is kept as the source: {err}");
+}

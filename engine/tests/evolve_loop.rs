@@ -154,7 +154,7 @@ fn a_real_improvement_is_accepted_with_a_complete_gate_record() {
     // Every accepted version has its gate record: five passing gates, the
     // critic, a passing probe and a full comparison whose rules all pass.
     let store = Store::new(&log);
-    for (_, c) in store.candidates().unwrap() {
+    for c in store.candidates().unwrap().iter().map(|c| serde_json::to_value(c).unwrap()) {
         if c["outcome"] == "accepted" {
             let gates = c["gates"].as_array().unwrap();
             assert_eq!(gates.len(), 5);
@@ -232,13 +232,8 @@ fn a_direction_blocked_three_times_is_escalated_and_not_retried() {
     assert_eq!(node.status, engine::hypothesis::Status::Escalated);
     // Round 4 does not propose it again.
     run(&p, &mut log, &backend, 1, 40);
-    let round4: Vec<String> = Store::new(&log)
-        .candidates()
-        .unwrap()
-        .into_iter()
-        .filter(|(k, _)| k.starts_with("0000000004/"))
-        .map(|(_, c)| c["hypothesis"].as_str().unwrap().to_string())
-        .collect();
+    let round4: Vec<String> =
+        Store::new(&log).candidates().unwrap().into_iter().filter(|c| c.round == 4).map(|c| c.hypothesis).collect();
     assert!(!round4.contains(class), "{round4:?}");
     // And the planner leaves it out even when its symptom is all there is.
     let diagnosis = engine::layer_a::Diagnosis {
@@ -300,7 +295,12 @@ fn a_candidate_whose_evaluation_fails_is_errored_never_accepted() {
     let mut backend = Scripted::new(by_top_k, "h1");
     backend.fail_when = Some(("retrieve.top_k", serde_json::json!(15)));
     run(&p, &mut log, &backend, 2, 4);
-    let cands: BTreeMap<String, serde_json::Value> = Store::new(&log).candidates().unwrap().into_iter().collect();
+    let cands: BTreeMap<String, serde_json::Value> = Store::new(&log)
+        .candidates()
+        .unwrap()
+        .into_iter()
+        .map(|c| (format!("{:010}/{}", c.round, c.id), serde_json::to_value(&c).unwrap()))
+        .collect();
     let errored: Vec<&serde_json::Value> =
         cands.values().filter(|c| c["change"]["path"] == "retrieve.top_k" && c["change"]["to"] == 15).collect();
     assert!(!errored.is_empty());

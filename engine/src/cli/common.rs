@@ -46,29 +46,26 @@ pub fn backend(project: &Project, schema: &StrategySchema) -> Result<Box<dyn Bac
     }
 }
 
-pub fn journal_failure(e: JournalError) -> Failure {
-    let code = match e.exit_class() {
+/// The one place an error's class becomes an exit code.
+pub fn classified(class: ErrorClass, error: impl Into<anyhow::Error>) -> Failure {
+    let code = match class {
         ErrorClass::BadInput => engine::exit::BAD_INPUT,
         ErrorClass::Locked => engine::exit::LOCKED,
         ErrorClass::Failed => engine::exit::FAILED,
     };
-    Failure { code, error: anyhow::Error::new(e) }
+    Failure { code, error: error.into() }
+}
+
+pub fn journal_failure(e: JournalError) -> Failure {
+    classified(e.exit_class(), e)
 }
 
 pub fn store_failure(e: StoreError) -> Failure {
-    match e {
-        StoreError::Journal(j) => journal_failure(j),
-        other => Failure::failed(other),
-    }
+    classified(e.exit_class(), e)
 }
 
 pub fn evolve_failure(e: EvolveError) -> Failure {
-    match e {
-        EvolveError::Journal(j) => journal_failure(j),
-        EvolveError::Store(s) => store_failure(s),
-        EvolveError::HandEdited { .. } | EvolveError::BadInput(_) => Failure::bad_input(e),
-        other => Failure::failed(other),
-    }
+    classified(e.exit_class(), e)
 }
 
 pub fn writer(project: &Project) -> Result<SledJournal, Failure> {

@@ -220,19 +220,14 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
 fn render(p: &Progress) -> (anstyle::Style, String, String) {
     let plain = anstyle::Style::new();
     match p {
-        Progress::Observed { round, version, accuracy, reused } => (
-            plain,
-            format!(
-                "round {round}: served v{version} accuracy {accuracy:.4}{}",
-                if *reused { " (recorded evaluation)" } else { "" }
-            ),
-            format!("round {round}: screening and testing candidates"),
-        ),
-        Progress::Candidate { round, id, summary } => {
-            (plain, format!("  {id} {summary}"), format!("round {round}: working (last reported: {id})"))
+        Progress::Observed { round, .. } => {
+            (plain, p.to_string(), format!("round {round}: screening and testing candidates"))
         }
-        Progress::Decided { round, line } => {
-            (term::DECISION, line.clone(), format!("round {round} decided; observing the served strategy"))
+        Progress::Candidate { round, id, .. } => {
+            (plain, p.to_string(), format!("round {round}: working (last reported: {id})"))
+        }
+        Progress::Decided { round, .. } => {
+            (term::DECISION, p.to_string(), format!("round {round} decided; observing the served strategy"))
         }
     }
 }

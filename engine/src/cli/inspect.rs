@@ -25,11 +25,8 @@ pub struct JsonArg {
 
 /// Accuracy of the most recent evaluation of `hash` (any harness), with its key.
 fn latest_accuracy(log: &dyn EventLog, hash: &str) -> Result<Option<(f64, String)>, Failure> {
-    let evals = log.scan(engine::events::T_EVALUATIONS, &format!("{hash}/")).map_err(common::journal_failure)?;
-    Ok(evals
-        .into_iter()
-        .max_by_key(|(_, v)| v.get("seq").and_then(Value::as_u64).unwrap_or(0))
-        .and_then(|(k, v)| v["summary"]["accuracy"].as_f64().map(|a| (a, k))))
+    let latest = Store::new(log).latest_evaluation(hash).map_err(common::store_failure)?;
+    Ok(latest.map(|(k, s)| (s.accuracy, k)))
 }
 
 /// Model usage per role summed over the journal's rounds.
@@ -65,7 +62,7 @@ pub fn status(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
         evolve::FileState::Missing => "missing (evolve rewrites it)".to_string(),
         evolve::FileState::Stale { holds } => format!("holds v{holds} (evolve rewrites it)"),
         evolve::FileState::HandEdited { file_hash } => format!("edited by hand (hash {file_hash:.12})"),
-        evolve::FileState::Unreadable { reason } => format!("unreadable: {reason}"),
+        evolve::FileState::Unreadable { reason, .. } => format!("unreadable: {reason}"),
     };
     let last = rounds.last().cloned();
     let llm_total = model_usage(&rounds);
@@ -184,7 +181,7 @@ pub fn diagnose(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
         Err(e) => return Err(common::journal_failure(e)),
     };
     let eval = backend.evaluate(&artifact, None).map_err(Failure::failed)?;
-    let d = engine::layer_a::diagnose(&eval.outcomes, 3);
+    let d = engine::layer_a::diagnose(&engine::records::question_results(&eval), 3);
     let texts: BTreeMap<&str, &engine::outcome::OutcomeRecord> =
         eval.outcomes.iter().map(|o| (o.id.as_str(), o)).collect();
     if args.json {

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use engine::artifact;
 use engine::config::Project;
-use engine::events::{T_LAYER_A, T_QUESTIONS};
+use engine::events::T_QUESTIONS;
 use engine::evolve::{self, FileState};
 use engine::exit;
 use engine::report::{self, QuestionText};
@@ -73,8 +73,8 @@ pub fn resolve(log: &dyn EventLog, spec: &str) -> Result<Target, Failure> {
         });
     }
     let candidates = store.candidates().map_err(common::store_failure)?;
-    if let Some((_, record)) = candidates.into_iter().find(|(_, v)| v["id"].as_str() == Some(spec)) {
-        return Ok(Target::Candidate { record });
+    if let Some(record) = candidates.into_iter().find(|c| c.id == spec) {
+        return Ok(Target::Candidate { record: serde_json::to_value(&record).expect("records serialize") });
     }
     Err(Failure::bad_input(anyhow::anyhow!("{spec}: not a version (served, best, vN) nor a candidate id (like r3c2)")))
 }
@@ -164,13 +164,13 @@ fn layer_a_json(
     texts: &BTreeMap<String, QuestionText>,
 ) -> Result<Value, Failure> {
     // The latest recorded diagnosis of the parent (one per harness and dataset).
-    let latest =
-        log.scan(T_LAYER_A, &format!("{parent_hash}/")).map_err(common::journal_failure)?.into_iter().max_by_key(
-            |(k, _)| {
-                log.get(engine::events::T_EVALUATIONS, k).ok().flatten().and_then(|v| v["seq"].as_u64()).unwrap_or(0)
-            },
-        );
-    let Some((_, d)) = latest else { return Ok(Value::Null) };
+    let store = Store::new(log);
+    let latest = store.latest_evaluation(parent_hash).map_err(common::store_failure)?;
+    let Some(d) = latest.map(|(key, _)| store.diagnosis(&key)).transpose().map_err(common::store_failure)?.flatten()
+    else {
+        return Ok(Value::Null);
+    };
+    let d = serde_json::to_value(&d).expect("diagnoses serialize");
     let motivating: Vec<&String> = motivation.as_object().map(|m| m.keys().collect()).unwrap_or_default();
     let mut by_category = serde_json::Map::new();
     for (cat, labels) in d["by_category"].as_object().into_iter().flatten() {
@@ -220,8 +220,8 @@ pub fn explain(project: &Project, log: &dyn EventLog, target: &Target) -> Result
                 .candidates()
                 .map_err(common::store_failure)?
                 .into_iter()
-                .map(|(_, v)| v)
-                .find(|v| v["accepted_version"].as_u64() == Some(*version));
+                .find(|c| c.accepted_version == Some(*version))
+                .map(|c| serde_json::to_value(&c).expect("records serialize"));
             let round = store.version(*version).map_err(common::store_failure)?.and_then(|i| i.round);
             (
                 rec,
@@ -692,7 +692,7 @@ fn guard_hand_edit(
             path.display(),
             path.display()
         ))),
-        FileState::Unreadable { reason } if !force => Err(Failure::bad_input(anyhow::anyhow!(
+        FileState::Unreadable { reason, .. } if !force => Err(Failure::bad_input(anyhow::anyhow!(
             "{}: cannot be read ({reason}), so emend cannot tell whether it was edited by hand; refusing to \
              replace it. Pass --force to replace it anyway",
             path.display()
@@ -703,7 +703,9 @@ fn guard_hand_edit(
                 Ok(Some(v)) => Ok(Some(HandEdit::Journaled(v))),
                 Ok(None) => Ok(Some(HandEdit::Known)),
                 // An invalid strategy cannot become a version: journal_hand_edit kept its bytes.
-                Err(evolve::EvolveError::BadInput(msg)) if !valid => Ok(Some(HandEdit::Kept(msg))),
+                Err(e @ evolve::EvolveError::InvalidHandEdit { .. }) if !valid => {
+                    Ok(Some(HandEdit::Kept(format!("{:#}", anyhow::Error::new(e)))))
+                }
                 Err(e) => Err(common::evolve_failure(e)),
             }
         }

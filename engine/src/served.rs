@@ -1,0 +1,241 @@
+//! The served file and the journal's served pointer: writing the file from
+//! the journal, telling a hand edit from a stale or missing file, the
+//! journal's first version, and an operator's rollback (journal first, then
+//! the file).
+
+use std::path::{Path, PathBuf};
+
+use journal::EventLog;
+use serde_json::Value;
+
+use crate::artifact::{self, Artifact};
+use crate::config::Project;
+use crate::events::{Event, now_rfc3339, who};
+use crate::evolve::{EvolveError, Result};
+use crate::schema::StrategySchema;
+use crate::store::{Store, StoreError};
+
+/// Header written above the served strategy.
+pub fn served_header(version: u64, hash: &str) -> String {
+    format!(
+        "emend served strategy v{version} (content hash {hash}).\n\
+         Written by emend from its journal. Do not edit by hand: use `emend rollback`,\n\
+         `emend restore-best` or `emend evolve`; a hand edit is detected and refused."
+    )
+}
+
+/// Loads a journaled document as an artifact.
+pub fn artifact_of(schema: &StrategySchema, hash: &str, doc: Value) -> Result<Artifact> {
+    artifact::from_value(&format!("journal strategy {:.12}", hash), doc, schema)
+        .map_err(|source| EvolveError::Journaled { hash: hash.to_string(), source })
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> EvolveError + '_ {
+    move |source| EvolveError::Io { path: path.to_path_buf(), source }
+}
+
+/// Writes the served file for `version`.
+pub fn write_served(project: &Project, version: u64, parent: Option<u64>, hash: &str, doc: &Value) -> Result<()> {
+    let path = project.strategy_path();
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+    }
+    let text = artifact::render_yaml(doc, Some(version), parent, &served_header(version, hash));
+    artifact::write_atomic(&path, text.as_bytes()).map_err(io(&path))
+}
+
+/// What the served file holds compared with the journal.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FileState {
+    Consistent,
+    Missing,
+    /// It holds another journaled version (a crash between journal and file write leaves this).
+    Stale {
+        holds: u64,
+    },
+    HandEdited {
+        file_hash: String,
+    },
+    /// It cannot be read, so whether it was edited is unknown.
+    Unreadable {
+        kind: std::io::ErrorKind,
+        reason: String,
+    },
+}
+
+pub fn served_file_state<L: EventLog + ?Sized>(
+    project: &Project,
+    _schema: &StrategySchema,
+    log: &L,
+) -> Result<FileState> {
+    let store = Store::new(log);
+    let Some(served) = store.served()? else { return Ok(FileState::Consistent) };
+    let path = project.strategy_path();
+    if !path.exists() {
+        return Ok(FileState::Missing);
+    }
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) => return Ok(FileState::Unreadable { kind: e.kind(), reason: e.to_string() }),
+    };
+    let Ok(value) = artifact::parse_yaml(&text) else {
+        return Ok(FileState::HandEdited { file_hash: artifact::sha256_hex(text.as_bytes()) });
+    };
+    let file_hash = artifact::content_hash(&value);
+    if file_hash == served.hash {
+        return Ok(FileState::Consistent);
+    }
+    if let Some(v) = store.versions()?.into_iter().find(|v| v.hash == file_hash) {
+        return Ok(FileState::Stale { holds: v.version });
+    }
+    Ok(FileState::HandEdited { file_hash })
+}
+
+/// Makes the served file agree with the journal, or refuses a hand edit (and
+/// a file it cannot read, which might be one).
+pub fn reconcile_served_file<L: EventLog + ?Sized>(project: &Project, schema: &StrategySchema, log: &L) -> Result<()> {
+    let store = Store::new(log);
+    let Some(served) = store.served()? else { return Ok(()) };
+    let file = project.strategy_path();
+    match served_file_state(project, schema, log)? {
+        FileState::Consistent => Ok(()),
+        state @ (FileState::Missing | FileState::Stale { .. }) => {
+            tracing::warn!("{}: {:?}; rewriting it from the journal (v{})", file.display(), state, served.version);
+            let info = store.version(served.version)?.ok_or_else(|| missing(served.version))?;
+            let doc = store.document(&served.hash)?.ok_or_else(|| missing(served.version))?;
+            write_served(project, served.version, info.parent, &served.hash, &doc)
+        }
+        FileState::HandEdited { file_hash } => Err(EvolveError::HandEdited {
+            file: file.display().to_string(),
+            file_hash,
+            version: served.version,
+            served_hash: served.hash,
+        }),
+        FileState::Unreadable { kind, reason } => {
+            Err(EvolveError::Unreadable { file, version: served.version, source: std::io::Error::new(kind, reason) })
+        }
+    }
+}
+
+pub(crate) fn missing(version: u64) -> EvolveError {
+    EvolveError::Store(StoreError::Corrupt(format!("version v{version} has no stored document")))
+}
+
+/// Creates the journal's first version from `artifact` when the journal is empty.
+pub fn initialize<L: EventLog + ?Sized>(log: &mut L, artifact: &Artifact, note: &str) -> Result<bool> {
+    if Store::new(log).served()?.is_some() {
+        return Ok(false);
+    }
+    let doc = strip_metadata(&artifact.value);
+    let events = [
+        Event::StrategyVersioned {
+            version: 1,
+            parent: None,
+            hash: artifact.hash.clone(),
+            document: doc,
+            origin: "init".into(),
+            round: None,
+            note: note.to_string(),
+        },
+        Event::ServedChanged {
+            from: None,
+            to: 1,
+            hash: artifact.hash.clone(),
+            cause: "init".into(),
+            reason: note.to_string(),
+            who: who(),
+            pinned: false,
+            best_version: None,
+            best_accuracy: None,
+            at: now_rfc3339(),
+        },
+    ];
+    log.append(events.iter().map(Event::to_new).collect())?;
+    Ok(true)
+}
+
+pub fn strip_metadata(v: &Value) -> Value {
+    let mut doc = v.clone();
+    if let Some(m) = doc.as_object_mut() {
+        for k in artifact::METADATA_KEYS {
+            m.remove(k);
+        }
+    }
+    doc
+}
+
+/// Applies an operator's rollback (or restore-best) to `target`: journal
+/// first, then the file. Returns the record written.
+pub fn apply_rollback<L: EventLog + ?Sized>(
+    project: &Project,
+    schema: &StrategySchema,
+    log: &mut L,
+    target: u64,
+    cause: &str,
+    reason: &str,
+    pin: bool,
+) -> Result<Event> {
+    let store = Store::new(&*log);
+    let served = store.served()?.ok_or(EvolveError::NothingServed)?;
+    let info = store
+        .version(target)?
+        .ok_or_else(|| EvolveError::UnknownVersion { version: target, max: store.max_version().unwrap_or(0) })?;
+    let doc = store.document(&info.hash)?.ok_or_else(|| missing(target))?;
+    let best = store.best()?;
+    let event = Event::ServedChanged {
+        from: Some(served.version),
+        to: target,
+        hash: info.hash.clone(),
+        cause: cause.to_string(),
+        reason: reason.to_string(),
+        who: who(),
+        pinned: pin,
+        best_version: best.as_ref().map(|b| b.version),
+        best_accuracy: best.as_ref().map(|b| b.accuracy),
+        at: now_rfc3339(),
+    };
+    artifact_of(schema, &info.hash, doc.clone())?;
+    log.append(vec![event.to_new()])?;
+    write_served(project, target, info.parent, &info.hash, &doc)?;
+    Ok(event)
+}
+
+/// Journals the hand-edited served file as a new version (so nothing is lost).
+/// An edit that is no valid strategy is kept byte for byte beside the journal
+/// and refused ([`EvolveError::InvalidHandEdit`]).
+pub fn journal_hand_edit<L: EventLog + ?Sized>(
+    project: &Project,
+    schema: &StrategySchema,
+    log: &mut L,
+) -> Result<Option<u64>> {
+    let path = project.strategy_path();
+    let a = match artifact::load_file(&path, schema) {
+        Ok(a) => a,
+        Err(source) => {
+            let text = std::fs::read(&path).map_err(io(&path))?;
+            let kept: PathBuf = project
+                .dir
+                .join(crate::config::STATE_DIR)
+                .join(format!("hand-edit-{}.yaml", artifact::sha256_hex(&text)));
+            artifact::write_atomic(&kept, &text).map_err(io(&kept))?;
+            return Err(EvolveError::InvalidHandEdit { kept, source });
+        }
+    };
+    let store = Store::new(&*log);
+    if store.versions()?.iter().any(|v| v.hash == a.hash) {
+        return Ok(None);
+    }
+    let served = store.served()?.ok_or(EvolveError::NothingServed)?;
+    let version = store.max_version()? + 1;
+    let event = Event::StrategyVersioned {
+        version,
+        parent: Some(served.version),
+        hash: a.hash.clone(),
+        document: strip_metadata(&a.value),
+        origin: "hand_edit".into(),
+        round: None,
+        note: format!("hand edit of {} found by {}, journaled before it was replaced", path.display(), who()),
+    };
+    log.append(vec![event.to_new()])?;
+    Ok(Some(version))
+}

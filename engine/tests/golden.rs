@@ -1,0 +1,115 @@
+//! The refactoring proof: `emend evolve --rounds 20` must journal exactly the
+//! events it journaled before, event for event, on the embedded dataset (the
+//! repository's own emend.yaml) and on LoCoMo (`../shared/data/locomo10-dev.json`
+//! beside the workspace, or `EMEND_LOCOMO`; that case is skipped when the file
+//! is absent).
+//!
+//! What is compared: every event's `seq`, `kind` and payload, with the
+//! wall-clock and user fields (`at`, `who`) and the chain hashes (which cover
+//! them) removed, and the project's temporary directory replaced by `$DIR`.
+//! The full exports are megabytes (every evaluation stores each question's
+//! result), so the golden files under `tests/fixtures/golden/` keep the
+//! `questions` of `evaluated` events and the strategy `document`s as the
+//! SHA-256 of their compact JSON; everything else is stored in full. Any
+//! change of a question result or a document changes its digest, so the
+//! comparison is still exact.
+//!
+//! To re-record (only when a decision is meant to change, and say why in
+//! the commit): `EMEND_GOLDEN_UPDATE=1 cargo test --release -p emend --test golden`.
+//! `EMEND_GOLDEN_BIN` runs another `emend` binary (how the files were first
+//! recorded with the binary from before the refactoring).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+fn binary() -> PathBuf {
+    std::env::var_os("EMEND_GOLDEN_BIN").map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_emend")), PathBuf::from)
+}
+
+fn emend(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new(binary()).current_dir(dir).args(args).output().expect("emend runs");
+    assert!(
+        out.status.success(),
+        "emend {args:?} failed ({:?}): {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+fn digest(v: &Value) -> Value {
+    let text = serde_json::to_string(v).expect("serializes");
+    json!({ "sha256": hex::encode(Sha256::digest(text.as_bytes())) })
+}
+
+/// The exported events, normalized as the module doc says.
+fn normalized(dir: &Path) -> Vec<Value> {
+    let export = emend(dir, &["journal", "export"]);
+    let root = dir.to_str().expect("utf-8 path");
+    export
+        .lines()
+        .map(|line| {
+            let line = line.replace(root, "$DIR");
+            let v: Value = serde_json::from_str(&line).expect("an event per line");
+            let mut payload = v["payload"].clone();
+            let p = payload.as_object_mut().expect("payload object");
+            p.remove("at");
+            p.remove("who");
+            for big in ["questions", "document"] {
+                if let Some(x) = p.get_mut(big) {
+                    *x = digest(x);
+                }
+            }
+            json!({ "seq": v["seq"], "kind": v["kind"], "payload": payload })
+        })
+        .collect()
+}
+
+fn check(name: &str, dir: &Path) {
+    let events = normalized(dir);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/golden").join(format!("{name}.jsonl"));
+    if std::env::var_os("EMEND_GOLDEN_UPDATE").is_some() {
+        let text: String = events.iter().map(|e| format!("{e}\n")).collect();
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        return;
+    }
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let golden: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).expect("golden line")).collect();
+    for (got, want) in events.iter().zip(&golden) {
+        assert_eq!(got, want, "{name}: event seq {} differs from {}", want["seq"], path.display());
+    }
+    assert_eq!(events.len(), golden.len(), "{name}: {} events, the golden file has {}", events.len(), golden.len());
+}
+
+#[test]
+fn embedded_dataset_decides_as_before() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("repo");
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    std::fs::create_dir_all(dir.join("strategies")).unwrap();
+    std::fs::copy(repo.join("emend.yaml"), dir.join("emend.yaml")).unwrap();
+    std::fs::copy(repo.join("strategies/default.yaml"), dir.join("strategies/default.yaml")).unwrap();
+    emend(&dir, &["evolve", "--rounds", "20", "--quiet"]);
+    check("embedded", &dir);
+}
+
+#[test]
+fn locomo_decides_as_before() {
+    let data = std::env::var_os("EMEND_LOCOMO").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/locomo10-dev.json"),
+        PathBuf::from,
+    );
+    if !data.exists() {
+        eprintln!("skipped: {} is absent", data.display());
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("locomo");
+    emend(tmp.path(), &["init", dir.to_str().unwrap(), "--tasks", data.to_str().unwrap()]);
+    emend(&dir, &["evolve", "--rounds", "20", "--quiet"]);
+    check("locomo", &dir);
+}
