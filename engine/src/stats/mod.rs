@@ -21,16 +21,28 @@ mod alpha;
 mod bootstrap;
 #[cfg(test)]
 mod calibration;
+mod cluster;
 mod comparison;
+mod holdout;
+mod lord;
 mod mcnemar;
+mod onesided;
 mod pairing;
+#[cfg(test)]
+mod sim;
+mod split;
 #[cfg(test)]
 mod testdata;
 mod verdict;
 
 pub use alpha::AlphaSchedule;
 pub use bootstrap::{BootstrapCi, BootstrapConfig, BootstrapError, BootstrapUnit, paired_bootstrap};
+pub use cluster::{ClusterCheck, MIN_CLUSTERS, cluster_check};
 pub use comparison::{CompareConfig, Comparison, StatsError, compare};
+pub use holdout::{Holdout, HoldoutAnswer, HoldoutConfig};
+pub use lord::{Gamma, JM_CONSTANT, Lord, LordConfig, LordError, LordTest};
 pub use mcnemar::{EXACT_BELOW, McNemar, McNemarTest, mcnemar};
+pub use onesided::{BetterTest, better_p_value, better_test, lower_bound, minimum_detectable_effect, power};
 pub use pairing::{CategoryDelta, Outcome, Pair, Paired, PairingError, Side, pair};
+pub use split::{Split, SplitError, TaskKey, split};
 pub use verdict::{Cost, Rule, RuleKind, ThresholdError, Thresholds, Verdict, verdict};
