@@ -20,5 +20,6 @@ pub mod outcome;
 pub mod planner;
 pub mod report;
 pub mod schema;
+pub mod search;
 pub mod stats;
 pub mod store;
