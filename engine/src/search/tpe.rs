@@ -7,8 +7,10 @@
 //!   trials ("below", the good ones; here higher scores are better) and the
 //!   rest ("above");
 //! - each group gets a Parzen estimator per parameter: a truncated-normal
-//!   kernel per observation with the neighbour-distance bandwidth clipped to
-//!   `[(high - low) / min(100, 1 + n), high - low]` ("magic clip"), plus a
+//!   kernel per observation with Optuna's neighbour-distance bandwidth
+//!   (neighbours among the observations and the prior's centre; the range's
+//!   endpoints count only for inner kernels) clipped to
+//!   `[(high - low) / min(100, 2 + n), high - low]` ("magic clip"), plus a
 //!   prior kernel at the range's centre with bandwidth `high - low` and weight
 //!   `prior_weight` (1); observation weights are 1, or, past 25 trials, a ramp
 //!   from `1/n` up to 1 for all but the 25 latest; categoricals use Optuna's
@@ -17,7 +19,8 @@
 //!   the largest `log l(x) - log g(x)` wins.
 //!
 //! Integers are drawn from the continuous relaxation `[low - 1/2, high + 1/2]`
-//! and rounded. `ask` is a pure function of the history, the trial number and
+//! and rounded; unlike Optuna, which integrates each kernel over the integer's
+//! bin, their density is evaluated at the integer itself. `ask` is a pure function of the history, the trial number and
 //! the seed, so a journal can replay it.
 //!
 //! The `tpe` crate (0.3.1) was considered: it is univariate per optimiser,
@@ -100,15 +103,29 @@ impl Numeric {
     fn fit(obs: &[f64], obs_weights: &[f64], low: f64, high: f64, prior_weight: f64) -> Numeric {
         let width = high - low;
         let n = obs.len();
-        let mut order: Vec<usize> = (0..n).collect();
-        order.sort_by(|&a, &b| obs[a].total_cmp(&obs[b]));
-        let sorted: Vec<f64> = order.iter().map(|&i| obs[i]).collect();
-        let min_sigma = width / (100f64.min(1.0 + (n + 1) as f64));
+        // Optuna's univariate bandwidth: neighbour distances among the
+        // observations and the prior's centre, the endpoints counted only for
+        // inner kernels (consider_endpoints = false), then the magic clip.
+        let mut with_prior = obs.to_vec();
+        with_prior.push(0.5 * (low + high));
+        let m = with_prior.len();
+        let mut order: Vec<usize> = (0..m).collect();
+        order.sort_by(|&a, &b| with_prior[a].total_cmp(&with_prior[b]));
+        let mut ext = Vec::with_capacity(m + 2);
+        ext.push(low);
+        ext.extend(order.iter().map(|&i| with_prior[i]));
+        ext.push(high);
+        let mut sorted_sigmas: Vec<f64> = (0..m).map(|r| (ext[r + 1] - ext[r]).max(ext[r + 2] - ext[r + 1])).collect();
+        if ext.len() >= 4 {
+            sorted_sigmas[0] = ext[2] - ext[1];
+            sorted_sigmas[m - 1] = ext[m] - ext[m - 1];
+        }
+        let min_sigma = width / 100f64.min(1.0 + (n + 1) as f64);
         let mut sigmas = vec![0.0; n];
         for (rank, &i) in order.iter().enumerate() {
-            let left = if rank == 0 { low } else { sorted[rank - 1] };
-            let right = if rank + 1 == n { high } else { sorted[rank + 1] };
-            sigmas[i] = (sorted[rank] - left).max(right - sorted[rank]).clamp(min_sigma, width);
+            if i < n {
+                sigmas[i] = sorted_sigmas[rank].clamp(min_sigma, width);
+            }
         }
         let mut mus = obs.to_vec();
         let mut weights = obs_weights.to_vec();
@@ -340,5 +357,27 @@ mod tests {
         assert_ne!(tpe.ask(&history, 15), tpe.ask(&history, 16));
         let x = tpe.ask(&history, 15)[0];
         assert!((0.0..=1.0).contains(&x));
+    }
+
+    #[test]
+    fn points_over_the_builtin_schema_repair_into_valid_strategies() {
+        use crate::schema::StrategySchema;
+        use crate::search::space::{repair, tests::default_doc};
+        let schema = StrategySchema::builtin();
+        let doc = default_doc();
+        let space = Space::from_schema(&schema, &doc, None).unwrap();
+        let tpe = Tpe::new(space.clone(), TpeConfig { seed: 1, ..TpeConfig::default() });
+        let mut history = Vec::new();
+        let mut repaired = 0;
+        for t in 0..40u64 {
+            let point = tpe.ask(&history, t);
+            let mut candidate = space.decode(&doc, &point).unwrap();
+            repaired += usize::from(!repair(&schema, &mut candidate).unwrap().is_empty());
+            assert!(schema.check(&candidate).is_empty(), "trial {t}: {:?}", schema.check(&candidate));
+            // A made-up score: larger top_k is better.
+            let score = crate::schema::get_path(&candidate, "retrieve.top_k").unwrap().as_f64().unwrap();
+            history.push(Trial { point, score });
+        }
+        assert!(repaired > 0, "uniform draws over these ranges break some invariant");
     }
 }
