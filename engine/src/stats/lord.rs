@@ -44,6 +44,9 @@ pub const JM_CONSTANT: f64 = 0.07720838;
 pub enum Gamma {
     /// `C ln(max(j, 2)) / (j exp(sqrt(ln j)))`: spends slowly, for long-lived journals.
     JavanmardMontanari,
+    /// `6 / (pi^2 j^2)`: front-loaded (61% of the wealth on the first test after
+    /// each accept), for runs that send few candidates to the confirm test.
+    Basel,
     /// `1 / horizon` for the first `horizon` tests, 0 after: spends the wealth
     /// evenly over a planned number of tests (a scheduled run of known length).
     Horizon { tests: u64 },
@@ -60,6 +63,7 @@ impl Gamma {
                 let x = j as f64;
                 JM_CONSTANT * x.max(2.0).ln() / (x * x.ln().sqrt().exp())
             }
+            Gamma::Basel => 6.0 / (std::f64::consts::PI.powi(2) * (j as f64).powi(2)),
             Gamma::Horizon { tests } => {
                 if j <= tests {
                     1.0 / tests as f64
@@ -244,5 +248,16 @@ mod tests {
         assert!(LordConfig { alpha: 0.05, w0: 0.06, gamma: Gamma::JavanmardMontanari }.validated().is_err());
         assert!(LordConfig::new(1.5).unwrap_err().0.contains("gates.alpha"));
         assert!(LordConfig { alpha: 0.05, w0: 0.02, gamma: Gamma::Horizon { tests: 0 } }.validated().is_err());
+    }
+
+    #[test]
+    fn basel_and_horizon_sequences_are_valid_and_non_increasing() {
+        for gamma in [Gamma::Basel, Gamma::Horizon { tests: 50 }] {
+            let sum: f64 = (1..=100_000).map(|j| gamma.at(j)).sum();
+            assert!(sum <= 1.0 + 1e-12 && sum > 0.9999, "{gamma:?}: {sum}");
+            assert!((1..1000).all(|j| gamma.at(j + 1) <= gamma.at(j)));
+        }
+        let lord = Lord::new(LordConfig { alpha: 0.05, w0: 0.025, gamma: Gamma::Basel });
+        assert!((lord.next_alpha() - 0.025 * 6.0 / std::f64::consts::PI.powi(2)).abs() < 1e-15);
     }
 }
