@@ -14,6 +14,13 @@
 //! [`compare`] runs all four. [`AlphaSchedule`] splits a run's alpha across
 //! rounds so that the whole run, not each round, controls false accepts.
 //!
+//! The confirm gate (issue 13) adds: [`split()`] (a seeded, stratified
+//! search/confirm split), [`better_test`] (one-sided exact McNemar with a lower
+//! bound at the test's own alpha) and [`minimum_detectable_effect`],
+//! [`Lord`] (LORD++ online error control indexed by tests run),
+//! [`Holdout`] (Thresholdout for numbers fed back from the confirm part) and
+//! [`cluster_check`] (CR2 with t(G - 1), or "too few clusters to tell").
+//!
 //! Nothing here reads files, clocks or global randomness: seeds and
 //! thresholds are arguments, and the same inputs give the same output.
 
