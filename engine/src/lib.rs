@@ -27,6 +27,7 @@ pub mod report;
 pub mod schema;
 pub mod screen;
 pub mod served;
+pub mod search;
 pub mod store;
 
 /// The paired statistics live in their own crate (`emend-stats`), which knows
