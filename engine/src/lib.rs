@@ -26,8 +26,8 @@ pub mod records;
 pub mod report;
 pub mod schema;
 pub mod screen;
-pub mod served;
 pub mod search;
+pub mod served;
 pub mod store;
 
 /// The paired statistics live in their own crate (`emend-stats`), which knows
