@@ -10,6 +10,7 @@ pub mod backend;
 pub mod candidate;
 pub mod command;
 pub mod config;
+pub mod confirm;
 pub mod decide;
 pub mod events;
 pub mod evolve;

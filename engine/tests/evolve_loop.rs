@@ -134,7 +134,7 @@ fn run(
 ) -> RunSummary {
     let schema = StrategySchema::builtin();
     let mut evo = Evolution { project, schema: &schema, backend, log };
-    evo.run(&RunOptions { rounds, candidates }, &mut |_| {}).unwrap()
+    evo.run(&RunOptions::rounds(rounds, candidates), &mut |_| {}).unwrap()
 }
 
 fn events(log: &MemoryJournal) -> Vec<Event> {
@@ -325,7 +325,7 @@ fn a_hand_edited_served_file_stops_the_run_and_a_stale_one_is_repaired() {
     let schema = StrategySchema::builtin();
     let before = log.head();
     let err = Evolution { project: &p, schema: &schema, backend: &backend, log: &mut log }
-        .run(&RunOptions { rounds: 1, candidates: 4 }, &mut |_| {})
+        .run(&RunOptions::rounds(1, 4), &mut |_| {})
         .unwrap_err();
     assert!(err.to_string().contains("edited by hand"), "{err}");
     assert_eq!(log.head(), before);
