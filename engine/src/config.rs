@@ -132,12 +132,34 @@ impl Default for SplitConfig {
 
 /// `gates.cluster_check`: the CR2 / t(G-1) check by conversation, recorded
 /// in every confirm test's gate record; `require` makes it a rule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum ClusterMode {
     #[default]
     Off,
     Require,
+}
+
+/// `off` or `require`; YAML 1.1 tools (PyYAML) write `off` back as `false`,
+/// which is read as `off`.
+impl<'de> Deserialize<'de> for ClusterMode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Bool(bool),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Bool(false) => Ok(ClusterMode::Off),
+            Raw::Text(t) if t == "off" => Ok(ClusterMode::Off),
+            Raw::Text(t) if t == "require" => Ok(ClusterMode::Require),
+            Raw::Bool(true) => Err(serde::de::Error::custom("gates.cluster_check: expected off or require, got true")),
+            Raw::Text(t) => {
+                Err(serde::de::Error::custom(format!("gates.cluster_check: expected off or require, got {t:?}")))
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -737,6 +759,17 @@ mod tests {
         let c = parse_config(&text).unwrap();
         assert_eq!(c.harness.kind, HarnessKind::Command);
         assert_eq!(c.harness.command.unwrap().argv, cmd);
+    }
+
+    #[test]
+    fn cluster_check_reads_off_require_and_yaml_1_1_false() {
+        let base = "harness:\n  tasks: builtin\ngates:\n  cluster_check: ";
+        for (v, want) in [("off", ClusterMode::Off), ("false", ClusterMode::Off), ("require", ClusterMode::Require)] {
+            assert_eq!(parse_config(&format!("{base}{v}\n")).unwrap().gates.cluster_check, want, "{v}");
+        }
+        assert!(parse_config(&format!("{base}maybe\n")).unwrap_err().contains("cluster_check"));
+        let err = parse_config("harness:\n  tasks: builtin\n  split:\n    confirm_fraction: 1.0\n").unwrap_err();
+        assert!(err.contains("harness.split.confirm_fraction"), "{err}");
     }
 
     #[test]
