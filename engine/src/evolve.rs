@@ -1269,3 +1269,32 @@ fn learn(trials: &mut [Trial], decision: &Decision, tree: &mut BTreeMap<String, 
     }
     rejected_by
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_confirm_rule_is_the_exact_test_at_its_alpha() {
+        let pass = confirm_rule(&stats::better_test(9, 0, 170, 0.0152));
+        assert!(pass.pass && pass.name == Rule::ConfirmBetter && pass.value < 0.0152);
+        // 7 improved, 0 regressed: p = 1/128 = 0.0078 passes at 0.0152 but not at 0.005.
+        assert!(confirm_rule(&stats::better_test(7, 0, 170, 0.0152)).pass);
+        assert!(!confirm_rule(&stats::better_test(7, 0, 170, 0.005)).pass);
+        assert!(!confirm_rule(&stats::better_test(5, 5, 170, 0.2)).pass);
+    }
+
+    #[test]
+    fn too_few_clusters_fail_a_required_cluster_check() {
+        let diffs: Vec<(&str, i8)> = (0..60).map(|i| (["a", "b", "c"][i % 3], 1)).collect();
+        let r = cluster_rule(&stats::cluster_check(diffs, 0.05));
+        assert!(!r.pass && r.detail.contains("too few"), "{r:?}");
+    }
+
+    #[test]
+    fn the_cost_bound_against_v1_is_relative_growth() {
+        assert!(cost_v1_rule(100.0, 150.0, 0.5).pass);
+        assert!(!cost_v1_rule(100.0, 151.0, 0.5).pass);
+        assert!(cost_v1_rule(100.0, 80.0, 0.0).pass);
+    }
+}
