@@ -464,7 +464,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         let cfg = &self.project.config;
         let search: Vec<(String, String)> =
             self.backend.questions().into_iter().filter(|(id, _)| parts.search.contains(id)).collect();
-        let ids = gates::probe_sample(&search, cfg.gates.probe_size, cfg.loop_.seed ^ 0x5EED_0F_2E91A7);
+        let ids = gates::probe_sample(&search, cfg.gates.probe_size, cfg.loop_.seed ^ 0x5EED_0F2E_91A7);
         let eval = self
             .backend
             .evaluate(&observed.artifact, Some(&ids))
