@@ -50,23 +50,35 @@ pub enum Rule {
     Stats(RuleKind),
     /// No category may end more than epsilon below v1.
     CategoryVsFirstVersion,
+    /// The one-sided exact test on the confirm part passes at the LORD++ alpha.
+    ConfirmBetter,
+    /// The CR2 / t(G-1) cluster check says better (only with `gates.cluster_check: require`).
+    ClusterCheck,
+    /// Mean context tokens within `gates.cost_bound_v1` of v1's.
+    CostVsFirstVersion,
 }
 
 impl Rule {
     /// Every rule in the order the full test checks them (the report's order).
-    pub const ALL: [Rule; 6] = [
+    pub const ALL: [Rule; 9] = [
         Rule::Stats(RuleKind::MoreImprovedThanRegressed),
         Rule::Stats(RuleKind::McnemarPBelowAlpha),
         Rule::Stats(RuleKind::CiExcludesZero),
         Rule::Stats(RuleKind::CategoryNonRegression),
         Rule::Stats(RuleKind::CostWithinBound),
         Rule::CategoryVsFirstVersion,
+        Rule::ConfirmBetter,
+        Rule::ClusterCheck,
+        Rule::CostVsFirstVersion,
     ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Rule::Stats(k) => k.name(),
             Rule::CategoryVsFirstVersion => "category_vs_first_version",
+            Rule::ConfirmBetter => "confirm_better",
+            Rule::ClusterCheck => "cluster_check",
+            Rule::CostVsFirstVersion => "cost_vs_first_version",
         }
     }
 
@@ -229,6 +241,18 @@ pub struct FullRecord {
     pub rules: Vec<RuleRecord>,
     /// Every rule passed.
     pub accept: bool,
+    /// The one-sided exact test on the confirm part (absent in pre-split journals).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirm: Option<stats::BetterTest>,
+    /// The LORD++ test this confirm test was (index, alpha, wealth after).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lord: Option<stats::LordTest>,
+    /// The CR2 cluster check by conversation, reported whether or not it is required.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<stats::ClusterCheck>,
+    /// What the reusable holdout let flow back into the search after an accept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holdout: Option<stats::HoldoutAnswer>,
 }
 
 impl FullRecord {
@@ -259,7 +283,35 @@ impl FullRecord {
             per_category: p.per_category().clone(),
             accept: cmp.verdict.accept && extra.iter().all(|r| r.pass),
             rules,
+            confirm: None,
+            lord: None,
+            cluster: None,
+            holdout: None,
         }
+    }
+
+    /// The confirm-part record: the paired comparison's category and cost
+    /// rules (its bootstrap-interval and two-sided McNemar rules are shown but
+    /// no longer gate), then `extra` (the exact test at the LORD++ alpha, the
+    /// cluster check when required, the floors against v1). Accepts only when
+    /// every kept rule passes.
+    pub fn confirm(
+        cmp: &stats::Comparison,
+        extra: &[RuleRecord],
+        test: stats::BetterTest,
+        lord: stats::LordTest,
+        cluster: stats::ClusterCheck,
+    ) -> FullRecord {
+        let mut r = FullRecord::new(cmp, &[], test.alpha);
+        r.rules.retain(|x| {
+            !matches!(x.name, Rule::Stats(RuleKind::McnemarPBelowAlpha) | Rule::Stats(RuleKind::CiExcludesZero))
+        });
+        r.rules.extend(extra.iter().cloned());
+        r.accept = r.rules.iter().all(|x| x.pass);
+        r.confirm = Some(test);
+        r.lord = Some(lord);
+        r.cluster = Some(cluster);
+        r
     }
 
     /// The rules that failed, in order, each once.
@@ -308,6 +360,10 @@ pub(crate) fn sample_full(delta: f64, accept: bool, failed: &[Rule]) -> FullReco
             })
             .collect(),
         accept,
+        confirm: None,
+        lord: None,
+        cluster: None,
+        holdout: None,
     }
 }
 

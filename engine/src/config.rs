@@ -89,6 +89,9 @@ pub struct HarnessConfig {
     /// pointing at something huge.
     #[serde(default = "default_max_dataset_mb")]
     pub max_dataset_mb: u64,
+    /// The seeded search/confirm split of the task set.
+    #[serde(default)]
+    pub split: SplitConfig,
 }
 
 fn default_max_dataset_mb() -> u64 {
@@ -179,6 +182,59 @@ fn default_ceiling() -> u32 {
     2000
 }
 
+/// `harness.split`: which share of every (conversation, category) stratum
+/// goes to the confirm part, which only the Stage-2 test reads.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SplitConfig {
+    #[serde(default = "d_confirm_fraction")]
+    pub confirm_fraction: f64,
+    #[serde(default)]
+    pub seed: u64,
+}
+
+fn d_confirm_fraction() -> f64 {
+    0.5
+}
+
+impl Default for SplitConfig {
+    fn default() -> Self {
+        SplitConfig { confirm_fraction: d_confirm_fraction(), seed: 0 }
+    }
+}
+
+/// `gates.cluster_check`: the CR2 / t(G-1) check by conversation, recorded
+/// in every confirm test's gate record; `require` makes it a rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ClusterMode {
+    #[default]
+    Off,
+    Require,
+}
+
+/// `off` or `require`; YAML 1.1 tools (PyYAML) write `off` back as `false`,
+/// which is read as `off`.
+impl<'de> Deserialize<'de> for ClusterMode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Bool(bool),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Bool(false) => Ok(ClusterMode::Off),
+            Raw::Text(t) if t == "off" => Ok(ClusterMode::Off),
+            Raw::Text(t) if t == "require" => Ok(ClusterMode::Require),
+            Raw::Bool(true) => Err(serde::de::Error::custom("gates.cluster_check: expected off or require, got true")),
+            Raw::Text(t) => {
+                Err(serde::de::Error::custom(format!("gates.cluster_check: expected off or require, got {t:?}")))
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GateConfig {
@@ -188,6 +244,7 @@ pub struct GateConfig {
     /// The run's significance level for the full paired test.
     #[serde(default = "d_alpha")]
     pub alpha: f64,
+    /// Loadable for old emend.yaml files; no longer used by the gate (LORD++ spends alpha).
     #[serde(default = "d_schedule")]
     pub alpha_schedule: AlphaSchedule,
     /// Largest accuracy drop tolerated in any category.
@@ -199,16 +256,35 @@ pub struct GateConfig {
     /// Largest relative growth of mean context tokens in one accepted step; null disables.
     #[serde(default = "d_cost")]
     pub cost_bound: Option<f64>,
+    /// Largest relative growth of mean context tokens against v1; null disables.
+    #[serde(default)]
+    pub cost_bound_v1: Option<f64>,
     #[serde(default = "d_probe")]
     pub probe_size: usize,
-    /// Candidates of a round that go on to the full paired test (the best probes);
-    /// the round's alpha is split among them.
+    /// Candidates of a round that may reach the confirm test (the best probes),
+    /// fixed before the probe runs; each is one LORD++ test.
     #[serde(default = "d_full_tests")]
     pub full_tests_per_round: usize,
     #[serde(default = "d_resamples")]
     pub bootstrap_resamples: usize,
+    /// Loadable for old emend.yaml files; no longer used by the gate (the exact test is).
     #[serde(default = "d_unit")]
     pub bootstrap_unit: BootstrapUnit,
+    #[serde(default)]
+    pub cluster_check: ClusterMode,
+    /// LORD++ initial wealth as a share of alpha (W0 = lord_w0 * alpha).
+    #[serde(default = "d_w0")]
+    pub lord_w0: f64,
+    /// Thresholdout's budget of overfitting answers on the confirm part.
+    #[serde(default = "d_holdout_budget")]
+    pub holdout_budget: u32,
+}
+
+fn d_w0() -> f64 {
+    0.5
+}
+fn d_holdout_budget() -> u32 {
+    20
 }
 
 fn d_delta1() -> f64 {
@@ -233,7 +309,7 @@ fn d_probe() -> usize {
     100
 }
 fn d_full_tests() -> usize {
-    4
+    1
 }
 fn d_resamples() -> usize {
     10_000
@@ -251,10 +327,14 @@ impl Default for GateConfig {
             epsilon_c: d_epsilon(),
             tau_rollback: d_tau(),
             cost_bound: d_cost(),
+            cost_bound_v1: None,
             probe_size: d_probe(),
             full_tests_per_round: d_full_tests(),
             bootstrap_resamples: d_resamples(),
             bootstrap_unit: d_unit(),
+            cluster_check: ClusterMode::Off,
+            lord_w0: d_w0(),
+            holdout_budget: d_holdout_budget(),
         }
     }
 }
@@ -623,6 +703,19 @@ pub fn parse_config(text: &str) -> Result<ProjectConfig, String> {
     if let Some(c) = g.cost_bound {
         frac("gates.cost_bound", c, 0.0, 100.0)?;
     }
+    if let Some(c) = g.cost_bound_v1 {
+        frac("gates.cost_bound_v1", c, 0.0, 100.0)?;
+    }
+    if !(g.lord_w0 > 0.0 && g.lord_w0 <= 1.0) {
+        return Err(format!("gates.lord_w0: must be in (0, 1] (a share of alpha), got {}", g.lord_w0));
+    }
+    if g.full_tests_per_round == 0 || g.full_tests_per_round > 16 {
+        return Err(format!("gates.full_tests_per_round: must be between 1 and 16, got {}", g.full_tests_per_round));
+    }
+    let f = config.harness.split.confirm_fraction;
+    if !(f.is_finite() && f > 0.0 && f < 1.0) {
+        return Err(format!("harness.split.confirm_fraction: must be strictly between 0 and 1, got {f}"));
+    }
     if g.probe_size < 10 {
         return Err(format!("gates.probe_size: must be at least 10, got {}", g.probe_size));
     }
@@ -715,6 +808,7 @@ pub fn render_config(
         None => out.push_str("  # The strategy schema; null for emend's built-in one.\n  schema: null\n"),
     }
     out.push_str("  # Part of the harness hash: change it whenever the evaluated system changes.\n  version: null\n");
+    out.push_str("  # Seeded split by (conversation, category): the search part feeds diagnosis, probes and\n  # proposals; only the Stage-2 confirm test reads the confirm part.\n  split:\n    confirm_fraction: 0.5\n    seed: 0\n");
     if let Some(argv) = harness_command {
         out.push_str("  command:\n");
         out.push_str("    # argv; {strategy}, {tasks} and {out} become file paths (strategy JSON, task shard JSON, outcomes JSONL).\n");
@@ -734,11 +828,11 @@ pub fn render_config(
         "  # Stage-1 probe: reject when accuracy falls more than this below the served strategy.\n  delta1: {}\n",
         g.delta1
     ));
-    out.push_str(&format!("  # Significance level of the whole run for the full paired test.\n  alpha: {}\n", g.alpha));
     out.push_str(&format!(
-        "  # How alpha is spent over rounds: none (every round at alpha), basel or geometric\n  # (per-round levels that sum to alpha over the journal's life; see README).\n  alpha_schedule: {}\n",
-        g.alpha_schedule.name()
+        "  # LORD++ level of the confirm tests (see README, Error control across a run).\n  alpha: {}\n",
+        g.alpha
     ));
+    out.push_str(&format!("  # LORD++ initial wealth as a share of alpha.\n  lord_w0: {}\n", g.lord_w0));
     out.push_str(&format!(
         "  # Largest accuracy drop tolerated in any category, per step and against the first version (v1).\n  epsilon_c: {}\n",
         g.epsilon_c
@@ -751,15 +845,26 @@ pub fn render_config(
         "  # Largest relative growth of mean context tokens in one accepted step (null: no bound).\n  cost_bound: {}\n",
         g.cost_bound.map_or("null".to_string(), |c| c.to_string())
     ));
+    out.push_str(
+        "  # Largest relative growth of mean context tokens against v1 (null: no bound).\n  cost_bound_v1: null\n",
+    );
     out.push_str(&format!(
         "  # Questions in the seeded, category-stratified probe sample.\n  probe_size: {}\n",
         g.probe_size
     ));
     out.push_str(&format!(
-        "  # Candidates per round that go on to the full paired test (the best probes);\n  # the round's alpha is split among them.\n  full_tests_per_round: {}\n",
+        "  # Candidates per round that may reach the confirm test (the best probes), each one LORD++ test.\n  full_tests_per_round: {}\n",
         g.full_tests_per_round
     ));
-    out.push_str(&format!("  # Paired bootstrap resamples, and the resampling unit (question or conversation).\n  bootstrap_resamples: {}\n  bootstrap_unit: conversation\n", g.bootstrap_resamples));
+    out.push_str(&format!(
+        "  # Paired bootstrap resamples (the interval shown; the gate is the exact test).\n  bootstrap_resamples: {}\n",
+        g.bootstrap_resamples
+    ));
+    out.push_str("  # CR2 / t(G-1) check by conversation, always recorded: off or require.\n  cluster_check: off\n");
+    out.push_str(&format!(
+        "  # Thresholdout budget of the confirm part (numbers fed back into the search).\n  holdout_budget: {}\n",
+        g.holdout_budget
+    ));
     out.push_str("\nloop:\n");
     out.push_str(&format!("  # Rounds per `emend evolve` unless --rounds says otherwise.\n  rounds: {}\n", l.rounds));
     out.push_str(&format!("  # Candidates proposed per round.\n  candidates: {}\n", l.candidates));
@@ -786,6 +891,17 @@ mod tests {
         let c = parse_config(&text).unwrap();
         assert_eq!(c.harness.kind, HarnessKind::Command);
         assert_eq!(c.harness.command.unwrap().argv, cmd);
+    }
+
+    #[test]
+    fn cluster_check_reads_off_require_and_yaml_1_1_false() {
+        let base = "harness:\n  tasks: builtin\ngates:\n  cluster_check: ";
+        for (v, want) in [("off", ClusterMode::Off), ("false", ClusterMode::Off), ("require", ClusterMode::Require)] {
+            assert_eq!(parse_config(&format!("{base}{v}\n")).unwrap().gates.cluster_check, want, "{v}");
+        }
+        assert!(parse_config(&format!("{base}maybe\n")).unwrap_err().contains("cluster_check"));
+        let err = parse_config("harness:\n  tasks: builtin\n  split:\n    confirm_fraction: 1.0\n").unwrap_err();
+        assert!(err.contains("harness.split.confirm_fraction"), "{err}");
     }
 
     #[test]

@@ -207,6 +207,23 @@ pub struct RoundRecord {
     /// errors); empty without model roles.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub llm: crate::llm::Usage,
+    /// The search/confirm split the round used (absent in pre-split journals).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split: Option<SplitRecord>,
+    /// Full-evaluation equivalents the round spent (k of n questions cost k/n).
+    #[serde(default)]
+    pub evaluations_used: f64,
+}
+
+/// The split a round used: derived from the task keys, the fraction and the seed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SplitRecord {
+    pub confirm_fraction: f64,
+    pub seed: u64,
+    pub search: usize,
+    pub confirm: usize,
+    /// Hash of the confirm part's sorted ids.
+    pub confirm_hash: String,
 }
 
 impl Event {

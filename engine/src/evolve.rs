@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use journal::{ErrorClass, EventLog, JournalError};
 use serde::Serialize;
@@ -17,9 +17,10 @@ use serde::Serialize;
 use crate::artifact::{Artifact, ArtifactError};
 use crate::backend::{Backend, BackendError};
 use crate::candidate::{FullRecord, Outcome, Rule, RuleRecord, StoppedBy};
-use crate::config::Project;
+use crate::config::{ClusterMode, Project};
+use crate::confirm::{ConfirmState, Parts};
 use crate::decide::{self, Applied, Decision, Serving, Stamp, Tested, Verdict};
-use crate::events::{CandidateRecord, EvalSummary, Event, QuestionResult, RoundRecord, now_rfc3339, who};
+use crate::events::{CandidateRecord, EvalSummary, Event, QuestionResult, RoundRecord, SplitRecord, now_rfc3339, who};
 use crate::gates::{self, CriticLabel, Gate, Replay};
 use crate::hypothesis::Hypothesis;
 use crate::layer_a::{self, Diagnosis};
@@ -85,6 +86,12 @@ pub enum EvolveError {
     },
     #[error("the journal has no served strategy")]
     NothingServed,
+    /// The task set cannot be split into search and confirm parts.
+    #[error("emend.yaml: {0}")]
+    Split(#[from] stats::SplitError),
+    /// The winner's search part could not be evaluated.
+    #[error("evaluating the accepted candidate on the search part failed: {0}")]
+    Winner(BackendError),
     #[error("no version v{version} in the journal (it has v1..v{max})")]
     UnknownVersion { version: u64, max: u64 },
     #[error("{}", path.display())]
@@ -106,8 +113,9 @@ impl EvolveError {
             | EvolveError::InvalidHandEdit { .. }
             | EvolveError::Journaled { .. }
             | EvolveError::NothingServed
+            | EvolveError::Split(_)
             | EvolveError::UnknownVersion { .. } => ErrorClass::BadInput,
-            EvolveError::Served { .. } | EvolveError::Io { .. } => ErrorClass::Failed,
+            EvolveError::Served { .. } | EvolveError::Winner(_) | EvolveError::Io { .. } => ErrorClass::Failed,
         }
     }
 }
@@ -134,6 +142,40 @@ pub struct RunSummary {
     pub rollbacks: u64,
     pub escalations: u64,
     pub elapsed_ms: u64,
+    /// Full-evaluation equivalents spent by this run (k of n questions cost
+    /// k/n; results reused from the journal cost 0).
+    pub evaluations_used: f64,
+    /// Why the run stopped.
+    pub stopped: Stopped,
+    /// Mean context tokens of the strategy served at the start and at the end.
+    pub start_mean_tokens: Option<f64>,
+    pub served_mean_tokens: Option<f64>,
+}
+
+/// Why a run stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stopped {
+    /// It ran the rounds it was asked for.
+    #[default]
+    Rounds,
+    /// `--max-evals` was reached.
+    MaxEvals,
+    /// `--max-time` passed.
+    MaxTime,
+    /// A round found nothing to propose; it was not run and spent no alpha.
+    Exhausted,
+}
+
+impl Stopped {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stopped::Rounds => "rounds",
+            Stopped::MaxEvals => "max_evals",
+            Stopped::MaxTime => "max_time",
+            Stopped::Exhausted => "exhausted",
+        }
+    }
 }
 
 /// A recorded evaluation's summary, for status and reports.
@@ -146,6 +188,17 @@ pub fn recorded_accuracy(r: &Recorded) -> f64 {
 pub struct RunOptions {
     pub rounds: u32,
     pub candidates: usize,
+    /// Stop before a round once this many full-evaluation equivalents are spent.
+    pub max_evals: Option<f64>,
+    /// Stop before a round once this much time has passed (the round in flight finishes).
+    pub max_time: Option<Duration>,
+}
+
+impl RunOptions {
+    /// `rounds` rounds of `candidates` candidates, without budgets.
+    pub fn rounds(rounds: u32, candidates: usize) -> RunOptions {
+        RunOptions { rounds, candidates, max_evals: None, max_time: None }
+    }
 }
 
 /// One evolution run over a journal.
@@ -168,8 +221,10 @@ struct Observed {
 struct RoundInput<'r> {
     round: u64,
     observed: &'r Observed,
-    /// The journal's first version's summary (the per-category floor).
+    /// The journal's first version's summary on the confirm part (the per-category floor).
     start: &'r EvalSummary,
+    /// The search/confirm split.
+    parts: &'r Parts,
     replay: &'r Replay,
     opts: &'r RunOptions,
     usage_before: Option<&'r llm::Usage>,
@@ -192,8 +247,12 @@ struct Trial {
     record: CandidateRecord,
     /// Kept while the candidate may still reach the full test.
     artifact: Option<Artifact>,
+    /// The candidate's results on the confirm part.
     full: Option<Vec<QuestionResult>>,
     node: Hypothesis,
+    /// The number fed back into the search (UCB reward): the probe's
+    /// search-part delta, or after an accept the holdout's answer.
+    feedback: Option<f64>,
 }
 
 impl Trial {
@@ -207,7 +266,7 @@ impl Trial {
         record.outcome = outcome;
         record.rejected_by = Some(by);
         record.reason = reason;
-        Trial { record, artifact: None, full: None, node }
+        Trial { record, artifact: None, full: None, node, feedback: None }
     }
 
     fn error(&mut self, reason: String) {
@@ -227,7 +286,9 @@ struct Screening {
     passed: Vec<(usize, f64)>,
     escalations: Vec<Event>,
     probes: u64,
-    /// The alpha each full test of the round ran at.
+    /// Questions in the round's probe sample.
+    probe_size: usize,
+    /// The alpha of the round's first confirm test (0 when none ran).
     alpha: f64,
 }
 
@@ -239,6 +300,7 @@ struct RoundOutcome {
     restored: bool,
     rejected_by: BTreeMap<String, u64>,
     escalations: u64,
+    evaluations_used: f64,
 }
 
 /// The escalation a blocked hypothesis raises (None until it is blocked often enough).
@@ -279,6 +341,48 @@ fn start_rules(start: &EvalSummary, cand: &EvalSummary, epsilon: f64) -> Vec<Rul
         .collect()
 }
 
+/// The gate rule: the one-sided exact test on the confirm part.
+fn confirm_rule(t: &stats::BetterTest) -> RuleRecord {
+    RuleRecord {
+        name: Rule::ConfirmBetter,
+        category: None,
+        value: t.p_value,
+        threshold: t.alpha,
+        pass: t.better,
+        detail: format!(
+            "one-sided exact p = {:.4} vs alpha {:.3e} ({} improved, {} regressed of {}; lower bound {:+.4})",
+            t.p_value, t.alpha, t.improved, t.regressed, t.questions, t.lower_bound
+        ),
+    }
+}
+
+/// The cluster check as a rule (`gates.cluster_check: require`): too few
+/// clusters to tell fails it.
+fn cluster_rule(c: &stats::ClusterCheck) -> RuleRecord {
+    let (value, threshold, detail) = match c {
+        stats::ClusterCheck::TooFewClusters { clusters, needed } => {
+            (f64::NAN, f64::NAN, format!("{clusters} conversation(s): too few to tell (needs {needed})"))
+        }
+        stats::ClusterCheck::Tested { clusters, p_value, alpha, t, df, .. } => {
+            (*p_value, *alpha, format!("CR2 t = {t:.3} on {df} df over {clusters} conversations: p = {p_value:.4}"))
+        }
+    };
+    RuleRecord { name: Rule::ClusterCheck, category: None, value, threshold, pass: c.better(), detail }
+}
+
+/// Mean context tokens against v1's, on the confirm part.
+fn cost_v1_rule(v1: f64, cand: f64, bound: f64) -> RuleRecord {
+    let growth = if v1 > 0.0 { cand / v1 - 1.0 } else { 0.0 };
+    RuleRecord {
+        name: Rule::CostVsFirstVersion,
+        category: None,
+        value: growth,
+        threshold: bound,
+        pass: growth <= bound + 1e-12,
+        detail: format!("mean context tokens {cand:.1} vs {v1:.1} for v1 (bound +{:.0}%)", bound * 100.0),
+    }
+}
+
 /// Writes what a tested candidate was told into its record.
 fn apply_verdict(record: &mut CandidateRecord, verdict: &Verdict) {
     match verdict {
@@ -287,7 +391,14 @@ fn apply_verdict(record: &mut CandidateRecord, verdict: &Verdict) {
             record.outcome = Outcome::Accepted;
             record.rejected_by = None;
             record.accepted_version = Some(*version);
-            record.reason = format!("accepted as v{version}: paired delta {delta:+.4}");
+            record.reason = match record.full.as_ref().and_then(|f| f.lord) {
+                Some(l) => format!(
+                    "accepted as v{version}: confirm-part delta {delta:+.4}, tested at alpha {:.3e} \
+                     (LORD++ test {}), wealth left {:.3e}",
+                    l.alpha, l.index, l.wealth
+                ),
+                None => format!("accepted as v{version}: paired delta {delta:+.4}"),
+            };
         }
         Verdict::NotBest => {
             record.rejected_by = Some(StoppedBy::NotBest);
@@ -347,14 +458,26 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         Ok(Observed { version: served.version, artifact, results, summary, reused })
     }
 
-    /// Re-evaluates the served strategy and compares with its record.
-    fn replay(&self, observed: &Observed) -> Result<Replay> {
+    /// Re-evaluates the served strategy on a seeded probe-sized sample of the
+    /// search part and compares with its record. Returns the replay and the
+    /// questions it evaluated.
+    fn replay(&self, observed: &Observed, parts: &Parts) -> Result<(Replay, usize)> {
+        let cfg = &self.project.config;
+        let search: Vec<(String, String)> =
+            self.backend.questions().into_iter().filter(|(id, _)| parts.search.contains(id)).collect();
+        let ids = gates::probe_sample(&search, cfg.gates.probe_size, cfg.loop_.seed ^ 0x5EED_0F2E_91A7);
         let eval = self
             .backend
-            .evaluate(&observed.artifact, None)
+            .evaluate(&observed.artifact, Some(&ids))
             .map_err(|source| EvolveError::Served { version: observed.version, source })?;
         let fresh = question_results(&eval);
-        let recorded: BTreeMap<&str, bool> = observed.results.iter().map(|q| (q.id.as_str(), q.correct)).collect();
+        let wanted: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
+        let recorded: BTreeMap<&str, bool> = observed
+            .results
+            .iter()
+            .filter(|q| wanted.contains(q.id.as_str()))
+            .map(|q| (q.id.as_str(), q.correct))
+            .collect();
         let mut mismatches = 0;
         let mut example = None;
         for q in &fresh {
@@ -366,12 +489,12 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         if fresh.len() != recorded.len() {
             mismatches = mismatches.max(fresh.len().abs_diff(recorded.len()));
         }
-        Ok(Replay { mismatches, n: fresh.len(), example })
+        Ok((Replay { mismatches, n: fresh.len(), example }, ids.len()))
     }
 
     /// The best-ever pointer under the current harness and dataset; when they
     /// changed, every version is re-scored first (cheap with the stage cache).
-    fn ensure_best(&mut self, observed: &Observed) -> Result<(Best, Vec<Event>)> {
+    fn ensure_best(&mut self, observed: &Observed, used: &mut f64) -> Result<(Best, Vec<Event>)> {
         let (h, d) = (self.backend.harness_hash(), self.backend.dataset_hash());
         if let Some(best) = self.store().best()?
             && best.harness_hash == h
@@ -385,7 +508,11 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                 observed.summary.accuracy
             } else {
                 let (a, _) = self.load_version(info.version)?;
-                summarize(&self.ensure_evaluated(&a, info.version)?.0).accuracy
+                let (results, reused) = self.ensure_evaluated(&a, info.version)?;
+                if !reused {
+                    *used += 1.0;
+                }
+                summarize(&results).accuracy
             };
             if best.as_ref().is_none_or(|b| accuracy > b.2) {
                 best = Some((info.version, info.hash.clone(), accuracy));
@@ -402,46 +529,78 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         Ok((Best { version, hash, accuracy, harness_hash: h, dataset_hash: d }, vec![event]))
     }
 
-    /// Runs `opts.rounds` rounds (or fewer when nothing is left to try).
+    /// Runs `opts.rounds` rounds, or fewer: it stops before a round once
+    /// `opts.max_evals` full-evaluation equivalents are spent or `opts.max_time`
+    /// has passed, and when a round finds nothing to propose (that round is not
+    /// journaled and spends no alpha).
     pub fn run(&mut self, opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Result<RunSummary> {
         let started = Instant::now();
         reconcile_served_file(self.project, self.schema, &*self.log)?;
         let mut summary = RunSummary::default();
         let mut start: Option<EvalSummary> = None;
+        let mut parts: Option<Parts> = None;
         let mut replay: Option<Replay> = None;
         // The model's rewrite first, when it handles a direction; the schema's moves otherwise.
         let mut proposers: [Box<dyn Proposer>; 2] = [Box::new(ModelRewrite), Box::new(RuleEvolver)];
+        let mut used = 0.0;
         for _ in 0..opts.rounds {
+            if opts.max_evals.is_some_and(|m| used >= m) {
+                summary.stopped = Stopped::MaxEvals;
+                break;
+            }
+            if opts.max_time.is_some_and(|t| started.elapsed() >= t) {
+                summary.stopped = Stopped::MaxTime;
+                break;
+            }
             let usage_before = self.backend.models().map(|m| m.usage());
             let round = self.store().last_round()? + 1;
             let observed = self.observe()?;
+            if !observed.reused {
+                used += 1.0;
+            }
             progress(Progress::Observed {
                 round,
                 version: observed.version,
                 accuracy: observed.summary.accuracy,
                 reused: observed.reused,
             });
+            if parts.is_none() {
+                parts = Some(Parts::of(&observed.results, &self.project.config.harness.split)?);
+            }
+            let p = parts.as_ref().expect("set above");
             if start.is_none() {
                 summary.first_round = round;
                 summary.start_accuracy = observed.summary.accuracy;
+                summary.start_mean_tokens = observed.summary.mean_context_tokens;
                 // The anchor of the per-category floor is the journal's first
                 // version, not this invocation's start, so that a resumed run
                 // decides exactly as an uninterrupted one.
                 let (root, _) = self.load_version(1)?;
-                start = Some(summarize(&self.ensure_evaluated(&root, 1)?.0));
+                let (root_results, reused) = self.ensure_evaluated(&root, 1)?;
+                if !reused {
+                    used += 1.0;
+                }
+                start = Some(summarize(&p.confirm_of(&root_results)));
             }
             if replay.is_none() {
-                replay = Some(self.replay(&observed)?);
+                let (r, k) = self.replay(&observed, p)?;
+                used += p.cost(k);
+                replay = Some(r);
             }
             let input = RoundInput {
                 round,
                 observed: &observed,
                 start: start.as_ref().expect("set above"),
+                parts: p,
                 replay: replay.as_ref().expect("set above"),
                 opts,
                 usage_before: usage_before.as_ref(),
             };
-            let outcome = self.round(&input, &mut proposers, progress)?;
+            let Some(outcome) = self.round(&input, &mut proposers, opts.max_evals.map(|m| m - used), progress)? else {
+                summary.stopped = Stopped::Exhausted;
+                break;
+            };
+            used += outcome.evaluations_used;
             summary.rounds += 1;
             summary.last_round = round;
             summary.candidates += outcome.candidates;
@@ -462,6 +621,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                 replay = None;
             }
         }
+        summary.evaluations_used = used;
         self.finish(summary, started)
     }
 
@@ -470,52 +630,111 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         let served = store.served()?.ok_or_else(|| missing(0))?;
         summary.served_version = served.version;
         let (h, d) = (self.backend.harness_hash(), self.backend.dataset_hash());
-        summary.served_accuracy = store.evaluation(&served.hash, &h, &d)?.map_or(0.0, |r| r.summary.accuracy);
+        let served_eval = store.evaluation(&served.hash, &h, &d)?;
+        summary.served_accuracy = served_eval.as_ref().map_or(0.0, |r| r.summary.accuracy);
+        summary.served_mean_tokens = served_eval.as_ref().and_then(|r| r.summary.mean_context_tokens);
         if let Some(best) = store.best()? {
             summary.best_version = best.version;
             summary.best_accuracy = best.accuracy;
         }
         if summary.rounds == 0 {
             summary.start_accuracy = summary.served_accuracy;
+            summary.start_mean_tokens = summary.served_mean_tokens;
         }
         summary.elapsed_ms = started.elapsed().as_millis() as u64;
         Ok(summary)
     }
 
-    /// One round: screen, test, decide, apply.
+    /// One round: screen, test, decide, apply. `None` when the round found
+    /// nothing to propose: then nothing is journaled and no alpha is spent.
     fn round(
         &mut self,
         input: &RoundInput<'_>,
         proposers: &mut [Box<dyn Proposer>],
+        budget_left: Option<f64>,
         progress: &mut dyn FnMut(Progress),
-    ) -> Result<RoundOutcome> {
-        let (best, mut events) = self.ensure_best(input.observed)?;
+    ) -> Result<Option<RoundOutcome>> {
+        let mut used = 0.0;
+        let (best, mut events) = self.ensure_best(input.observed, &mut used)?;
         let store = self.store();
         let mut history = History { tree: store.tree()?, seen: store.seen_hashes()? };
         let past = Past { effects: store.effects()?, rejected_moves: store.rejected_moves()? };
         let pinned = store.served()?.ok_or_else(|| missing(input.observed.version))?.pinned;
-        let diagnosis = layer_a::diagnose(&input.observed.results, 5);
-        let mut screening = self.screen_round(input, &diagnosis, &past, &mut history, proposers, progress);
-        self.full_tests(input, &mut screening, progress);
+        let cfg = &self.project.config;
+        let mut confirm = ConfirmState::replay(&cfg.gates, cfg.loop_.seed, &store.candidates()?);
+        let search_results = input.parts.search_of(&input.observed.results);
+        let diagnosis = layer_a::diagnose(&search_results, 5);
+        let mut screening = self.screen_round(
+            input,
+            &search_results,
+            &diagnosis,
+            &past,
+            &mut history,
+            proposers,
+            budget_left,
+            progress,
+        );
+        let proposed = screening
+            .trials
+            .iter()
+            .any(|t| t.record.hash.is_some() && t.record.rejected_by != Some(StoppedBy::Gate(Gate::Novelty)));
+        if !proposed {
+            return Ok(None);
+        }
+        used += input.parts.cost(screening.probe_size) * screening.probes as f64;
+        self.full_tests(input, &mut screening, &mut confirm, progress);
+        used += input.parts.cost(input.parts.confirm_ids.len())
+            * screening.trials.iter().filter(|t| t.full.is_some()).count() as f64;
         let next_version = self.store().max_version()? + 1;
         let served = Serving { version: input.observed.version, accuracy: input.observed.summary.accuracy, pinned };
+        // What flows back into the search after a test: the probe's search-part
+        // delta, or for a candidate that passed every rule the holdout's answer.
+        for t in screening.trials.iter_mut() {
+            t.feedback = t.record.probe.as_ref().map(|p| p.delta).or(t.record.delta);
+            let Some(full) = t.record.full.as_mut().filter(|f| f.accept) else { continue };
+            let search = t.record.probe.as_ref().map_or(0.0, |p| p.delta);
+            let answer = confirm.holdout.query(search, full.delta);
+            full.holdout = Some(answer);
+            t.feedback = Some(match answer {
+                stats::HoldoutAnswer::Search { value } | stats::HoldoutAnswer::Confirm { value } => value,
+                stats::HoldoutAnswer::Exhausted => search,
+            });
+        }
         let trials = &mut screening.trials;
         let tested: Vec<Tested<'_>> = trials
             .iter()
             .enumerate()
             .filter_map(|(i, t)| {
                 let full = t.record.full.as_ref()?;
-                Some(Tested { trial: i, full, accuracy: summarize(t.full.as_ref()?).accuracy })
+                t.full.as_ref()?;
+                Some(Tested { trial: i, full, accuracy: served.accuracy + t.feedback.unwrap_or(0.0) })
             })
             .collect();
-        let decision = decide::decide(&tested, served, &best, next_version, self.project.config.gates.tau_rollback);
+        let decision = decide::decide(&tested, served, &best, next_version, cfg.gates.tau_rollback);
         let rejected_by = learn(trials, &decision, &mut history.tree);
         let told: Vec<Told> = trials.iter().map(|t| Told::from(&t.record)).collect();
         for p in proposers.iter_mut() {
             p.tell(&told);
         }
-        self.batch(&mut events, &screening, &history.tree)?;
-        let applied = self.apply(input, events, &screening, &decision, &best, &rejected_by)?;
+        // The winner becomes the served strategy: its search part is evaluated
+        // so that the journal holds its full evaluation.
+        let completed = match decision.winner {
+            Some(w) => {
+                let c = self.complete(input.parts, &screening.trials[w.trial])?;
+                used += input.parts.cost(input.parts.search.len());
+                Some((w.trial, c))
+            }
+            None => None,
+        };
+        self.batch(&mut events, &screening, completed.as_ref(), &history.tree)?;
+        let split = SplitRecord {
+            confirm_fraction: cfg.harness.split.confirm_fraction,
+            seed: cfg.harness.split.seed,
+            search: input.parts.search.len(),
+            confirm: input.parts.confirm.len(),
+            confirm_hash: crate::artifact::sha256_hex(input.parts.confirm_ids.join("\n").as_bytes()),
+        };
+        let applied = self.apply(input, events, &screening, &decision, &best, &rejected_by, split, used)?;
         let trials = &screening.trials;
         let (_, served_accuracy) = decision.served_after(served);
         progress(Progress::Decided {
@@ -529,7 +748,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             served_accuracy,
             candidates: trials.len(),
         });
-        Ok(RoundOutcome {
+        Ok(Some(RoundOutcome {
             candidates: trials.len() as u64,
             probes: screening.probes,
             full: applied,
@@ -537,18 +756,41 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             restored: decision.restore.is_some(),
             rejected_by,
             escalations: screening.escalations.len() as u64,
-        })
+            evaluations_used: used,
+        }))
+    }
+
+    /// The winner's results on the whole task set: its confirm-part results
+    /// and a fresh evaluation of the search part, sorted by id.
+    fn complete(&self, parts: &Parts, t: &Trial) -> Result<Vec<QuestionResult>> {
+        let artifact = t.artifact.as_ref().expect("the winner keeps its artifact");
+        let ids: Vec<String> = parts.search.iter().cloned().collect();
+        let eval = self.backend.evaluate(artifact, Some(&ids)).map_err(EvolveError::Winner)?;
+        if eval.outcomes.iter().any(|o| o.error.is_some()) || eval.n() != ids.len() {
+            return Err(EvolveError::Winner(BackendError::Failed(format!(
+                "{} of {} questions answered",
+                eval.outcomes.iter().filter(|o| o.error.is_none()).count(),
+                ids.len()
+            ))));
+        }
+        let mut all = question_results(&eval);
+        all.extend(t.full.as_ref().expect("the winner was tested").iter().cloned());
+        all.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(all)
     }
 
     /// Stage 1: asks the proposers along each planned direction and screens
     /// what they propose, until the round has its candidates.
+    #[allow(clippy::too_many_arguments)]
     fn screen_round(
         &self,
         input: &RoundInput<'_>,
+        search_results: &[QuestionResult],
         diagnosis: &Diagnosis,
         past: &Past,
         history: &mut History,
         proposers: &mut [Box<dyn Proposer>],
+        budget_left: Option<f64>,
         progress: &mut dyn FnMut(Progress),
     ) -> Screening {
         let cfg = &self.project.config;
@@ -561,19 +803,27 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             PlannerSettings { ucb_c: cfg.loop_.ucb_c, ..PlannerSettings::default() },
         );
         let roles = self.backend.roles();
+        // The probe (rung 0) reads the search part only.
+        let search_questions: Vec<(String, String)> =
+            self.backend.questions().into_iter().filter(|(id, _)| input.parts.search.contains(id)).collect();
         let probe_ids = gates::probe_sample(
-            &self.backend.questions(),
+            &search_questions,
             cfg.gates.probe_size,
             cfg.loop_.seed ^ round.wrapping_mul(0x9E37_79B9_7F4A_7C15),
         );
         let served_on_probe = {
             let probe: BTreeSet<&str> = probe_ids.iter().map(String::as_str).collect();
-            observed.results.iter().filter(|q| probe.contains(q.id.as_str()) && q.correct).count()
+            search_results.iter().filter(|q| probe.contains(q.id.as_str()) && q.correct).count()
         };
-        let mut out = Screening::default();
+        let probe_cost = input.parts.cost(probe_ids.len());
+        let mut out = Screening { probe_size: probe_ids.len(), ..Screening::default() };
         let (mut produced, mut blocked, mut attempts) = (0usize, 0usize, 0usize);
         for plan in &plans {
             if produced >= input.opts.candidates {
+                break;
+            }
+            // The budget: the next probe must fit in what is left.
+            if budget_left.is_some_and(|b| (out.probes + 1) as f64 * probe_cost > b + 1e-9) && !out.trials.is_empty() {
                 break;
             }
             let proposed = {
@@ -583,7 +833,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                     round,
                     schema: self.schema,
                     served: &observed.artifact,
-                    results: &observed.results,
+                    results: search_results,
                     diagnosis,
                     tree: &history.tree,
                     effects: &past.effects,
@@ -610,7 +860,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                 schema: self.schema,
                 backend: self.backend,
                 served: &observed.artifact,
-                served_results: &observed.results,
+                served_results: search_results,
                 replay: input.replay,
                 effects: &past.effects,
                 rejected_moves: &past.rejected_moves,
@@ -696,7 +946,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             Screened::Passed { candidate, probe_delta } => {
                 say(&id, Some(&change), Step::Passed { probe_delta });
                 out.passed.push((out.trials.len(), probe_delta));
-                out.trials.push(Trial { record, artifact: Some(*candidate), full: None, node });
+                out.trials.push(Trial { record, artifact: Some(*candidate), full: None, node, feedback: None });
                 out.probes += 1;
                 return true;
             }
@@ -712,12 +962,18 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         produces
     }
 
-    /// Stage 2: the full set for the best probes only (largest probe delta,
-    /// then the earliest), and the paired statistics at the round's alpha,
-    /// split over the candidates that reached it.
-    fn full_tests(&self, input: &RoundInput<'_>, s: &mut Screening, progress: &mut dyn FnMut(Progress)) {
+    /// Stage 2: the confirm part for the best probes only (largest probe
+    /// delta, then the earliest; at most `gates.full_tests_per_round`, fixed
+    /// before the probe ran), each one LORD++ test at the alpha it is given.
+    fn full_tests(
+        &self,
+        input: &RoundInput<'_>,
+        s: &mut Screening,
+        confirm: &mut ConfirmState,
+        progress: &mut dyn FnMut(Progress),
+    ) {
         let cfg = &self.project.config;
-        let observed = input.observed;
+        let parts = input.parts;
         s.passed.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         let limit = cfg.gates.full_tests_per_round.max(1);
         for (rank, &(i, delta)) in s.passed.iter().enumerate() {
@@ -726,14 +982,14 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                 t.record.rejected_by = Some(StoppedBy::NotSelected);
                 t.record.reason = format!(
                     "the probe passed ({delta:+.3}) but {limit} other candidate(s) of the round probed better; \
-                     only the best {limit} reach the full test (gates.full_tests_per_round)"
+                     only the best {limit} reach the confirm test (gates.full_tests_per_round)"
                 );
                 t.artifact = None;
                 continue;
             }
             let candidate = t.artifact.as_ref().expect("probe-passed trials keep their artifact");
-            match self.backend.evaluate(candidate, None) {
-                Ok(eval) if eval.outcomes.iter().all(|o| o.error.is_none()) && eval.n() == observed.results.len() => {
+            match self.backend.evaluate(candidate, Some(&parts.confirm_ids)) {
+                Ok(eval) if eval.outcomes.iter().all(|o| o.error.is_none()) && eval.n() == parts.confirm_ids.len() => {
                     t.full = Some(question_results(&eval));
                     progress(Progress::Candidate {
                         round: input.round,
@@ -744,65 +1000,107 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                     });
                 }
                 Ok(eval) => t.error(format!(
-                    "full evaluation incomplete: {} of {} questions answered",
+                    "confirm evaluation incomplete: {} of {} questions answered",
                     eval.outcomes.iter().filter(|o| o.error.is_none()).count(),
-                    observed.results.len()
+                    parts.confirm_ids.len()
                 )),
-                Err(e) => t.error(format!("full evaluation failed: {e}")),
+                Err(e) => t.error(format!("confirm evaluation failed: {e}")),
             }
         }
-        let full_count = s.trials.iter().filter(|t| t.full.is_some()).count() as u64;
-        let alpha = cfg.gates.alpha_schedule.alpha_per_candidate(
-            cfg.gates.alpha,
-            input.round.min(u64::from(u32::MAX)) as u32,
-            full_count.max(1) as u32,
-        );
-        let base: Vec<stats::Outcome> = observed.results.iter().map(stats::Outcome::from).collect();
+        let base_results = parts.confirm_of(&input.observed.results);
+        let base: Vec<stats::Outcome> = base_results.iter().map(stats::Outcome::from).collect();
+        let base_summary = summarize(&base_results);
+        let mut first_alpha = None;
         for t in s.trials.iter_mut().filter(|t| t.full.is_some()) {
-            self.compare(input, &base, t, alpha);
+            let alpha = confirm.lord.next_alpha();
+            first_alpha.get_or_insert(alpha);
+            self.compare(input, &base, &base_summary, t, confirm);
         }
-        s.alpha = alpha;
+        s.alpha = first_alpha.unwrap_or(0.0);
     }
 
-    /// The paired comparison of a fully evaluated candidate with the served strategy.
-    fn compare(&self, input: &RoundInput<'_>, base: &[stats::Outcome], t: &mut Trial, alpha: f64) {
+    /// The confirm test of a candidate against the served strategy on the
+    /// confirm part, paired by question id: the one-sided exact test at the
+    /// next LORD++ alpha (the LORD++ state advances whatever the verdict), the
+    /// category and cost rules, the floors against v1, and the cluster check
+    /// (a rule only with `gates.cluster_check: require`).
+    fn compare(
+        &self,
+        input: &RoundInput<'_>,
+        base: &[stats::Outcome],
+        base_summary: &EvalSummary,
+        t: &mut Trial,
+        confirm: &mut ConfirmState,
+    ) {
         let gates = &self.project.config.gates;
         let full = t.full.as_ref().expect("fully evaluated");
         let cand: Vec<stats::Outcome> = full.iter().map(stats::Outcome::from).collect();
+        let alpha = confirm.lord.next_alpha();
         let config = stats::CompareConfig {
             thresholds: stats::Thresholds { alpha, epsilon_c: gates.epsilon_c, cost_bound: gates.cost_bound },
             bootstrap: stats::BootstrapConfig {
-                unit: gates.bootstrap_unit,
+                unit: stats::BootstrapUnit::Question,
                 resamples: gates.bootstrap_resamples as u32,
                 seed: self.project.config.loop_.seed.wrapping_add(input.round),
-                level: 0.95,
+                // Two-sided at 1 - 2 alpha: its lower end is the one-sided 1 - alpha bound.
+                level: (1.0 - 2.0 * alpha).clamp(0.5, 0.999_999),
             },
         };
         let cand_summary = summarize(full);
-        let cost = match (input.observed.summary.mean_context_tokens, cand_summary.mean_context_tokens) {
+        let cost = match (base_summary.mean_context_tokens, cand_summary.mean_context_tokens) {
             (Some(b), Some(c)) => Some(stats::Cost { baseline_mean_tokens: b, candidate_mean_tokens: c }),
             _ => None,
         };
-        match stats::compare(base, &cand, &config, cost.as_ref()) {
-            Ok(cmp) => {
-                let extra = start_rules(input.start, &cand_summary, gates.epsilon_c);
-                t.record.delta = Some(cmp.paired.delta());
-                t.record.alpha = Some(alpha);
-                t.record.full = Some(FullRecord::new(&cmp, &extra, alpha));
-            }
-            Err(e) => t.error(format!("paired comparison failed: {e}")),
+        let cmp = match stats::compare(base, &cand, &config, cost.as_ref()) {
+            Ok(cmp) => cmp,
+            Err(e) => return t.error(format!("paired comparison failed: {e}")),
+        };
+        let (improved, regressed) = (cmp.paired.improved().len() as u64, cmp.paired.regressed().len() as u64);
+        let n = cmp.paired.n() as u64;
+        let test = stats::better_test(improved, regressed, n, alpha);
+        let lord = confirm.lord.test(test.p_value);
+        let conv: BTreeMap<&str, &str> =
+            full.iter().map(|q| (q.id.as_str(), q.conversation.as_deref().unwrap_or(""))).collect();
+        let was: BTreeMap<&str, bool> = base.iter().map(|o| (o.id.as_str(), o.correct)).collect();
+        let diffs: Vec<(&str, i8)> = full
+            .iter()
+            .map(|q| {
+                let w = was.get(q.id.as_str()).copied().unwrap_or(false);
+                (conv[q.id.as_str()], i8::from(q.correct) - i8::from(w))
+            })
+            .collect();
+        let cluster = stats::cluster_check(diffs, alpha);
+        let mut extra = vec![confirm_rule(&test)];
+        if gates.cluster_check == ClusterMode::Require {
+            extra.push(cluster_rule(&cluster));
         }
+        extra.extend(start_rules(input.start, &cand_summary, gates.epsilon_c));
+        if let (Some(bound), Some(v1), Some(c)) =
+            (gates.cost_bound_v1, input.start.mean_context_tokens, cand_summary.mean_context_tokens)
+        {
+            extra.push(cost_v1_rule(v1, c, bound));
+        }
+        t.record.delta = Some(cmp.paired.delta());
+        t.record.alpha = Some(alpha);
+        t.record.full = Some(FullRecord::confirm(&cmp, &extra, test, lord, cluster));
     }
 
     /// The round's records before the decision's own events: evaluations of
     /// fully evaluated candidates, the touched hypotheses, escalations and
     /// every gate record.
-    fn batch(&self, events: &mut Vec<Event>, s: &Screening, tree: &BTreeMap<String, Hypothesis>) -> Result<()> {
+    fn batch(
+        &self,
+        events: &mut Vec<Event>,
+        s: &Screening,
+        completed: Option<&(usize, Vec<QuestionResult>)>,
+        tree: &BTreeMap<String, Hypothesis>,
+    ) -> Result<()> {
         let (h, d) = (self.backend.harness_hash(), self.backend.dataset_hash());
-        for t in &s.trials {
-            if let (Some(full), Some(hash)) = (&t.full, &t.record.hash) {
-                events.push(evaluated_event(hash, &h, &d, full));
-            }
+        // Only a whole-task-set evaluation is journaled as an evaluation: the winner's.
+        if let Some((i, results)) = completed
+            && let Some(hash) = &s.trials[*i].record.hash
+        {
+            events.push(evaluated_event(hash, &h, &d, results));
         }
         let touched: BTreeSet<&str> = s.trials.iter().map(|t| t.node.key.as_str()).collect();
         let before = self.store().tree()?;
@@ -819,6 +1117,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
     /// Appends the round (its records, the decision's events and the round
     /// summary) in one batch, then rewrites the served file when it changed.
     /// Returns the number of full evaluations.
+    #[allow(clippy::too_many_arguments)]
     fn apply(
         &mut self,
         input: &RoundInput<'_>,
@@ -827,6 +1126,8 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         decision: &Decision,
         best: &Best,
         rejected_by: &BTreeMap<String, u64>,
+        split: SplitRecord,
+        evaluations_used: f64,
     ) -> Result<u64> {
         let observed = input.observed;
         let winner = decision.winner.map(|w| {
@@ -858,13 +1159,15 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             probe_evaluations: s.probes as usize,
             full_evaluations: full_evals as usize,
             rejected_by: rejected_by.iter().map(|(k, v)| (k.clone(), *v as usize)).collect(),
-            diagnosis: layer_a::diagnose(&observed.results, 0).counts,
+            diagnosis: layer_a::diagnose(&input.parts.search_of(&observed.results), 0).counts,
             alpha: s.alpha,
             at: stamp.at.clone(),
             llm: match (self.backend.models(), input.usage_before) {
                 (Some(m), Some(before)) => llm::usage_since(&m.usage(), before),
                 _ => llm::Usage::new(),
             },
+            split: Some(split),
+            evaluations_used,
         })));
         self.log.append(events.iter().map(Event::to_new).collect())?;
         if let Some(r) = &decision.restore {
@@ -952,7 +1255,7 @@ fn learn(trials: &mut [Trial], decision: &Decision, tree: &mut BTreeMap<String, 
         if let Some(r) = &t.record.rejected_by {
             *rejected_by.entry(r.to_string()).or_default() += 1;
         }
-        if let Some(delta) = t.record.delta {
+        if let Some(delta) = t.feedback.or(t.record.delta) {
             t.node.record(delta, t.record.outcome == Outcome::Accepted);
         }
         tree.insert(t.node.key.clone(), t.node.clone());
@@ -966,4 +1269,33 @@ fn learn(trials: &mut [Trial], decision: &Decision, tree: &mut BTreeMap<String, 
         }
     }
     rejected_by
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_confirm_rule_is_the_exact_test_at_its_alpha() {
+        let pass = confirm_rule(&stats::better_test(9, 0, 170, 0.0152));
+        assert!(pass.pass && pass.name == Rule::ConfirmBetter && pass.value < 0.0152);
+        // 7 improved, 0 regressed: p = 1/128 = 0.0078 passes at 0.0152 but not at 0.005.
+        assert!(confirm_rule(&stats::better_test(7, 0, 170, 0.0152)).pass);
+        assert!(!confirm_rule(&stats::better_test(7, 0, 170, 0.005)).pass);
+        assert!(!confirm_rule(&stats::better_test(5, 5, 170, 0.2)).pass);
+    }
+
+    #[test]
+    fn too_few_clusters_fail_a_required_cluster_check() {
+        let diffs: Vec<(&str, i8)> = (0..60).map(|i| (["a", "b", "c"][i % 3], 1)).collect();
+        let r = cluster_rule(&stats::cluster_check(diffs, 0.05));
+        assert!(!r.pass && r.detail.contains("too few"), "{r:?}");
+    }
+
+    #[test]
+    fn the_cost_bound_against_v1_is_relative_growth() {
+        assert!(cost_v1_rule(100.0, 150.0, 0.5).pass);
+        assert!(!cost_v1_rule(100.0, 151.0, 0.5).pass);
+        assert!(cost_v1_rule(100.0, 80.0, 0.0).pass);
+    }
 }

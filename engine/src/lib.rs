@@ -10,6 +10,7 @@ pub mod backend;
 pub mod candidate;
 pub mod command;
 pub mod config;
+pub mod confirm;
 pub mod decide;
 pub mod events;
 pub mod evolve;
@@ -26,6 +27,7 @@ pub mod records;
 pub mod report;
 pub mod schema;
 pub mod screen;
+pub mod search;
 pub mod served;
 pub mod store;
 

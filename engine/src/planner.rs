@@ -159,6 +159,15 @@ pub fn evolve(
     let attempt = node.map_or(0, |n| n.visits);
     let to = match (&field.kind, plan.direction) {
         (FieldKind::Integer | FieldKind::Number, Direction::Increase | Direction::Decrease) => {
+            // A move past the field's `x-off` value changes nothing: the
+            // direction is exhausted, never escalated.
+            if let crate::search::BoundState::Off { value } =
+                crate::search::bound_state(schema, served, &plan.path, plan.direction)
+            {
+                return Proposal::Exhausted {
+                    reason: format!("{} is at {value}, which already switches it off", plan.path),
+                };
+            }
             let stepped = match step_number(field, current, plan.direction, halvings) {
                 Ok(v) => v,
                 Err(reason) => return Proposal::Blocked { reason },

@@ -718,6 +718,8 @@ mod tests {
             alpha: 0.05,
             at: format!("2026-01-0{round}T00:00:00Z"),
             llm: Default::default(),
+            split: None,
+            evaluations_used: 0.0,
         }))
     }
 

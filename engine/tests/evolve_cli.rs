@@ -179,3 +179,89 @@ fn an_unreadable_served_file_is_not_reported_as_a_hand_edit() {
     assert!(!err.contains("content hash"), "{err}");
     assert!(err.contains("directory"), "the OS error is kept as the source: {err}");
 }
+
+/// Runs 60 rounds in `dir` and checks issue 13's stopping contract: the run
+/// either keeps accepting or stops `exhausted`, and every journaled round
+/// proposed at least one new candidate (an empty round is never run).
+fn sixty_rounds(dir: &Path) -> serde_json::Value {
+    let (code, out, err) = emend(dir, &["evolve", "--rounds", "60", "--json", "--quiet"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rounds = v["rounds"].as_u64().unwrap();
+    assert!(rounds == 60 || v["stopped"] == "exhausted", "{v}");
+    assert!(v["evaluations_used"].as_f64().unwrap() > 0.0, "{v}");
+    for e in normalized_events(dir).iter().filter(|e| e["kind"] == "round_finished") {
+        assert!(e["payload"]["candidates"].as_u64().unwrap() > 0, "an empty round was journaled: {e}");
+        assert!(e["payload"]["split"]["confirm"].as_u64().unwrap() > 0, "{e}");
+    }
+    // A second run over the exhausted journal stops at once and spends nothing.
+    if v["stopped"] == "exhausted" {
+        let (code, out, err) = emend(dir, &["evolve", "--rounds", "5", "--json", "--quiet"]);
+        assert_eq!(code, 0, "{err}");
+        let again: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!((again["rounds"].as_u64(), again["stopped"].as_str()), (Some(0), Some("exhausted")), "{again}");
+    }
+    v
+}
+
+#[test]
+fn sixty_rounds_on_the_embedded_dataset_accept_or_stop_exhausted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    init(&dir);
+    let v = sixty_rounds(&dir);
+    assert!(v["accepted"].as_u64().unwrap() >= 1, "{v}");
+    assert!(v["start_mean_tokens"].is_f64() && v["served_mean_tokens"].is_f64(), "{v}");
+    let (code, out, _) = emend(&dir, &["status", "--json"]);
+    assert_eq!(code, 0);
+    let s: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let c = &s["confirm"];
+    assert!(c["questions"].as_u64().unwrap() > 0, "{s}");
+    let (alpha, wealth) = (c["next_alpha"].as_f64().unwrap(), c["lord_wealth"].as_f64().unwrap());
+    assert!(alpha > 0.0 && alpha < 0.05 && wealth > 0.0, "{s}");
+    assert!(c["holdout_budget_left"].as_u64().unwrap() <= 20, "{s}");
+    // Every accepted version names its confirm-part delta, alpha and wealth.
+    let (code, out, _) = emend(&dir, &["show", "v2"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("confirm-part delta") && out.contains("tested at alpha") && out.contains("wealth left"),
+        "{out}"
+    );
+}
+
+#[test]
+fn sixty_rounds_on_locomo_accept_or_stop_exhausted() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/locomo10-dev.json");
+    if !data.is_file() {
+        eprintln!("skipped: {} is absent", data.display());
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    let (code, out, err) =
+        emend(tmp.path(), &["init", dir.to_str().unwrap(), "--tasks", data.canonicalize().unwrap().to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    sixty_rounds(&dir);
+}
+
+#[test]
+fn max_evals_stops_the_run_and_bad_budgets_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    init(&dir);
+    let (code, out, err) = emend(&dir, &["evolve", "--rounds", "60", "--max-evals", "3", "--json", "--quiet"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["stopped"], "max_evals", "{v}");
+    // It stops before a round once the budget is spent; the round in flight may finish.
+    let used = v["evaluations_used"].as_f64().unwrap();
+    assert!((3.0..6.0).contains(&used), "{v}");
+    for bad in [["--max-evals", "0"], ["--max-evals", "x"], ["--max-time", "soon"]] {
+        let (code, _, err) = emend(&dir, &["evolve", bad[0], bad[1]]);
+        assert_eq!(code, 2, "{bad:?}: {err}");
+    }
+    let (code, out, err) = emend(&dir, &["evolve", "--rounds", "60", "--max-time", "1ns", "--json", "--quiet"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((v["stopped"].as_str(), v["rounds"].as_u64()), (Some("max_time"), Some(0)), "{v}");
+}

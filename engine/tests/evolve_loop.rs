@@ -134,7 +134,7 @@ fn run(
 ) -> RunSummary {
     let schema = StrategySchema::builtin();
     let mut evo = Evolution { project, schema: &schema, backend, log };
-    evo.run(&RunOptions { rounds, candidates }, &mut |_| {}).unwrap()
+    evo.run(&RunOptions::rounds(rounds, candidates), &mut |_| {}).unwrap()
 }
 
 fn events(log: &MemoryJournal) -> Vec<Event> {
@@ -212,46 +212,23 @@ fn same_seed_and_inputs_give_the_same_journal_events() {
     assert_eq!(a, b);
 }
 
+/// Until issue 13 a move past 0 on the recency half-life (0 already means "no
+/// decay", the schema's `x-off`) was blocked every round and escalated at round
+/// 3. It is now an exhausted direction: never a candidate, never escalated.
 #[test]
-fn a_direction_blocked_three_times_is_escalated_and_not_retried() {
+fn a_move_past_the_off_value_is_never_proposed_nor_escalated() {
     let dir = tempfile::tempdir().unwrap();
     let p = project(dir.path(), |s| s.to_string());
     let mut log = MemoryJournal::new(EngineProjector);
     start(&p, &mut log, DEFAULT);
-    // Nothing helps, so nothing is accepted, and the direction that sits at
-    // its schema minimum (recency half-life 0) is blocked every round.
     let backend = Scripted::new(flat, "h1");
-    run(&p, &mut log, &backend, 3, 40);
+    run(&p, &mut log, &backend, 4, 40);
+    let class = "retrieve.recency_half_life_days::decrease";
     let escalated: Vec<Event> = events(&log).into_iter().filter(|e| matches!(e, Event::Escalated { .. })).collect();
-    assert_eq!(escalated.len(), 1, "{escalated:?}");
-    let Event::Escalated { class, round, reasons } = &escalated[0] else { unreachable!() };
-    assert_eq!(class, "retrieve.recency_half_life_days::decrease");
-    assert_eq!(*round, 3);
-    assert!(reasons[0].contains("schema minimum"), "{reasons:?}");
-    let node = Store::new(&log).tree().unwrap()[class.as_str()].clone();
-    assert_eq!(node.status, engine::hypothesis::Status::Escalated);
-    // Round 4 does not propose it again.
-    run(&p, &mut log, &backend, 1, 40);
-    let round4: Vec<String> =
-        Store::new(&log).candidates().unwrap().into_iter().filter(|c| c.round == 4).map(|c| c.hypothesis).collect();
-    assert!(!round4.contains(class), "{round4:?}");
-    // And the planner leaves it out even when its symptom is all there is.
-    let diagnosis = engine::layer_a::Diagnosis {
-        failures: 10,
-        n: 10,
-        counts: [("retrieval_gap".to_string(), 10)].into(),
-        ..Default::default()
-    };
+    assert!(!escalated.iter().any(|e| matches!(e, Event::Escalated { class: c, .. } if c == class)), "{escalated:?}");
     let store = Store::new(&log);
-    let plans = engine::planner::plan(
-        &StrategySchema::builtin(),
-        &diagnosis,
-        &store.tree().unwrap(),
-        &store.effects().unwrap(),
-        engine::planner::PlannerSettings::default(),
-    );
-    assert!(!plans.iter().any(|p| p.key == *class));
-    assert_eq!(store.escalations().unwrap().len(), 1);
+    assert!(store.candidates().unwrap().iter().all(|c| c.hypothesis != class));
+    assert!(store.last_round().unwrap() >= 1);
 }
 
 #[test]
@@ -325,7 +302,7 @@ fn a_hand_edited_served_file_stops_the_run_and_a_stale_one_is_repaired() {
     let schema = StrategySchema::builtin();
     let before = log.head();
     let err = Evolution { project: &p, schema: &schema, backend: &backend, log: &mut log }
-        .run(&RunOptions { rounds: 1, candidates: 4 }, &mut |_| {})
+        .run(&RunOptions::rounds(1, 4), &mut |_| {})
         .unwrap_err();
     assert!(err.to_string().contains("edited by hand"), "{err}");
     assert_eq!(log.head(), before);

@@ -228,7 +228,9 @@ fn show_first_version_and_candidates_snapshots() {
     assert!(out.contains("FAIL"), "{out}");
     snapshot("show_full_rejected", &normalize(&out, dir));
     let early = first_candidate(dir, |c| {
-        c["rejected_by"].as_str().is_some_and(|r| r == "probe" || r.starts_with("gate:") || r.starts_with("critic:"))
+        c["rejected_by"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("probe") || r.starts_with("gate:") || r.starts_with("critic:"))
     })
     .expect("some candidate stopped before the full test");
     snapshot("show_early_rejected", &normalize(&ok(dir, &["show", &early]), dir));

@@ -8,8 +8,12 @@
 //! - Unit `conversation` (cluster bootstrap): questions of one conversation are
 //!   not independent (same memory, same retrieval failures), so resample whole
 //!   conversations with replacement, as many as there are; a resample's delta is
-//!   `(sum cand - sum base) / (questions drawn)`. With few or uneven
-//!   conversations this interval is honestly wider than the question one.
+//!   `(sum cand - sum base) / (questions drawn)`. It is NOT guaranteed to be
+//!   wider than the question interval: with few conversations (5 on the dev
+//!   set) a percentile cluster bootstrap can be narrower, and "the interval
+//!   excludes zero" then fires more often than its level under the null. Do
+//!   not gate on it; for a cluster-level check use `cluster_check` (CR2 with
+//!   t(G - 1)), which says when there are too few clusters to tell.
 //!
 //! The interval is the percentile interval at `level` (type-7 quantiles, linear
 //! interpolation between order statistics, as numpy's default). The generator

@@ -14,6 +14,13 @@
 //! [`compare`] runs all four. [`AlphaSchedule`] splits a run's alpha across
 //! rounds so that the whole run, not each round, controls false accepts.
 //!
+//! The confirm gate (issue 13) adds: [`split()`] (a seeded, stratified
+//! search/confirm split), [`better_test`] (one-sided exact McNemar with a lower
+//! bound at the test's own alpha) and [`minimum_detectable_effect`],
+//! [`Lord`] (LORD++ online error control indexed by tests run),
+//! [`Holdout`] (Thresholdout for numbers fed back from the confirm part) and
+//! [`cluster_check`] (CR2 with t(G - 1), or "too few clusters to tell").
+//!
 //! Nothing here reads files, clocks or global randomness: seeds and
 //! thresholds are arguments, and the same inputs give the same output.
 
@@ -21,16 +28,28 @@ mod alpha;
 mod bootstrap;
 #[cfg(test)]
 mod calibration;
+mod cluster;
 mod comparison;
+mod holdout;
+mod lord;
 mod mcnemar;
+mod onesided;
 mod pairing;
+#[cfg(test)]
+mod sim;
+mod split;
 #[cfg(test)]
 mod testdata;
 mod verdict;
 
 pub use alpha::AlphaSchedule;
 pub use bootstrap::{BootstrapCi, BootstrapConfig, BootstrapError, BootstrapUnit, paired_bootstrap};
+pub use cluster::{ClusterCheck, MIN_CLUSTERS, cluster_check};
 pub use comparison::{CompareConfig, Comparison, StatsError, compare};
+pub use holdout::{Holdout, HoldoutAnswer, HoldoutConfig};
+pub use lord::{Gamma, JM_CONSTANT, Lord, LordConfig, LordError, LordTest};
 pub use mcnemar::{EXACT_BELOW, McNemar, McNemarTest, mcnemar};
+pub use onesided::{BetterTest, better_p_value, better_test, lower_bound, minimum_detectable_effect, power};
 pub use pairing::{CategoryDelta, Outcome, Pair, Paired, PairingError, Side, pair};
+pub use split::{Split, SplitError, TaskKey, split};
 pub use verdict::{Cost, Rule, RuleKind, ThresholdError, Thresholds, Verdict, verdict};

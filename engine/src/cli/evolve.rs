@@ -188,12 +188,36 @@ pub struct EvolveArgs {
     /// Candidates per round (default: loop.candidates of emend.yaml).
     #[arg(long)]
     pub candidates: Option<usize>,
+    /// Stop once this many full-evaluation equivalents are spent (an evaluation
+    /// of k of the task set's n questions costs k/n; reused results cost 0).
+    #[arg(long, value_parser = parse_max_evals)]
+    pub max_evals: Option<f64>,
+    /// Stop once this much time has passed (e.g. `90s`, `15m`, `2h`): the round
+    /// in flight finishes and the summary is printed.
+    #[arg(long, value_parser = parse_duration)]
+    pub max_time: Option<std::time::Duration>,
     /// Print the run's summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
     /// No progress lines on stderr.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+fn parse_max_evals(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("expected a positive number of full-evaluation equivalents, got {s:?}")),
+    }
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let d: jiff::SignedDuration =
+        s.parse().map_err(|e| format!("expected a duration such as 90s, 15m or 2h, got {s:?}: {e}"))?;
+    std::time::Duration::try_from(d)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| format!("expected a positive duration, got {s:?}"))
 }
 
 /// Opens the journal for writing, creating the first version when it is empty.
@@ -228,6 +252,8 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
     let opts = RunOptions {
         rounds: args.rounds.unwrap_or(project.config.loop_.rounds),
         candidates: args.candidates.unwrap_or(project.config.loop_.candidates),
+        max_evals: args.max_evals,
+        max_time: args.max_time,
     };
     // One limit for the flag and the setting.
     config::check_candidates("--candidates", opts.candidates).map_err(|m| Failure::bad_input(anyhow::anyhow!(m)))?;
@@ -268,6 +294,14 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
             summary.best_version,
             summary.best_accuracy,
             summary.elapsed_ms
+        );
+        let tokens = |t: Option<f64>| t.map_or("n/a".to_string(), |t| format!("{t:.1}"));
+        println!(
+            "mean context tokens: start {}, served {}; {:.2} full-evaluation equivalents used; stopped: {}",
+            tokens(summary.start_mean_tokens),
+            tokens(summary.served_mean_tokens),
+            summary.evaluations_used,
+            summary.stopped.as_str()
         );
         if !summary.rejected_by.is_empty() {
             let parts: Vec<String> = summary.rejected_by.iter().map(|(k, v)| format!("{k} {v}")).collect();

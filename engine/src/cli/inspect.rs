@@ -74,8 +74,37 @@ pub fn status(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
         }
         m
     });
+    // What the next confirm test can see, replayed from the journal.
+    let cfg = &project.config;
+    let confirm_state = engine::confirm::ConfirmState::replay(
+        &cfg.gates,
+        cfg.loop_.seed,
+        &store.candidates().map_err(common::store_failure)?,
+    );
+    let confirm_size = rounds.iter().rev().find_map(|r| r["split"]["confirm"].as_u64());
+    let next_alpha = confirm_state.lord.next_alpha();
+    let wealth = confirm_state.lord.wealth();
+    let holdout_left = confirm_state.holdout.budget_left();
+    let mde = confirm_size.and_then(|n| confirm_state.next_mde(n));
+    let discordance = confirm_state.discordance();
+    let holdout_advice = if holdout_left == 0 {
+        "spent: no more numbers flow back from the confirm part; start a fresh one (change harness.split.seed or add questions)"
+    } else {
+        "when it runs out, start a fresh confirm part (change harness.split.seed or add questions)"
+    };
     if args.json {
         common::print_json(&json!({
+            "confirm": {
+                "questions": confirm_size,
+                "tests": confirm_state.lord.tests,
+                "next_alpha": next_alpha,
+                "lord_wealth": wealth,
+                "holdout_budget_left": holdout_left,
+                "holdout_budget": confirm_state.holdout.config.budget,
+                "holdout_advice": holdout_advice,
+                "discordance_rate": discordance,
+                "mde_80": mde,
+            },
             "served_version": served.version,
             "served_hash": served.hash,
             "served_accuracy": served_acc,
@@ -127,6 +156,28 @@ pub fn status(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
             u.requests, u.cache_hits, u.prompt_tokens, u.completion_tokens, u.errors
         );
     }
+    match confirm_size {
+        Some(n) => println!(
+            "confirm part: {n} questions; next test at alpha {next_alpha:.3e} (LORD++ test {}), wealth {wealth:.3e}",
+            confirm_state.lord.tests + 1
+        ),
+        None => println!(
+            "confirm part: not split yet (no round has run); next test at alpha {next_alpha:.3e}, wealth {wealth:.3e}"
+        ),
+    }
+    match (mde, discordance) {
+        (Some(m), Some(q)) => println!(
+            "the next confirm test sees a gain of {:.2} pp with 80% power (discordance rate {:.1}% so far)",
+            m * 100.0,
+            q * 100.0
+        ),
+        (None, Some(q)) => println!(
+            "the next confirm test cannot see any gain up to the discordance rate ({:.1}%) with 80% power at its alpha",
+            q * 100.0
+        ),
+        _ => println!("minimum detectable effect: unknown until a confirm test has observed a discordance rate"),
+    }
+    println!("holdout budget: {holdout_left} of {} left; {holdout_advice}", confirm_state.holdout.config.budget);
     if escalations.is_empty() {
         println!("escalations: none");
     } else {

@@ -374,13 +374,16 @@ pub fn role_yaml(name: &str, url: &str, model: &str, extra: &str) -> String {
 
 /// A project directory: the fixture, the starting strategy and an emend.yaml
 /// with the given judge and roles (YAML lines from [`role_yaml`]).
+/// The split keeps a tenth of the small fixture for the confirm part, so that
+/// the question whose dialogue carries the planted instruction is in the
+/// search part: only search-part failures reach the evolver as examples.
 pub fn project(dir: &std::path::Path, judge: &str, roles: &str) {
     std::fs::create_dir_all(dir).unwrap();
     let tasks = dir.join("tasks.json");
     std::fs::write(&tasks, serde_json::to_string_pretty(&fixture()).unwrap()).unwrap();
     std::fs::write(dir.join("initial.yaml"), strategy()).unwrap();
     let config = format!(
-        "harness:\n  kind: builtin\n  tasks: {tasks:?}\n  judge: {judge}\n\
+        "harness:\n  kind: builtin\n  tasks: {tasks:?}\n  judge: {judge}\n  split:\n    confirm_fraction: 0.1\n    seed: 0\n\
          gates:\n  probe_size: 10\n  bootstrap_resamples: 200\n\
          loop:\n  rounds: 1\n  candidates: 4\n\
          strategy: strategies/served.yaml\ninitial_strategy: initial.yaml\n\

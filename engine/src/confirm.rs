@@ -1,0 +1,207 @@
+//! The confirm side of a run: the seeded search/confirm split of the task
+//! set, and the LORD++ and Thresholdout states replayed from the journal's
+//! confirm tests. Nothing here is stored apart from the candidates' gate
+//! records: every confirm test journals its LORD++ test (index, alpha, wealth
+//! after) and, after an accept, the holdout's answer, so the state is a pure
+//! function of the journal and the configuration.
+
+use std::collections::BTreeSet;
+
+use crate::config::GateConfig;
+use crate::config::SplitConfig;
+use crate::events::{CandidateRecord, QuestionResult};
+use crate::stats::{self, Gamma, Holdout, HoldoutAnswer, HoldoutConfig, Lord, LordConfig, TaskKey};
+
+/// The two parts of the task set, as id sets and sorted id lists.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parts {
+    pub search: BTreeSet<String>,
+    pub confirm: BTreeSet<String>,
+    /// The confirm part's ids in sorted order (the Stage-2 subset).
+    pub confirm_ids: Vec<String>,
+    /// Questions in the whole task set.
+    pub n: usize,
+}
+
+impl Parts {
+    /// Splits the task set given by `results` (id, conversation, category);
+    /// a question without a conversation is its own stratum's conversation `""`.
+    pub fn of(results: &[QuestionResult], config: &SplitConfig) -> Result<Parts, stats::SplitError> {
+        let keys: Vec<TaskKey> = results
+            .iter()
+            .map(|q| TaskKey::new(q.id.clone(), q.conversation.clone().unwrap_or_default(), q.category.clone()))
+            .collect();
+        let s = stats::split(&keys, config.confirm_fraction, config.seed)?;
+        Ok(Parts {
+            search: s.search.iter().cloned().collect(),
+            confirm: s.confirm.iter().cloned().collect(),
+            confirm_ids: s.confirm,
+            n: results.len(),
+        })
+    }
+
+    /// The results on the search part, in their order.
+    pub fn search_of(&self, results: &[QuestionResult]) -> Vec<QuestionResult> {
+        results.iter().filter(|q| self.search.contains(&q.id)).cloned().collect()
+    }
+
+    /// The results on the confirm part, in their order.
+    pub fn confirm_of(&self, results: &[QuestionResult]) -> Vec<QuestionResult> {
+        results.iter().filter(|q| self.confirm.contains(&q.id)).cloned().collect()
+    }
+
+    /// The full-evaluation equivalents of evaluating `k` questions.
+    pub fn cost(&self, k: usize) -> f64 {
+        if self.n == 0 { 0.0 } else { k as f64 / self.n as f64 }
+    }
+}
+
+/// The LORD++ configuration of the gate: `gates.alpha`, `W0 = lord_w0 * alpha`
+/// and the front-loaded Basel gamma (61% of the wealth on the first test
+/// after each accept), so that the first confirm tests have useful power.
+pub fn lord_config(g: &GateConfig) -> LordConfig {
+    LordConfig { alpha: g.alpha, w0: g.lord_w0 * g.alpha, gamma: Gamma::Basel }
+}
+
+/// Thresholdout's configuration: the library defaults with `gates.holdout_budget`.
+pub fn holdout_config(g: &GateConfig, seed: u64) -> HoldoutConfig {
+    HoldoutConfig { budget: g.holdout_budget, seed, ..HoldoutConfig::default() }
+}
+
+/// The confirm tests' running state, replayed from the journal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfirmState {
+    pub lord: Lord,
+    pub holdout: Holdout,
+    /// Discordant and total questions over every confirm test so far.
+    pub discordant: u64,
+    pub questions: u64,
+}
+
+impl ConfirmState {
+    /// Replays the journal's confirm tests (candidate records in journal order).
+    pub fn replay(g: &GateConfig, seed: u64, records: &[CandidateRecord]) -> ConfirmState {
+        let mut lord = Lord::new(lord_config(g));
+        let mut holdout = Holdout::new(holdout_config(g, seed));
+        let (mut discordant, mut questions) = (0, 0);
+        for full in records.iter().filter_map(|r| r.full.as_ref()) {
+            if let Some(t) = &full.lord {
+                lord.tests = lord.tests.max(t.index);
+                if t.accepted {
+                    lord.accepts.push(t.index);
+                }
+            }
+            if let Some(c) = &full.confirm {
+                discordant += c.improved + c.regressed;
+                questions += c.questions;
+            }
+            match full.holdout {
+                Some(HoldoutAnswer::Search { .. }) => holdout.queries += 1,
+                Some(HoldoutAnswer::Confirm { .. }) => {
+                    holdout.queries += 1;
+                    holdout.spent += 1;
+                }
+                _ => {}
+            }
+        }
+        ConfirmState { lord, holdout, discordant, questions }
+    }
+
+    /// The pooled discordance rate of the confirm tests so far.
+    pub fn discordance(&self) -> Option<f64> {
+        (self.questions > 0).then(|| self.discordant as f64 / self.questions as f64)
+    }
+
+    /// The minimum detectable effect at 80% power of the next confirm test on
+    /// `n` questions at the observed discordance rate (`None` before any test
+    /// or when the rate is 0).
+    pub fn next_mde(&self, n: u64) -> Option<f64> {
+        let q = self.discordance().filter(|&q| q > 0.0)?;
+        stats::minimum_detectable_effect(n, q, self.lord.next_alpha(), 0.8)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::candidate::sample_full;
+
+    fn result(id: &str, conv: &str, cat: &str) -> QuestionResult {
+        QuestionResult {
+            id: id.into(),
+            category: cat.into(),
+            conversation: Some(conv.into()),
+            correct: true,
+            label: None,
+            tokens: None,
+            split: None,
+        }
+    }
+
+    #[test]
+    fn the_split_is_seeded_disjoint_and_stratified() {
+        let rs: Vec<QuestionResult> =
+            (0..40).map(|i| result(&format!("q{i:02}"), &format!("c{}", i % 2), ["a", "b"][i / 20])).collect();
+        let p = Parts::of(&rs, &SplitConfig::default()).unwrap();
+        assert_eq!(p.search.len() + p.confirm.len(), 40);
+        assert!(p.search.is_disjoint(&p.confirm));
+        assert_eq!(p.confirm.len(), 20);
+        assert_eq!(p, Parts::of(&rs, &SplitConfig::default()).unwrap());
+        let other = Parts::of(&rs, &SplitConfig { seed: 7, ..SplitConfig::default() }).unwrap();
+        assert_ne!(p.confirm, other.confirm);
+        assert_eq!(p.confirm_of(&rs).len(), 20);
+        assert!((p.cost(10) - 0.25).abs() < 1e-12);
+    }
+
+    fn record(id: &str, full: crate::candidate::FullRecord) -> CandidateRecord {
+        CandidateRecord {
+            id: id.into(),
+            round: 1,
+            hash: None,
+            parent_version: 1,
+            parent_hash: "h".into(),
+            hypothesis: "k".into(),
+            change: None,
+            document: None,
+            motivation: Default::default(),
+            actionability: 0.0,
+            ucb: 0.0,
+            gates: vec![],
+            critic: None,
+            probe: None,
+            full: Some(full),
+            outcome: crate::candidate::Outcome::Rejected,
+            rejected_by: None,
+            reason: String::new(),
+            delta: None,
+            alpha: None,
+            accepted_version: None,
+            more_changes: vec![],
+        }
+    }
+
+    #[test]
+    fn the_state_replays_lord_tests_accepts_and_holdout_spending() {
+        let g = GateConfig::default();
+        let mut live = Lord::new(lord_config(&g));
+        let mut records = Vec::new();
+        for (i, p) in [0.5, 0.0001, 0.3].into_iter().enumerate() {
+            let t = live.test(p);
+            let mut full = sample_full(0.0, t.accepted, &[]);
+            full.lord = Some(t);
+            full.confirm = Some(stats::better_test(3, 1, 40, t.alpha));
+            if t.accepted {
+                full.holdout = Some(HoldoutAnswer::Confirm { value: 0.05 });
+            }
+            records.push(record(&format!("c{i}"), full));
+        }
+        let s = ConfirmState::replay(&g, 0, &records);
+        assert_eq!(s.lord, live);
+        assert_eq!((s.holdout.queries, s.holdout.spent), (1, 1));
+        assert_eq!(s.discordance(), Some(0.1));
+        assert!(s.next_mde(200).is_some());
+        let empty = ConfirmState::replay(&g, 0, &[]);
+        assert_eq!(empty.lord.next_alpha(), 6.0 / std::f64::consts::PI.powi(2) * 0.025);
+        assert_eq!(empty.next_mde(200), None);
+    }
+}
