@@ -160,8 +160,7 @@ impl RaySpec {
     ) -> Result<RaySpec, SetupError> {
         let address = c.address.clone().or(ray_address_env).filter(|a| !a.trim().is_empty()).ok_or_else(|| {
             SetupError::new(
-                "harness.executor: ray needs a cluster address: set harness.ray.address or the RAY_ADDRESS variable"
-                    ,
+                "harness.executor: ray needs a cluster address: set harness.ray.address or the RAY_ADDRESS variable",
             )
         })?;
         if c.python.trim().is_empty() {

@@ -17,7 +17,9 @@
 //! Re-recorded for issue 13 (search/confirm split, the exact confirm test at
 //! the LORD++ alpha, holdout-filtered feedback, x-off moves exhausted instead
 //! of escalated, empty rounds not run): every decision after round 1 was
-//! meant to change, so the files now pin the new loop's decisions.
+//! meant to change, so the files now pin the new loop's decisions. The
+//! harness hash in them changed once more with `emend-harness/2` (answers are
+//! not computed under the evidence judge); no other field changed.
 //!
 //! To re-record (only when a decision is meant to change, and say why in
 //! the commit): `EMEND_GOLDEN_UPDATE=1 cargo test --release -p emend --test golden`.

@@ -105,8 +105,7 @@ fn project(project_dir: Option<&Path>) -> Result<Option<WithModels>, Failure> {
     let Some(dir) = found else { return Ok(None) };
     // A project that is there but invalid is an error, not "no project".
     let project = Project::open(&dir).map_err(Failure::bad_input)?;
-    let models = Models::from_project(&project)
-        .map_err(|e| common::setup_failure(&project, e))?;
+    let models = Models::from_project(&project).map_err(|e| common::setup_failure(&project, e))?;
     Ok(Some((project, models)))
 }
 
