@@ -67,11 +67,16 @@ fn a_10hz_status_poller_during_50_evolve_runs_fails_no_run_and_no_read() {
         })
     };
     let mut failed_runs = Vec::new();
+    // Runs after the search is exhausted journal no round; count what each run says it ran.
+    let mut rounds_run = 0;
     for run in 0..50 {
-        let (code, _, err) = emend(&dir, &["evolve", "--rounds", "1", "--quiet"]);
+        let (code, out, err) = emend(&dir, &["evolve", "--rounds", "1", "--quiet", "--json"]);
         if code != 0 {
             failed_runs.push((run, code, err));
+            continue;
         }
+        let summary: Value = serde_json::from_str(&out).unwrap();
+        rounds_run += summary["rounds"].as_u64().unwrap();
     }
     stop.store(true, Ordering::Relaxed);
     let reads = poller.join().unwrap();
@@ -91,7 +96,8 @@ fn a_10hz_status_poller_during_50_evolve_runs_fails_no_run_and_no_read() {
     let (code, out, _) = emend(&dir, &["status", "--json"]);
     assert_eq!(code, 0);
     let status: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(status["rounds"], 50, "{status}");
+    assert!(rounds_run >= 1, "no run ran a round");
+    assert_eq!(status["rounds"], rounds_run, "{status}");
 }
 
 #[test]
