@@ -154,30 +154,7 @@ mod tests {
     }
 
     fn record(id: &str, full: crate::candidate::FullRecord) -> CandidateRecord {
-        CandidateRecord {
-            id: id.into(),
-            round: 1,
-            hash: None,
-            parent_version: 1,
-            parent_hash: "h".into(),
-            hypothesis: "k".into(),
-            change: None,
-            document: None,
-            motivation: Default::default(),
-            actionability: 0.0,
-            ucb: 0.0,
-            gates: vec![],
-            critic: None,
-            probe: None,
-            full: Some(full),
-            outcome: crate::candidate::Outcome::Rejected,
-            rejected_by: None,
-            reason: String::new(),
-            delta: None,
-            alpha: None,
-            accepted_version: None,
-            more_changes: vec![],
-        }
+        CandidateRecord { full: Some(full), ..CandidateRecord::new(id, 1, 1, "h", "k") }
     }
 
     #[test]

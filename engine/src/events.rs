@@ -186,6 +186,37 @@ pub struct CandidateRecord {
     pub more_changes: Vec<Change>,
 }
 
+impl CandidateRecord {
+    /// A candidate's record before anything is known about it: no change,
+    /// no gate passed, outcome `rejected` until the round says otherwise.
+    pub fn new(id: &str, round: u64, parent_version: u64, parent_hash: &str, hypothesis: &str) -> CandidateRecord {
+        CandidateRecord {
+            id: id.to_string(),
+            round,
+            hash: None,
+            parent_version,
+            parent_hash: parent_hash.to_string(),
+            hypothesis: hypothesis.to_string(),
+            change: None,
+            document: None,
+            motivation: BTreeMap::new(),
+            actionability: 0.0,
+            ucb: 0.0,
+            gates: vec![],
+            critic: None,
+            probe: None,
+            full: None,
+            outcome: Outcome::Rejected,
+            rejected_by: None,
+            reason: String::new(),
+            delta: None,
+            alpha: None,
+            accepted_version: None,
+            more_changes: vec![],
+        }
+    }
+}
+
 /// A round's summary.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RoundRecord {

@@ -1217,29 +1217,12 @@ fn after_stop(
 }
 /// A candidate's gate record before anything is known about it.
 fn base_record(id: &str, round: u64, plan: &Plan, served: &Artifact) -> CandidateRecord {
+    let version = served.version.expect("the served artifact carries its version");
     CandidateRecord {
-        id: id.to_string(),
-        round,
-        hash: None,
-        parent_version: served.version.expect("the served artifact carries its version"),
-        parent_hash: served.hash.clone(),
-        hypothesis: plan.key.clone(),
-        change: None,
-        document: None,
         motivation: plan.motivation.clone(),
         actionability: plan.actionability,
         ucb: if plan.ucb.is_finite() { plan.ucb } else { -1.0 },
-        gates: vec![],
-        critic: None,
-        probe: None,
-        full: None,
-        outcome: Outcome::Rejected,
-        rejected_by: None,
-        reason: String::new(),
-        delta: None,
-        alpha: None,
-        accepted_version: None,
-        more_changes: vec![],
+        ..CandidateRecord::new(id, round, version, &served.hash, &plan.key)
     }
 }
 

@@ -272,30 +272,7 @@ mod tests {
     }
 
     fn record() -> CandidateRecord {
-        CandidateRecord {
-            id: "r1c1".into(),
-            round: 1,
-            hash: None,
-            parent_version: 1,
-            parent_hash: "h".into(),
-            hypothesis: "k".into(),
-            change: None,
-            document: None,
-            motivation: BTreeMap::new(),
-            actionability: 0.5,
-            ucb: 0.0,
-            gates: vec![],
-            critic: None,
-            probe: None,
-            full: None,
-            outcome: Outcome::Rejected,
-            rejected_by: None,
-            reason: String::new(),
-            delta: None,
-            alpha: None,
-            accepted_version: None,
-            more_changes: vec![],
-        }
+        CandidateRecord { actionability: 0.5, ..CandidateRecord::new("r1c1", 1, 1, "h", "k") }
     }
 
     /// Screens the served strategy with `retrieve.top_k` set to `top_k`, motivated by `label`.
