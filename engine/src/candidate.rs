@@ -256,6 +256,13 @@ pub struct FullRecord {
 }
 
 impl FullRecord {
+    /// The level of the bootstrap interval shown: two-sided at `1 - 2 alpha`
+    /// since the confirm test (its lower end is the one-sided `1 - alpha`
+    /// bound); 95% in journals from before the search/confirm split.
+    pub fn ci_level(&self) -> f64 {
+        if self.confirm.is_some() { (1.0 - 2.0 * self.alpha).clamp(0.5, 0.999_999) } else { 0.95 }
+    }
+
     /// The record of `cmp` with the engine's own rules (`extra`) appended.
     pub fn new(cmp: &stats::Comparison, extra: &[RuleRecord], alpha: f64) -> FullRecord {
         let p = &cmp.paired;

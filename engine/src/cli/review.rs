@@ -544,8 +544,15 @@ fn render_full(out: &mut String, c: &CandidateRecord, color: bool, bold: &dyn Fn
         fu.both_wrong
     ));
     out.push_str(&format!(
-        "  accuracy {:.4} -> {:.4}, delta {:+.4}, 95% CI [{:+.4}, {:+.4}] by {} ({} resamples)\n",
-        fu.base_accuracy, fu.cand_accuracy, fu.delta, fu.ci_low, fu.ci_high, fu.unit, fu.resamples
+        "  accuracy {:.4} -> {:.4}, delta {:+.4}, {} CI [{:+.4}, {:+.4}] by {} ({} resamples)\n",
+        fu.base_accuracy,
+        fu.cand_accuracy,
+        fu.delta,
+        level_label(fu.ci_level()),
+        fu.ci_low,
+        fu.ci_high,
+        fu.unit,
+        fu.resamples
     ));
     out.push_str(&format!(
         "  McNemar ({}) p = {:.3e} at alpha {:.3e}\n",
@@ -874,5 +881,24 @@ mod tests {
         let c = colorize(d);
         assert_eq!(c.lines().count(), d.lines().count());
         assert!(c.contains("\n x\n"), "context lines stay plain: {c:?}");
+    }
+}
+
+/// An interval's level as a percentage, with as many decimals as it needs (95%, 97%, 99.9%).
+fn level_label(level: f64) -> String {
+    let pct = format!("{:.4}", level * 100.0);
+    format!("{}%", pct.trim_end_matches('0').trim_end_matches('.'))
+}
+
+#[cfg(test)]
+mod level_tests {
+    use super::level_label;
+
+    #[test]
+    fn levels_print_with_the_decimals_they_need() {
+        assert_eq!(level_label(0.95), "95%");
+        assert_eq!(level_label(1.0 - 2.0 * 0.015), "97%");
+        assert_eq!(level_label(1.0 - 2.0 * 0.0005), "99.9%");
+        assert_eq!(level_label(1.0 - 2.0 * 1.348e-5), "99.9973%");
     }
 }

@@ -432,12 +432,13 @@ fn facts(c: &CandidateRecord) -> Vec<String> {
     }
     if let Some(f) = &c.full {
         facts.push(format!(
-            "full: {} questions, {} -> {} ({}), 95% CI [{}, {}] by {}, improved {} / regressed {}, \
+            "full: {} questions, {} -> {} ({}), {} CI [{}, {}] by {}, improved {} / regressed {}, \
              McNemar {} p = {:.2e} at alpha {:.2e}",
             f.n,
             pct(f.base_accuracy),
             pct(f.cand_accuracy),
             pp(f.delta),
+            pct(f.ci_level()),
             pp(f.ci_low),
             pp(f.ci_high),
             f.unit,
