@@ -119,7 +119,7 @@ impl Op {
         }
     }
 
-    fn holds(self, a: f64, b: f64) -> bool {
+    pub fn holds(self, a: f64, b: f64) -> bool {
         match self {
             Op::Lt => a < b,
             Op::Le => a <= b,
@@ -154,6 +154,19 @@ pub struct Invariant {
     pub op: Op,
     pub right: Operand,
     pub why: String,
+}
+
+impl Invariant {
+    /// The numeric values of both sides in `doc`; None when a side is missing
+    /// or not a number (the schema check reports that).
+    pub fn sides(&self, doc: &Value) -> Option<(f64, f64)> {
+        let a = get_path(doc, &self.left).and_then(Value::as_f64)?;
+        let b = match &self.right {
+            Operand::Number(n) => *n,
+            Operand::Path(p) => get_path(doc, p).and_then(Value::as_f64)?,
+        };
+        Some((a, b))
+    }
 }
 
 impl fmt::Display for Invariant {
@@ -331,14 +344,7 @@ impl StrategySchema {
     pub fn check_invariants(&self, doc: &Value) -> Vec<Problem> {
         let mut out = Vec::new();
         for inv in &self.invariants {
-            let Some(a) = get_path(doc, &inv.left).and_then(Value::as_f64) else { continue };
-            let b = match &inv.right {
-                Operand::Number(n) => *n,
-                Operand::Path(p) => match get_path(doc, p).and_then(Value::as_f64) {
-                    Some(b) => b,
-                    None => continue,
-                },
-            };
+            let Some((a, b)) = inv.sides(doc) else { continue };
             if !inv.op.holds(a, b) {
                 let right = match &inv.right {
                     Operand::Path(p) => format!("{p} ({})", fmt_num(b)),

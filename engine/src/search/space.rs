@@ -169,23 +169,8 @@ pub fn repair(schema: &StrategySchema, doc: &mut Value) -> Result<Vec<Repaired>,
     for _pass in 0..=schema.invariants().len() {
         let mut changed = false;
         for inv in schema.invariants() {
-            let Some(a) = get_path(doc, &inv.left).and_then(Value::as_f64) else { continue };
-            let b = match &inv.right {
-                Operand::Number(n) => *n,
-                Operand::Path(p) => match get_path(doc, p).and_then(Value::as_f64) {
-                    Some(b) => b,
-                    None => continue,
-                },
-            };
-            let holds = match inv.op {
-                Op::Lt => a < b,
-                Op::Le => a <= b,
-                Op::Gt => a > b,
-                Op::Ge => a >= b,
-                Op::Eq => a == b,
-                Op::Ne => a != b,
-            };
-            if holds {
+            let Some((a, b)) = inv.sides(doc) else { continue };
+            if inv.op.holds(a, b) {
                 continue;
             }
             let field = schema.field(&inv.left).ok_or_else(|| err(&inv.left, "unknown field"))?;
