@@ -30,6 +30,7 @@ pub mod screen;
 pub mod search;
 pub mod served;
 pub mod store;
+pub mod views;
 
 /// The paired statistics live in their own crate (`emend-stats`), which knows
 /// nothing of the engine; `engine::stats::...` paths keep working.

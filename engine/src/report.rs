@@ -28,6 +28,7 @@ use crate::events::{CandidateRecord, EvalSummary, Event, RoundRecord, T_EVALUATI
 use crate::gates::Gate;
 use crate::hypothesis::Hypothesis;
 use crate::store::{Best, Served, Store, StoreError};
+use crate::views::Examples;
 
 mod chart;
 mod html;
@@ -164,10 +165,8 @@ pub struct VersionSection {
     pub diff: String,
     pub accuracy: Option<f64>,
     pub candidate: Option<CandidateRecord>,
-    pub improved: Vec<(String, Option<QuestionText>)>,
-    pub regressed: Vec<(String, Option<QuestionText>)>,
-    pub improved_total: usize,
-    pub regressed_total: usize,
+    /// The full test's improved and regressed questions (the same view `show` lists).
+    pub examples: Examples,
 }
 
 /// A served-pointer move: the rollback records, acceptances, restores.
@@ -231,7 +230,8 @@ pub fn gather<L: EventLog + ?Sized>(log: &L, texts: &BTreeMap<String, QuestionTe
 
     // Versions: accuracy, the gate record that produced them, examples.
     for s in &mut walk.sections {
-        s.accuracy = walk.latest_acc.get(&s.hash).copied();
+        // The accuracy `show` prints for this version (the current harness's evaluation first).
+        s.accuracy = recorded_evaluation(log, &s.hash, best.as_ref())?.map(|(_, e)| e.accuracy);
         s.candidate = walk.all_cands.iter().find(|c| c.accepted_version == Some(s.version)).cloned();
         s.attach_examples(texts);
     }
@@ -404,23 +404,15 @@ impl VersionSection {
             diff,
             accuracy: None,
             candidate: None,
-            improved: vec![],
-            regressed: vec![],
-            improved_total: 0,
-            regressed_total: 0,
+            examples: Examples::default(),
         }
     }
 
     /// Improved and regressed examples of the full test that accepted it.
     fn attach_examples(&mut self, texts: &BTreeMap<String, QuestionText>) {
-        let Some(full) = self.candidate.as_ref().and_then(|c| c.full.as_ref()) else { return };
-        let pick = |ids: &[String]| -> Vec<(String, Option<QuestionText>)> {
-            ids.iter().take(EXAMPLES).map(|id| (id.clone(), texts.get(id).cloned())).collect()
-        };
-        self.improved_total = full.improved;
-        self.regressed_total = full.regressed;
-        self.improved = pick(&full.improved_examples);
-        self.regressed = pick(&full.regressed_examples);
+        if let Some(full) = self.candidate.as_ref().and_then(|c| c.full.as_ref()) {
+            self.examples = Examples::of(full, EXAMPLES, texts);
+        }
     }
 }
 
@@ -797,7 +789,7 @@ mod tests {
         );
         assert_eq!(data.versions.len(), 2);
         assert!(data.versions[1].diff.contains("-  top_k: 5\n+  top_k: 15\n"), "{}", data.versions[1].diff);
-        assert_eq!(data.versions[1].improved.len(), 2);
+        assert_eq!(data.versions[1].examples.improved.len(), 2);
         let html = render(&data);
         assert!(!html.contains("<script"), "unescaped markup");
         assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));

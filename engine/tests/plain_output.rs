@@ -74,3 +74,50 @@ fn warnings_are_plain_in_a_pipe_and_coloured_when_forced() {
         assert_eq!(has_escape(&err), coloured, "{env:?}: {}", text(&err));
     }
 }
+
+#[test]
+fn show_colours_only_when_forced_and_never_with_no_color() {
+    let (_tmp, dir) = project();
+    let (code, _, err) = emend(&dir, &["evolve", "--rounds", "2", "--quiet"], &[]);
+    assert_eq!(code, 0, "{}", text(&err));
+    // Piped (as `emend show served | cat`): plain.
+    let (code, plain, err) = emend(&dir, &["show", "served"], &[]);
+    assert_eq!(code, 0, "{}", text(&err));
+    assert!(!has_escape(&plain), "{}", text(&plain));
+    // `CLICOLOR_FORCE=1 emend show served | cat`: the headings and verdicts are styled.
+    let (code, forced, err) = emend(&dir, &["show", "served"], &[("CLICOLOR_FORCE", "1")]);
+    assert_eq!(code, 0, "{}", text(&err));
+    assert!(has_escape(&forced), "CLICOLOR_FORCE=1 colours show: {}", text(&forced));
+    // The styles are the only difference.
+    let stripped = String::from_utf8(strip_ansi(&forced)).unwrap();
+    assert_eq!(stripped, text(&plain));
+    // NO_COLOR and --no-color win over CLICOLOR_FORCE.
+    for (args, env) in [
+        (&["show", "served"][..], &[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")][..]),
+        (&["show", "served", "--no-color"][..], &[("CLICOLOR_FORCE", "1")][..]),
+        (&["diff", "v1", "served", "--no-color"][..], &[("CLICOLOR_FORCE", "1")][..]),
+    ] {
+        let (code, out, err) = emend(&dir, args, env);
+        assert_eq!(code, 0, "{}", text(&err));
+        assert!(!out.is_empty() && !has_escape(&out), "{args:?} {env:?}: {}", text(&out));
+    }
+}
+
+/// `bytes` without CSI sequences (`ESC [ ... letter`).
+fn strip_ansi(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == ESC && bytes.get(i + 1) == Some(&b'[') {
+            i += 2;
+            while i < bytes.len() && !bytes[i].is_ascii_alphabetic() {
+                i += 1;
+            }
+            i += 1;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    out
+}

@@ -458,3 +458,29 @@ fn report_is_deterministic_self_contained_and_escaped() {
     let (code, _, err) = emend(&dir, &["report", "--out", "no/such/dir/r.html"]);
     assert_eq!(code, 2, "{err}");
 }
+
+#[test]
+fn the_report_shows_each_version_as_show_json_does() {
+    let (_turn, dir) = base();
+    let out = tempfile::tempdir().unwrap();
+    let path = out.path().join("r.html");
+    ok(dir, &["report", "--out", path.to_str().unwrap()]);
+    let html = std::fs::read_to_string(&path).unwrap();
+    let status = json(dir, &["status", "--json"]);
+    let max = status["served_version"].as_u64().unwrap().max(status["best_version"].as_u64().unwrap());
+    let mut compared = 0;
+    for v in 1..=max {
+        let s = json(dir, &["show", &format!("v{v}"), "--json"]);
+        let start = html.find(&format!("id=\"v{v}\"")).unwrap_or_else(|| panic!("the report has no v{v}"));
+        let section = &html[start..start + html[start..].find("</section>").unwrap()];
+        let accuracy =
+            s["version"]["accuracy"].as_f64().map_or("not evaluated".to_string(), |a| format!("{:.1}%", a * 100.0));
+        assert!(section.contains(&format!("accuracy {accuracy}")), "v{v}: show says {accuracy}: {section}");
+        for q in s["examples"]["improved"].as_array().unwrap().iter().take(3) {
+            let id = q["id"].as_str().unwrap();
+            assert!(section.contains(&format!("<code>{id}</code>")), "v{v}: the report lacks example {id}");
+            compared += 1;
+        }
+    }
+    assert!(compared > 0, "no version had examples to compare");
+}

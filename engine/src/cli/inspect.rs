@@ -2,14 +2,16 @@
 //! `escalations`, `log`, and `journal verify|export`.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use engine::events::{Event, T_LAYER_A};
+use engine::events::T_LAYER_A;
 use engine::evolve;
 use engine::exit;
 use engine::planner::{self, PlannerSettings};
 use engine::store::Store;
+use engine::views::{ConfirmView, LogEntry, LogView, StatusView};
 use journal::EventLog;
 use serde_json::{Value, json};
 
@@ -23,124 +25,43 @@ pub struct JsonArg {
     pub json: bool,
 }
 
-/// Accuracy of the most recent evaluation of `hash` (any harness), with its key.
-fn latest_accuracy(log: &dyn EventLog, hash: &str) -> Result<Option<(f64, String)>, Failure> {
-    let latest = Store::new(log).latest_evaluation(hash).map_err(common::store_failure)?;
-    Ok(latest.map(|(k, s)| (s.accuracy, k)))
-}
-
-/// Model usage per role summed over the journal's rounds.
-fn model_usage(rounds: &[Value]) -> engine::llm::Usage {
-    let mut total = engine::llm::Usage::new();
-    for r in rounds {
-        let Some(Ok(usage)) = r.get("llm").map(|v| serde_json::from_value::<engine::llm::Usage>(v.clone())) else {
-            continue;
-        };
-        for (role, u) in usage {
-            total.entry(role).or_default().add(&u);
-        }
-    }
-    total
-}
-
 pub fn status(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
     let project = common::project(project_dir)?;
     let log = common::reader(&project)?;
-    let store = Store::new(&log);
-    let served = store
-        .served()
-        .map_err(common::store_failure)?
-        .ok_or_else(|| Failure::failed(anyhow::anyhow!("the journal has no served strategy")))?;
-    let best = store.best().map_err(common::store_failure)?;
-    let rounds = store.rounds().map_err(common::store_failure)?;
-    let escalations = store.escalations().map_err(common::store_failure)?;
-    let served_acc = latest_accuracy(&log, &served.hash)?.map(|a| a.0);
     let schema = common::schema(&project)?;
     let file = evolve::served_file_state(&project, &schema, &log).map_err(common::evolve_failure)?;
-    let file_state = match &file {
-        evolve::FileState::Consistent => "consistent".to_string(),
-        evolve::FileState::Missing => "missing (evolve rewrites it)".to_string(),
-        evolve::FileState::Stale { holds } => format!("holds v{holds} (evolve rewrites it)"),
-        evolve::FileState::HandEdited { file_hash } => format!("edited by hand (hash {file_hash:.12})"),
-        evolve::FileState::Unreadable { reason, .. } => format!("unreadable: {reason}"),
-    };
-    let last = rounds.last().cloned();
-    let llm_total = model_usage(&rounds);
-    let totals = rounds.iter().fold(BTreeMap::<String, u64>::new(), |mut m, r| {
-        if let Some(map) = r["rejected_by"].as_object() {
-            for (k, v) in map {
-                *m.entry(k.clone()).or_default() += v.as_u64().unwrap_or(0);
-            }
-        }
-        m
-    });
-    // What the next confirm test can see, replayed from the journal.
-    let cfg = &project.config;
-    let confirm_state = engine::confirm::ConfirmState::replay(
-        &cfg.gates,
-        cfg.loop_.seed,
-        &store.candidates().map_err(common::store_failure)?,
-    );
-    let confirm_size = rounds.iter().rev().find_map(|r| r["split"]["confirm"].as_u64());
-    let next_alpha = confirm_state.lord.next_alpha();
-    let wealth = confirm_state.lord.wealth();
-    let holdout_left = confirm_state.holdout.budget_left();
-    let mde = confirm_size.and_then(|n| confirm_state.next_mde(n));
-    let discordance = confirm_state.discordance();
-    let holdout_advice = if holdout_left == 0 {
-        "spent: no more numbers flow back from the confirm part; start a fresh one (change harness.split.seed or add questions)"
-    } else {
-        "when it runs out, start a fresh confirm part (change harness.split.seed or add questions)"
-    };
+    let view = StatusView::build(&project, &log, &file).map_err(|e| common::classified(e.exit_class(), e))?;
     if args.json {
-        common::print_json(&json!({
-            "confirm": {
-                "questions": confirm_size,
-                "tests": confirm_state.lord.tests,
-                "next_alpha": next_alpha,
-                "lord_wealth": wealth,
-                "holdout_budget_left": holdout_left,
-                "holdout_budget": confirm_state.holdout.config.budget,
-                "holdout_advice": holdout_advice,
-                "discordance_rate": discordance,
-                "mde_80": mde,
-            },
-            "served_version": served.version,
-            "served_hash": served.hash,
-            "served_accuracy": served_acc,
-            "served_pinned": served.pinned,
-            "served_file": file_state,
-            "best_version": best.as_ref().map(|b| b.version),
-            "best_hash": best.as_ref().map(|b| b.hash.clone()),
-            "best_accuracy": best.as_ref().map(|b| b.accuracy),
-            "rounds": rounds.len(),
-            "last_round": last,
-            "rejected_by": totals,
-            "escalations": escalations,
-            "llm": {
-                "last_round": last.as_ref().map(|r| r.get("llm").cloned().unwrap_or_else(|| json!({}))),
-                "total": llm_total,
-            },
-        }));
-        return Ok(exit::OK);
+        common::print_json(&serde_json::to_value(&view).expect("views serialize"));
+    } else {
+        print!("{}", render_status(&view));
     }
+    Ok(exit::OK)
+}
+
+/// The text form of a [`StatusView`].
+pub fn render_status(v: &StatusView) -> String {
+    let mut out = String::new();
     let acc = |a: Option<f64>| a.map_or("not evaluated".to_string(), |a| format!("{a:.4}"));
-    println!(
-        "served: v{} (hash {:.12}) accuracy {}{}",
-        served.version,
-        served.hash,
-        acc(served_acc),
-        if served.pinned { format!("  [pinned by {}: {}]", served.cause, served.reason) } else { String::new() }
+    let pinned =
+        if v.served_pinned { format!("  [pinned by {}: {}]", v.served_cause, v.served_reason) } else { String::new() };
+    let _ = writeln!(
+        out,
+        "served: v{} (hash {:.12}) accuracy {}{pinned}",
+        v.served_version,
+        v.served_hash,
+        acc(v.served_accuracy)
     );
-    match &best {
-        Some(b) => println!("best-ever: v{} (hash {:.12}) accuracy {:.4}", b.version, b.hash, b.accuracy),
-        None => println!("best-ever: none yet (no round has run)"),
-    }
-    println!("served file: {} ({file_state})", project.strategy_path().display());
-    match &last {
-        Some(r) => println!(
+    let _ = match (v.best_version, &v.best_hash, v.best_accuracy) {
+        (Some(b), Some(h), Some(a)) => writeln!(out, "best-ever: v{b} (hash {h:.12}) accuracy {a:.4}"),
+        _ => writeln!(out, "best-ever: none yet (no round has run)"),
+    };
+    let _ = writeln!(out, "served file: {} ({})", v.served_path, v.served_file);
+    let _ = match &v.last_round {
+        Some(r) => writeln!(
+            out,
             "rounds: {} (last: round {}, {}, at {})",
-            rounds.len(),
+            v.rounds,
             r["round"],
             match r["accepted"].as_str() {
                 Some(c) => format!("accepted {c}"),
@@ -148,42 +69,54 @@ pub fn status(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
             },
             r["at"].as_str().unwrap_or("?")
         ),
-        None => println!("rounds: 0"),
-    }
-    for (role, u) in &llm_total {
-        println!(
+        None => writeln!(out, "rounds: 0"),
+    };
+    for (role, u) in &v.llm.total {
+        let _ = writeln!(
+            out,
             "model {role}: {} requests, {} cache hits, {} prompt + {} completion tokens, {} errors (all rounds)",
             u.requests, u.cache_hits, u.prompt_tokens, u.completion_tokens, u.errors
         );
     }
-    match confirm_size {
-        Some(n) => println!(
-            "confirm part: {n} questions; next test at alpha {next_alpha:.3e} (LORD++ test {}), wealth {wealth:.3e}",
-            confirm_state.lord.tests + 1
-        ),
-        None => println!(
-            "confirm part: not split yet (no round has run); next test at alpha {next_alpha:.3e}, wealth {wealth:.3e}"
-        ),
+    render_confirm(&mut out, &v.confirm);
+    if v.escalations.is_empty() {
+        out.push_str("escalations: none\n");
+    } else {
+        let _ = writeln!(out, "escalations: {} pending (see `emend escalations`)", v.escalations.len());
     }
-    match (mde, discordance) {
-        (Some(m), Some(q)) => println!(
+    out
+}
+
+/// The confirm part, the next test's power and the holdout budget.
+fn render_confirm(out: &mut String, c: &ConfirmView) {
+    let (alpha, wealth) = (c.next_alpha, c.lord_wealth);
+    let _ = match c.questions {
+        Some(n) => writeln!(
+            out,
+            "confirm part: {n} questions; next test at alpha {alpha:.3e} (LORD++ test {}), wealth {wealth:.3e}",
+            c.tests + 1
+        ),
+        None => writeln!(
+            out,
+            "confirm part: not split yet (no round has run); next test at alpha {alpha:.3e}, wealth {wealth:.3e}"
+        ),
+    };
+    let _ = match (c.mde_80, c.discordance_rate) {
+        (Some(m), Some(q)) => writeln!(
+            out,
             "the next confirm test sees a gain of {:.2} pp with 80% power (discordance rate {:.1}% so far)",
             m * 100.0,
             q * 100.0
         ),
-        (None, Some(q)) => println!(
+        (None, Some(q)) => writeln!(
+            out,
             "the next confirm test cannot see any gain up to the discordance rate ({:.1}%) with 80% power at its alpha",
             q * 100.0
         ),
-        _ => println!("minimum detectable effect: unknown until a confirm test has observed a discordance rate"),
-    }
-    println!("holdout budget: {holdout_left} of {} left; {holdout_advice}", confirm_state.holdout.config.budget);
-    if escalations.is_empty() {
-        println!("escalations: none");
-    } else {
-        println!("escalations: {} pending (see `emend escalations`)", escalations.len());
-    }
-    Ok(exit::OK)
+        _ => writeln!(out, "minimum detectable effect: unknown until a confirm test has observed a discordance rate"),
+    };
+    let _ =
+        writeln!(out, "holdout budget: {} of {} left; {}", c.holdout_budget_left, c.holdout_budget, c.holdout_advice);
 }
 
 pub fn escalations(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
@@ -385,92 +318,41 @@ pub struct LogArgs {
     pub json: bool,
 }
 
-/// The readable history: rounds with their decisions and rejections, and every served-pointer move.
-pub fn log_entries(log: &dyn EventLog) -> Result<Vec<Value>, Failure> {
-    let mut entries = Vec::new();
-    let mut pending: Vec<Value> = Vec::new();
-    for record in log.read_from(1).map_err(common::journal_failure)? {
-        let event = Event::from_record(&record).map_err(|e| Failure::failed(anyhow::anyhow!(e)))?;
-        match event {
-            Event::CandidateJudged(c) => pending.push(json!({
-                "id": c.id, "hypothesis": c.hypothesis,
-                "change": c.change.as_ref().map(|ch| format!("{} {} -> {}", ch.path, ch.from, ch.to)),
-                "outcome": c.outcome, "rejected_by": c.rejected_by, "reason": c.reason, "delta": c.delta,
-            })),
-            Event::RoundFinished(r) => {
-                entries.push(json!({
-                    "seq": record.seq, "kind": "round", "round": r.round, "at": r.at,
-                    "served_before": r.served_version_before, "served_after": r.served_version_after,
-                    "served_accuracy": r.served_accuracy, "accepted": r.accepted,
-                    "candidates": std::mem::take(&mut pending),
-                }));
-            }
-            Event::ServedChanged { from, to, cause, reason, who, at, .. } if cause != "accept" => {
-                entries.push(json!({"seq": record.seq, "kind": cause, "from": from, "to": to, "reason": reason, "who": who, "at": at}));
-            }
-            Event::StrategyVersioned { version, origin, note, .. } if origin == "hand_edit" => {
-                entries.push(json!({"seq": record.seq, "kind": "hand_edit", "version": version, "reason": note}));
-            }
-            Event::Escalated { class, round, reasons } => {
-                entries.push(json!({"seq": record.seq, "kind": "escalated", "class": class, "round": round, "reason": reasons.join("; ")}));
-            }
-            _ => {}
-        }
-    }
-    Ok(entries)
-}
-
-pub fn render_log(entries: &[Value]) -> String {
+/// The text form of a [`LogView`].
+pub fn render_log(view: &LogView) -> String {
     let mut out = String::new();
-    for e in entries {
-        match e["kind"].as_str().unwrap_or("") {
-            "round" => {
-                let accepted = e["accepted"].as_str();
-                out.push_str(&format!(
-                    "round {}: {} -> served v{} ({:.4})\n",
-                    e["round"],
-                    match accepted {
-                        Some(id) => format!("accepted {id}"),
-                        None => "nothing accepted".into(),
-                    },
-                    e["served_after"],
-                    e["served_accuracy"].as_f64().unwrap_or(0.0)
-                ));
-                for c in e["candidates"].as_array().into_iter().flatten() {
-                    let what = c["change"].as_str().unwrap_or_else(|| c["hypothesis"].as_str().unwrap_or(""));
-                    let verdict = match c["rejected_by"].as_str() {
-                        None => format!("ACCEPTED ({:+.4})", c["delta"].as_f64().unwrap_or(0.0)),
-                        Some(by) => format!(
-                            "{} by {by}: {}",
-                            c["outcome"].as_str().unwrap_or("rejected"),
-                            c["reason"].as_str().unwrap_or("")
-                        ),
+    for e in &view.entries {
+        let _ = match e {
+            LogEntry::Round { round, served_after, served_accuracy, accepted, candidates, .. } => {
+                let decision = match accepted {
+                    Some(id) => format!("accepted {id}"),
+                    None => "nothing accepted".into(),
+                };
+                let _ = writeln!(out, "round {round}: {decision} -> served v{served_after} ({served_accuracy:.4})");
+                for c in candidates {
+                    let what = c.change.as_deref().unwrap_or(&c.hypothesis);
+                    let verdict = match c.rejected_by {
+                        None => format!("ACCEPTED ({:+.4})", c.delta.unwrap_or(0.0)),
+                        Some(by) => format!("{} by {by}: {}", c.outcome, c.reason),
                     };
-                    out.push_str(&format!("  {} {what}: {verdict}\n", c["id"].as_str().unwrap_or("")));
+                    let _ = writeln!(out, "  {} {what}: {verdict}", c.id);
                 }
+                Ok(())
             }
-            "init" => out.push_str(&format!("init: served v{} ({})\n", e["to"], e["reason"].as_str().unwrap_or(""))),
-            "escalated" => out.push_str(&format!(
-                "escalated {} in round {}: {}\n",
-                e["class"].as_str().unwrap_or(""),
-                e["round"],
-                e["reason"].as_str().unwrap_or("")
-            )),
-            "hand_edit" => out.push_str(&format!(
-                "hand edit journaled as v{}: {}\n",
-                e["version"],
-                e["reason"].as_str().unwrap_or("")
-            )),
-            kind => out.push_str(&format!(
-                "{}: v{} -> v{} by {} at {}: {}\n",
+            LogEntry::Moved { kind, to, reason, .. } if kind == "init" => {
+                writeln!(out, "init: served v{to} ({reason})")
+            }
+            LogEntry::Moved { kind, from, to, reason, who, at, .. } => writeln!(
+                out,
+                "{}: v{} -> v{to} by {who} at {at}: {reason}",
                 kind.replace('_', " "),
-                e["from"].as_u64().map_or("?".into(), |v| v.to_string()),
-                e["to"],
-                e["who"].as_str().unwrap_or("?"),
-                e["at"].as_str().unwrap_or("?"),
-                e["reason"].as_str().unwrap_or("")
-            )),
-        }
+                from.map_or("?".into(), |v| v.to_string()),
+            ),
+            LogEntry::Escalated { class, round, reason, .. } => {
+                writeln!(out, "escalated {class} in round {round}: {reason}")
+            }
+            LogEntry::HandEdit { version, reason, .. } => writeln!(out, "hand edit journaled as v{version}: {reason}"),
+        };
     }
     out
 }
@@ -478,15 +360,14 @@ pub fn render_log(entries: &[Value]) -> String {
 pub fn log(args: &LogArgs, project_dir: Option<&Path>) -> CmdResult {
     let project = common::project(project_dir)?;
     let log = common::reader(&project)?;
-    let mut entries = log_entries(&log)?;
+    let mut view = LogView::build(&log).map_err(common::store_failure)?;
     if let Some(n) = args.limit {
-        let skip = entries.len().saturating_sub(n);
-        entries.drain(..skip);
+        view.keep_last(n);
     }
     if args.json {
-        common::print_json(&json!({"entries": entries}));
+        common::print_json(&serde_json::to_value(&view).expect("views serialize"));
     } else {
-        print!("{}", render_log(&entries));
+        print!("{}", render_log(&view));
     }
     Ok(exit::OK)
 }

@@ -6,30 +6,30 @@
 //! served file edited by hand is never overwritten silently: the command
 //! refuses (exit 2) unless `--force`, which journals the edit first.
 
-use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
+use anstyle::Style;
 use engine::artifact;
 use engine::candidate::Outcome;
 use engine::config::Project;
 use engine::events::CandidateRecord;
-use engine::events::T_QUESTIONS;
 use engine::evolve::{self, FileState};
 use engine::exit;
-use engine::report::{self, QuestionText};
+use engine::report;
 use engine::schema::StrategySchema;
 use engine::store::Store;
+use engine::views::{QuestionView, ShowView, VersionView};
 use journal::EventLog;
 use serde_json::{Value, json};
 
 use super::common;
+use super::term::{self, DIFF_ADD, DIFF_DEL, DIFF_FILE, DIFF_HUNK, FAIL, HEADING, PASS};
 use super::{CmdResult, Failure};
 
 /// What a `served`, `best`, `vN` or candidate id names.
 pub enum Target {
-    Version { version: u64, hash: String, parent: Option<u64>, document: Value, origin: String, note: String },
-    Candidate { record: Value },
+    Version { version: u64, hash: String, parent: Option<u64>, document: Value },
+    Candidate(Box<CandidateRecord>),
 }
 
 fn parse_version(spec: &str) -> Option<u64> {
@@ -65,18 +65,11 @@ pub fn resolve(log: &dyn EventLog, spec: &str) -> Result<Target, Failure> {
             .document(&info.hash)
             .map_err(common::store_failure)?
             .ok_or_else(|| Failure::failed(anyhow::anyhow!("v{v} has no stored document")))?;
-        return Ok(Target::Version {
-            version: v,
-            hash: info.hash,
-            parent: info.parent,
-            document,
-            origin: info.origin,
-            note: info.note,
-        });
+        return Ok(Target::Version { version: v, hash: info.hash, parent: info.parent, document });
     }
     let candidates = store.candidates().map_err(common::store_failure)?;
     if let Some(record) = candidates.into_iter().find(|c| c.id == spec) {
-        return Ok(Target::Candidate { record: serde_json::to_value(&record).expect("records serialize") });
+        return Ok(Target::Candidate(Box::new(record)));
     }
     Err(Failure::bad_input(anyhow::anyhow!("{spec}: not a version (served, best, vN) nor a candidate id (like r3c2)")))
 }
@@ -94,30 +87,30 @@ fn version_name(log: &dyn EventLog, version: u64) -> Result<String, Failure> {
     Ok(if tags.is_empty() { format!("v{version}") } else { format!("v{version} ({})", tags.join(", ")) })
 }
 
-/// Colour on a terminal only, and never with `--no-color` or `NO_COLOR` set.
-fn use_color(no_color: bool) -> bool {
-    !no_color && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal()
+/// `text` in `style` (the codes are stripped when the output is plain).
+fn styled(style: Style, text: &str) -> String {
+    format!("{style}{text}{style:#}")
 }
 
-/// ANSI colours for a unified diff.
+/// A unified diff styled line by line: file names bold, additions green,
+/// removals red, hunk headers cyan.
 pub fn colorize(d: &str) -> String {
     let mut out = String::new();
     for l in d.lines() {
-        let code = if l.starts_with("+++") || l.starts_with("---") {
-            "1"
+        let style = if l.starts_with("+++") || l.starts_with("---") {
+            Some(DIFF_FILE)
         } else if l.starts_with('+') {
-            "32"
+            Some(DIFF_ADD)
         } else if l.starts_with('-') {
-            "31"
+            Some(DIFF_DEL)
         } else if l.starts_with("@@") {
-            "36"
+            Some(DIFF_HUNK)
         } else {
-            ""
+            None
         };
-        if code.is_empty() {
-            out.push_str(l);
-        } else {
-            out.push_str(&format!("\x1b[{code}m{l}\x1b[0m"));
+        match style {
+            Some(style) => out.push_str(&styled(style, l)),
+            None => out.push_str(l),
         }
         out.push('\n');
     }
@@ -139,230 +132,67 @@ pub struct ShowArgs {
     pub no_color: bool,
 }
 
-/// Which stage held a question's evidence under a strategy: its Layer A
-/// label, `correct`, or `?` when no evaluation of that strategy is recorded.
-fn stage_of(log: &dyn EventLog, qid: &str, hash: &str) -> String {
-    match log.get(T_QUESTIONS, &format!("{qid}|{hash}")) {
-        Ok(Some(v)) => match v["label"].as_str() {
-            Some(l) => l.to_string(),
-            None if v["correct"] == json!(true) => "correct".to_string(),
-            None => "wrong".to_string(),
-        },
-        _ => "?".to_string(),
-    }
-}
-
-fn question_json(id: &str, texts: &BTreeMap<String, QuestionText>) -> Value {
-    let t = texts.get(id).cloned().unwrap_or_default();
-    json!({"id": id, "category": t.category, "question": t.question, "gold_answer": t.gold, "evidence": t.evidence})
-}
-
-/// The Layer A diagnosis of the parent that motivated a candidate: all
-/// labels, the motivating labels by category, and example questions.
-fn layer_a_json(
-    log: &dyn EventLog,
-    parent_hash: &str,
-    motivation: &Value,
-    texts: &BTreeMap<String, QuestionText>,
-) -> Result<Value, Failure> {
-    // The latest recorded diagnosis of the parent (one per harness and dataset).
-    let store = Store::new(log);
-    let latest = store.latest_evaluation(parent_hash).map_err(common::store_failure)?;
-    let Some(d) = latest.map(|(key, _)| store.diagnosis(&key)).transpose().map_err(common::store_failure)?.flatten()
-    else {
-        return Ok(Value::Null);
-    };
-    let d = serde_json::to_value(&d).expect("diagnoses serialize");
-    let motivating: Vec<&String> = motivation.as_object().map(|m| m.keys().collect()).unwrap_or_default();
-    let mut by_category = serde_json::Map::new();
-    for (cat, labels) in d["by_category"].as_object().into_iter().flatten() {
-        let counts: serde_json::Map<String, Value> = labels
-            .as_object()
-            .into_iter()
-            .flatten()
-            .filter(|(l, _)| motivating.contains(l))
-            .map(|(l, n)| (l.clone(), n.clone()))
-            .collect();
-        if !counts.is_empty() {
-            by_category.insert(cat.clone(), Value::Object(counts));
-        }
-    }
-    let mut examples = serde_json::Map::new();
-    for label in &motivating {
-        let list: Vec<Value> = d["examples"][label.as_str()]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .take(3)
-            .map(|id| question_json(id, texts))
-            .collect();
-        examples.insert((*label).clone(), Value::Array(list));
-    }
-    Ok(json!({
-        "n": d["n"], "failures": d["failures"], "counts": d["counts"],
-        "motivating_by_category": by_category, "examples": examples,
-    }))
-}
-
-/// The full "what changed and why" of a version or candidate, as JSON.
-pub fn explain(project: &Project, log: &dyn EventLog, target: &Target) -> Result<Value, Failure> {
-    let store = Store::new(log);
+/// The typed "what changed and why" of a version or candidate.
+pub fn explain(project: &Project, log: &dyn EventLog, target: &Target) -> Result<ShowView, Failure> {
     let texts = report::question_texts(project);
-    let best = store.best().map_err(common::store_failure)?;
-    let accuracy_of = |hash: &str| -> Result<Option<f64>, Failure> {
-        Ok(report::recorded_evaluation(log, hash, best.as_ref())
+    match target {
+        Target::Version { version, .. } => ShowView::of_version(log, &texts, *version)
             .map_err(common::store_failure)?
-            .map(|(_, s)| s.accuracy))
-    };
-    let (record, version_info) = match target {
-        Target::Candidate { record } => (Some(record.clone()), None),
-        Target::Version { version, hash, parent, origin, note, .. } => {
-            let rec = store
-                .candidates()
-                .map_err(common::store_failure)?
-                .into_iter()
-                .find(|c| c.accepted_version == Some(*version))
-                .map(|c| serde_json::to_value(&c).expect("records serialize"));
-            let round = store.version(*version).map_err(common::store_failure)?.and_then(|i| i.round);
-            (
-                rec,
-                Some(json!({
-                    "version": version, "name": version_name(log, *version)?, "hash": hash, "parent": parent,
-                    "origin": origin, "round": round, "note": note, "accuracy": accuracy_of(hash)?,
-                })),
-            )
-        }
-    };
-    let (doc, parent_doc, name, parent_name) = match target {
-        Target::Version { version, document, parent, .. } => {
-            let pdoc = match parent {
-                Some(p) => match resolve(log, &format!("v{p}"))? {
-                    Target::Version { document, .. } => Some(document),
-                    Target::Candidate { .. } => None,
-                },
-                None => None,
-            };
-            (document.clone(), pdoc, format!("v{version}"), parent.map(|p| format!("v{p}")))
-        }
-        Target::Candidate { record } => {
-            let parent_hash = record["parent_hash"].as_str().unwrap_or("");
-            let pdoc = store.document(parent_hash).map_err(common::store_failure)?;
-            (
-                record["document"].clone(),
-                pdoc,
-                record["id"].as_str().unwrap_or("candidate").to_string(),
-                Some(format!("v{}", record["parent_version"])),
-            )
-        }
-    };
-    let diff = match (&parent_doc, &parent_name) {
-        (Some(p), Some(pn)) if !doc.is_null() => Some(report::unified_diff(p, &doc, pn, &name)),
-        _ => None,
-    };
-    let mut examples = json!({"improved": [], "regressed": [], "improved_total": 0, "regressed_total": 0});
-    let mut layer_a = Value::Null;
-    let mut hypothesis = Value::Null;
-    if let Some(rec) = &record {
-        let parent_hash = rec["parent_hash"].as_str().unwrap_or("");
-        layer_a = layer_a_json(log, parent_hash, &rec["motivation"], &texts)?;
-        if let Some(key) = rec["hypothesis"].as_str() {
-            hypothesis = store.tree().map_err(common::store_failure)?.get(key).map_or(Value::Null, |h| {
-                json!({"key": h.key, "status": h.status.as_str(), "visits": h.visits, "mean_reward": h.mean_reward(),
-                       "best_delta": h.best_delta, "evidence_for": h.evidence_for, "evidence_against": h.evidence_against})
-            });
-        }
-        if let (Some(full), Some(hash)) = (rec.get("full").filter(|f| f.is_object()), rec["hash"].as_str()) {
-            for side in ["improved", "regressed"] {
-                let list: Vec<Value> = full[format!("{side}_examples").as_str()]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                    .take(5)
-                    .map(|qid| {
-                        let mut q = question_json(qid, &texts);
-                        q["before"] = json!(stage_of(log, qid, parent_hash));
-                        q["after"] = json!(stage_of(log, qid, hash));
-                        q
-                    })
-                    .collect();
-                examples[side] = Value::Array(list);
-                examples[format!("{side}_total")] = full[side].clone();
-            }
+            .ok_or_else(|| Failure::bad_input(anyhow::anyhow!("no version v{version} in the journal"))),
+        Target::Candidate(record) => {
+            ShowView::of_candidate(log, &texts, (**record).clone()).map_err(common::store_failure)
         }
     }
-    Ok(json!({
-        "target": name,
-        "version": version_info,
-        "parent": parent_name,
-        "diff": diff,
-        "candidate": record,
-        "layer_a": layer_a,
-        "hypothesis_now": hypothesis,
-        "examples": examples,
-    }))
 }
 
-fn verdict_word(pass: bool, color: bool) -> &'static str {
-    match (pass, color) {
-        (true, false) => "pass",
-        (false, false) => "FAIL",
-        (true, true) => "\x1b[32mpass\x1b[0m",
-        (false, true) => "\x1b[1;31mFAIL\x1b[0m",
-    }
+fn verdict_word(pass: bool) -> String {
+    if pass { styled(PASS, "pass") } else { styled(FAIL, "FAIL") }
 }
 
-fn f(v: &Value) -> f64 {
-    v.as_f64().unwrap_or(0.0)
+fn bold(t: &str) -> String {
+    styled(HEADING, t)
 }
 
-fn s(v: &Value) -> &str {
-    v.as_str().unwrap_or("")
-}
-
-fn render_question(out: &mut String, q: &Value, stages: bool) {
+fn render_question(out: &mut String, q: &QuestionView) {
+    let stages = match (&q.before, &q.after) {
+        (Some(b), Some(a)) => format!("  stage: {b} -> {a}"),
+        _ => String::new(),
+    };
     out.push_str(&format!(
-        "  {} [{}] {}\n    gold: {}  evidence: {}{}\n",
-        s(&q["id"]),
-        s(&q["category"]),
-        s(&q["question"]),
-        if s(&q["gold_answer"]).is_empty() { "-" } else { s(&q["gold_answer"]) },
-        q["evidence"]
-            .as_array()
-            .map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", "))
-            .unwrap_or_default(),
-        if stages { format!("  stage: {} -> {}", s(&q["before"]), s(&q["after"])) } else { String::new() }
+        "  {} [{}] {}\n    gold: {}  evidence: {}{stages}\n",
+        q.id,
+        q.category,
+        q.question,
+        if q.gold_answer.is_empty() { "-" } else { &q.gold_answer },
+        q.evidence.join(", "),
     ));
 }
 
-/// The one-screen text form of [`explain`]. The candidate part reads the
-/// typed gate record the view was built from.
-pub fn render_show(v: &Value, color: bool) -> String {
+/// The one-screen text form of a [`ShowView`], styled (the caller's stream
+/// strips the styles when the output is plain).
+pub fn render_show(v: &ShowView) -> String {
     let mut out = String::new();
-    let bold = |t: &str| if color { format!("\x1b[1m{t}\x1b[0m") } else { t.to_string() };
-    let record: Option<CandidateRecord> = v["candidate"]
-        .is_object()
-        .then(|| serde_json::from_value(v["candidate"].clone()).expect("the view's candidate is a gate record"));
-    if let Some(info) = v["version"].as_object() {
-        render_version(&mut out, info, record.as_ref(), &bold);
+    let record = v.candidate.as_ref();
+    if let Some(info) = &v.version {
+        render_version(&mut out, info, record);
     }
-    match &record {
+    match record {
         Some(c) => {
-            render_why(&mut out, v, c, &bold);
-            render_screens(&mut out, c, color, &bold);
-            render_full(&mut out, c, color, &bold);
+            render_why(&mut out, v, c);
+            render_screens(&mut out, c);
+            render_full(&mut out, c);
         }
-        None => match v["version"]["origin"].as_str() {
+        None => match v.version.as_ref().map(|i| i.origin.as_str()) {
             Some("init") => out.push_str("no gate record: the starting point\n"),
             Some("hand_edit") => out.push_str("no gate record: a hand edit, kept so nothing is lost\n"),
             _ => out.push_str("no gate record found for this version\n"),
         },
     }
-    let has_full = record.as_ref().is_some_and(|c| c.full.is_some());
-    for side in ["improved", "regressed"] {
-        let list = v["examples"][side].as_array().cloned().unwrap_or_default();
-        let total = v["examples"][format!("{side}_total")].as_u64().unwrap_or(0);
+    let has_full = record.is_some_and(|c| c.full.is_some());
+    let e = &v.examples;
+    for (side, list, total) in
+        [("improved", &e.improved, e.improved_total), ("regressed", &e.regressed, e.regressed_total)]
+    {
         if list.is_empty() {
             if has_full {
                 out.push_str(&format!("{} none\n", bold(&format!("{side} questions:"))));
@@ -371,16 +201,18 @@ pub fn render_show(v: &Value, color: bool) -> String {
         }
         out.push_str(&format!("{} {total}, e.g.:\n", bold(&format!("{side} questions:"))));
         for q in list {
-            render_question(&mut out, &q, true);
+            render_question(&mut out, q);
         }
     }
-    match v["diff"].as_str() {
-        Some("") => out.push_str(&format!("{} none: same content as {}\n", bold("diff:"), s(&v["parent"]))),
+    match v.diff.as_deref() {
+        Some("") => {
+            out.push_str(&format!("{} none: same content as {}\n", bold("diff:"), v.parent.as_deref().unwrap_or("")))
+        }
         Some(d) => {
             out.push_str(&format!("{}\n", bold("diff:")));
-            out.push_str(&if color { colorize(d) } else { d.to_string() });
+            out.push_str(&colorize(d));
         }
-        None if record.as_ref().is_some_and(|c| c.document.is_none()) => {
+        None if record.is_some_and(|c| c.document.is_none()) => {
             out.push_str(&format!("{} none (no strategy was proposed)\n", bold("diff:")))
         }
         None => out.push_str(&format!("{} none (no parent)\n", bold("diff:"))),
@@ -389,13 +221,8 @@ pub fn render_show(v: &Value, color: bool) -> String {
 }
 
 /// The version's name, origin, parent, accuracy and note.
-fn render_version(
-    out: &mut String,
-    info: &serde_json::Map<String, Value>,
-    c: Option<&CandidateRecord>,
-    bold: &dyn Fn(&str) -> String,
-) {
-    let origin = match (s(&info["origin"]), info["round"].as_u64()) {
+fn render_version(out: &mut String, info: &VersionView, c: Option<&CandidateRecord>) {
+    let origin = match (info.origin.as_str(), info.round) {
         ("accepted", Some(r)) => format!("accepted in round {r}"),
         ("init", _) => "the first version".to_string(),
         ("hand_edit", _) => "a hand edit journaled by `rollback --force`".to_string(),
@@ -403,20 +230,19 @@ fn render_version(
     };
     out.push_str(&format!(
         "{}  {origin}, parent {}, accuracy {}\n  hash {}\n",
-        bold(s(&info["name"])),
-        info["parent"].as_u64().map_or("none".to_string(), |p| format!("v{p}")),
-        info["accuracy"].as_f64().map_or("not evaluated".to_string(), |a| format!("{a:.4}")),
-        s(&info["hash"])
+        bold(&info.name),
+        info.parent.map_or("none".to_string(), |p| format!("v{p}")),
+        info.accuracy.map_or("not evaluated".to_string(), |a| format!("{a:.4}")),
+        info.hash
     ));
-    let note = s(&info["note"]);
-    if !note.is_empty() && Some(note) != c.map(|c| c.reason.as_str()) {
-        out.push_str(&format!("  {note}\n"));
+    if !info.note.is_empty() && Some(info.note.as_str()) != c.map(|c| c.reason.as_str()) {
+        out.push_str(&format!("  {}\n", info.note));
     }
 }
 
 /// The candidate's change and outcome, and why it was proposed: Layer A on
 /// the parent and the hypothesis as it stands now.
-fn render_why(out: &mut String, v: &Value, c: &CandidateRecord, bold: &dyn Fn(&str) -> String) {
+fn render_why(out: &mut String, v: &ShowView, c: &CandidateRecord) {
     let change = match &c.change {
         Some(ch) => format!("{} {} -> {}", ch.path, ch.from, ch.to),
         None => "no change proposed".to_string(),
@@ -442,64 +268,50 @@ fn render_why(out: &mut String, v: &Value, c: &CandidateRecord, bold: &dyn Fn(&s
         c.actionability,
         Some(c.ucb).filter(|u| *u >= 0.0).map_or("unvisited".to_string(), |u| format!("{u:.3}"))
     ));
-    let la = &v["layer_a"];
-    if la.is_object() {
-        let counts: Vec<String> =
-            la["counts"].as_object().into_iter().flatten().map(|(k, n)| format!("{k} {n}")).collect();
+    if let Some(la) = &v.layer_a {
+        let counts: Vec<String> = la.counts.iter().map(|(k, n)| format!("{k} {n}")).collect();
         out.push_str(&format!(
             "  v{} failed {} of {} questions: {}\n",
             c.parent_version,
-            la["failures"],
-            la["n"],
+            la.failures,
+            la.n,
             counts.join(", ")
         ));
-        let cats: Vec<String> = la["motivating_by_category"]
-            .as_object()
-            .into_iter()
-            .flatten()
-            .map(|(cat, m)| {
-                let n: u64 = m.as_object().into_iter().flatten().filter_map(|(_, n)| n.as_u64()).sum();
-                format!("{cat} {n}")
-            })
-            .collect();
+        let cats: Vec<String> =
+            la.motivating_by_category.iter().map(|(cat, m)| format!("{cat} {}", m.values().sum::<usize>())).collect();
         if !cats.is_empty() {
             out.push_str(&format!("  motivating failures by category: {}\n", cats.join(", ")));
         }
-        for (label, list) in la["examples"].as_object().into_iter().flatten() {
-            let list = list.as_array().cloned().unwrap_or_default();
-            if list.is_empty() {
-                continue;
-            }
+        for (label, list) in la.examples.iter().filter(|(_, l)| !l.is_empty()) {
             out.push_str(&format!("  {label}, e.g.:\n"));
             for q in list.iter().take(2) {
                 let mut text = String::new();
-                render_question(&mut text, q, false);
+                render_question(&mut text, q);
                 out.push_str(&text.lines().map(|l| format!("  {l}\n")).collect::<String>());
             }
         }
     }
-    let h = &v["hypothesis_now"];
-    if h.is_object() {
+    if let Some(h) = &v.hypothesis_now {
         out.push_str(&format!(
             "  hypothesis now: {} (visits {}, mean reward {:+.3}, best delta {}, evidence +{} -{})\n",
-            s(&h["status"]),
-            h["visits"],
-            f(&h["mean_reward"]),
-            h["best_delta"].as_f64().map_or("-".to_string(), |d| format!("{d:+.4}")),
-            h["evidence_for"],
-            h["evidence_against"]
+            h.status,
+            h.visits,
+            h.mean_reward,
+            h.best_delta.map_or("-".to_string(), |d| format!("{d:+.4}")),
+            h.evidence_for,
+            h.evidence_against
         ));
     }
 }
 
 /// Gates, critic and probe.
-fn render_screens(out: &mut String, c: &CandidateRecord, color: bool, bold: &dyn Fn(&str) -> String) {
+fn render_screens(out: &mut String, c: &CandidateRecord) {
     if c.gates.is_empty() {
         out.push_str(&format!("{} none run (blocked before a strategy was proposed)\n", bold("gates:")));
     } else {
         out.push_str(&format!("{}\n", bold("gates:")));
         for g in &c.gates {
-            out.push_str(&format!("  {:<18} {}  {}\n", g.gate.as_str(), verdict_word(g.pass, color), g.detail));
+            out.push_str(&format!("  {:<18} {}  {}\n", g.gate.as_str(), verdict_word(g.pass), g.detail));
         }
     }
     if let Some(cr) = &c.critic {
@@ -515,7 +327,7 @@ fn render_screens(out: &mut String, c: &CandidateRecord, color: bool, bold: &dyn
         out.push_str(&format!(
             "{} {}  {} questions, served {:.4}, candidate {:.4}, delta {:+.4}, tolerance {:.4}\n",
             bold("probe:"),
-            verdict_word(p.pass, color),
+            verdict_word(p.pass),
             p.n,
             p.served_accuracy,
             p.candidate_accuracy,
@@ -526,7 +338,7 @@ fn render_screens(out: &mut String, c: &CandidateRecord, color: bool, bold: &dyn
 }
 
 /// The full test: counts, accuracy, interval, McNemar and every rule.
-fn render_full(out: &mut String, c: &CandidateRecord, color: bool, bold: &dyn Fn(&str) -> String) {
+fn render_full(out: &mut String, c: &CandidateRecord) {
     let Some(fu) = &c.full else {
         if c.outcome != Outcome::Blocked {
             out.push_str(&format!("{} not run\n", bold("full:")));
@@ -536,7 +348,7 @@ fn render_full(out: &mut String, c: &CandidateRecord, color: bool, bold: &dyn Fn
     out.push_str(&format!(
         "{} {}  n {}, improved {}, regressed {}, both correct {}, both wrong {}\n",
         bold("full:"),
-        verdict_word(fu.accept, color),
+        verdict_word(fu.accept),
         fu.n,
         fu.improved,
         fu.regressed,
@@ -561,7 +373,7 @@ fn render_full(out: &mut String, c: &CandidateRecord, color: bool, bold: &dyn Fn
         fu.alpha
     ));
     for r in &fu.rules {
-        out.push_str(&format!("  {} {:<28} {}\n", verdict_word(r.pass, color), r.name.as_str(), r.detail));
+        out.push_str(&format!("  {} {:<28} {}\n", verdict_word(r.pass), r.name.as_str(), r.detail));
     }
 }
 
@@ -571,27 +383,29 @@ pub fn show(args: &ShowArgs, project_dir: Option<&Path>) -> CmdResult {
     let target = resolve(&log, &args.target)?;
     if args.yaml {
         match &target {
-            Target::Version { version, parent, document, hash, .. } => {
+            Target::Version { version, parent, document, hash } => {
                 print!(
                     "{}",
                     artifact::render_yaml(document, Some(*version), *parent, &evolve::served_header(*version, hash))
                 );
             }
-            Target::Candidate { record } if record["document"].is_null() => {
-                return Err(Failure::bad_input(anyhow::anyhow!(
-                    "{}: blocked before a strategy was proposed; there is no artifact",
-                    args.target
-                )));
-            }
-            Target::Candidate { record } => print!("{}", report::document_yaml(&record["document"])),
+            Target::Candidate(record) => match &record.document {
+                Some(document) => print!("{}", report::document_yaml(document)),
+                None => {
+                    return Err(Failure::bad_input(anyhow::anyhow!(
+                        "{}: blocked before a strategy was proposed; there is no artifact",
+                        args.target
+                    )));
+                }
+            },
         }
         return Ok(exit::OK);
     }
     let v = explain(&project, &log, &target)?;
     if args.json {
-        common::print_json(&v);
+        common::print_json(&serde_json::to_value(&v).expect("views serialize"));
     } else {
-        print!("{}", render_show(&v, use_color(args.no_color)));
+        term::print_stdout(&render_show(&v), args.no_color);
     }
     Ok(exit::OK)
 }
@@ -618,12 +432,12 @@ fn document_of(log: &dyn EventLog, spec: &str) -> Result<(String, Value), Failur
             let name = if parse_version(spec).is_some() { format!("v{version}") } else { version_name(log, version)? };
             Ok((name, document))
         }
-        Ok(Target::Candidate { record }) if record["document"].is_null() => Err(Failure::bad_input(anyhow::anyhow!(
-            "{spec}: blocked before a strategy was proposed; there is nothing to diff"
-        ))),
-        Ok(Target::Candidate { record }) => {
-            Ok((record["id"].as_str().unwrap_or(spec).to_string(), record["document"].clone()))
-        }
+        Ok(Target::Candidate(record)) => match record.document {
+            Some(document) => Ok((record.id, document)),
+            None => Err(Failure::bad_input(anyhow::anyhow!(
+                "{spec}: blocked before a strategy was proposed; there is nothing to diff"
+            ))),
+        },
         Err(e) if e.code == exit::BAD_INPUT && PathBuf::from(spec).is_file() => {
             let text = std::fs::read_to_string(spec).map_err(|e| Failure::bad_input(anyhow::anyhow!("{spec}: {e}")))?;
             let value = artifact::parse_yaml(&text)
@@ -649,10 +463,8 @@ pub fn diff(args: &DiffArgs, project_dir: Option<&Path>) -> CmdResult {
         common::print_json(&json!({"a": an, "b": bn, "identical": text.is_empty(), "diff": text}));
     } else if text.is_empty() {
         println!("{an} and {bn} are identical");
-    } else if use_color(args.no_color) {
-        print!("{}", colorize(&text));
     } else {
-        print!("{text}");
+        term::print_stdout(&colorize(&text), args.no_color);
     }
     Ok(exit::OK)
 }
@@ -811,7 +623,7 @@ fn do_rollback(
         cause.replace('_', " "),
         v["from"],
         v["to"],
-        s(&v["who"]),
+        v["who"].as_str().unwrap_or(""),
         project.strategy_path().display()
     );
     if served.version == target {
@@ -842,37 +654,49 @@ pub fn restore_best(args: &RestoreBestArgs, project_dir: Option<&Path>) -> CmdRe
 #[cfg(test)]
 mod tests {
     use super::*;
+    use engine::views::Examples;
 
-    fn shown(fail: bool) -> Value {
-        json!({
-            "target": "r1c1",
-            "version": null,
-            "parent": "v1",
-            "diff": "--- v1\n+++ r1c1\n@@ -1 +1 @@\n-top_k: 5\n+top_k: 15\n",
-            "candidate": {
-                "id": "r1c1", "round": 1, "hypothesis": "retrieve.top_k::increase", "outcome": "rejected",
-                "rejected_by": "probe", "reason": "probe fell", "parent_version": 1, "parent_hash": "h1", "motivation": {"retrieval_gap": 3},
-                "actionability": 0.5, "ucb": 1.25, "document": {"top_k": 15},
-                "change": {"path": "retrieve.top_k", "from": 5, "to": 15},
-                "gates": [{"gate": "novelty", "pass": true, "detail": "new"}],
-                "probe": {"n": 10, "served_accuracy": 0.5, "candidate_accuracy": 0.4, "delta": -0.1, "tolerance": 0.02, "pass": !fail},
-            },
-            "layer_a": null, "hypothesis_now": null,
-            "examples": {"improved": [], "regressed": []},
-        })
+    fn shown(fail: bool) -> ShowView {
+        let candidate: CandidateRecord = serde_json::from_value(json!({
+            "id": "r1c1", "round": 1, "hash": null, "hypothesis": "retrieve.top_k::increase", "outcome": "rejected",
+            "rejected_by": "probe", "reason": "probe fell", "parent_version": 1, "parent_hash": "h1",
+            "motivation": {"retrieval_gap": 3}, "actionability": 0.5, "ucb": 1.25, "document": {"top_k": 15},
+            "change": {"path": "retrieve.top_k", "from": 5, "to": 15},
+            "gates": [{"gate": "novelty", "pass": true, "detail": "new"}], "critic": null, "full": null,
+            "probe": {"n": 10, "served_accuracy": 0.5, "candidate_accuracy": 0.4, "delta": -0.1, "tolerance": 0.02, "pass": !fail},
+            "delta": -0.1, "alpha": null, "accepted_version": null,
+        }))
+        .expect("a gate record");
+        ShowView {
+            target: "r1c1".into(),
+            version: None,
+            parent: Some("v1".into()),
+            diff: Some("--- v1\n+++ r1c1\n@@ -1 +1 @@\n-top_k: 5\n+top_k: 15\n".into()),
+            candidate: Some(candidate),
+            layer_a: None,
+            hypothesis_now: None,
+            examples: Examples::default(),
+        }
+    }
+
+    fn plain(styled: &str) -> String {
+        let mut out = anstream::AutoStream::new(Vec::<u8>::new(), anstream::ColorChoice::Never);
+        std::io::Write::write_all(&mut out, styled.as_bytes()).unwrap();
+        String::from_utf8(out.into_inner()).unwrap()
     }
 
     #[test]
-    fn colour_only_when_asked() {
-        let plain = render_show(&shown(true), false);
-        assert!(!plain.contains('\x1b'), "{plain}");
-        assert!(plain.contains("probe: FAIL  10 questions"), "{plain}");
-        assert!(plain.contains("diff:\n--- v1\n+++ r1c1\n"), "{plain}");
-        let coloured = render_show(&shown(true), true);
-        assert!(coloured.contains("\x1b[1;31mFAIL\x1b[0m"), "{coloured}");
-        assert!(coloured.contains("\x1b[32m+top_k: 15\x1b[0m"), "{coloured}");
-        assert!(coloured.contains("\x1b[31m-top_k: 5\x1b[0m"), "{coloured}");
-        assert!(render_show(&shown(false), true).contains("\x1b[32mpass\x1b[0m"));
+    fn styles_mark_verdicts_and_diff_lines_and_strip_to_plain_text() {
+        let styled = render_show(&shown(true));
+        assert!(styled.contains(&format!("{FAIL}FAIL{FAIL:#}")), "{styled:?}");
+        assert!(styled.contains(&format!("{DIFF_ADD}+top_k: 15{DIFF_ADD:#}")), "{styled:?}");
+        assert!(styled.contains(&format!("{DIFF_DEL}-top_k: 5{DIFF_DEL:#}")), "{styled:?}");
+        assert!(render_show(&shown(false)).contains(&format!("{PASS}pass{PASS:#}")));
+        let text = plain(&styled);
+        assert!(!text.contains('\x1b'), "{text}");
+        assert!(text.contains("probe: FAIL  10 questions"), "{text}");
+        assert!(text.contains("diff:\n--- v1\n+++ r1c1\n@@ -1 +1 @@\n-top_k: 5\n+top_k: 15\n"), "{text}");
+        assert!(text.contains("candidate r1c1: retrieve.top_k 5 -> 15\n"), "{text}");
     }
 
     #[test]
@@ -880,7 +704,8 @@ mod tests {
         let d = "--- a\n+++ b\n@@ -1 +1 @@\n x\n-y\n+z\n";
         let c = colorize(d);
         assert_eq!(c.lines().count(), d.lines().count());
-        assert!(c.contains("\n x\n"), "context lines stay plain: {c:?}");
+        assert!(c.contains("\n x\n"), "context lines stay unstyled: {c:?}");
+        assert_eq!(plain(&c), d);
     }
 }
 

@@ -10,11 +10,37 @@
 use std::time::Duration;
 
 use anstream::ColorChoice;
-use anstyle::Style;
+use anstyle::{AnsiColor, Style};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// The round's decision line.
 pub const DECISION: Style = Style::new().bold();
+/// Section headings of `show` (`gates:`, `full:`).
+pub const HEADING: Style = Style::new().bold();
+/// A passed gate, probe or rule.
+pub const PASS: Style = AnsiColor::Green.on_default();
+/// A failed gate, probe or rule.
+pub const FAIL: Style = AnsiColor::Red.on_default().bold();
+/// A diff's file-name lines.
+pub const DIFF_FILE: Style = Style::new().bold();
+/// A diff's added lines.
+pub const DIFF_ADD: Style = AnsiColor::Green.on_default();
+/// A diff's removed lines.
+pub const DIFF_DEL: Style = AnsiColor::Red.on_default();
+/// A diff's hunk headers.
+pub const DIFF_HUNK: Style = AnsiColor::Cyan.on_default();
+
+/// Prints styled text on stdout: coloured only where anstream's detection
+/// says so (a terminal, or `CLICOLOR_FORCE`), never with `no_color` (the
+/// `--no-color` flag) or `NO_COLOR`.
+pub fn print_stdout(text: &str, no_color: bool) {
+    use std::io::Write;
+    let choice = if no_color { ColorChoice::Never } else { ColorChoice::Auto };
+    let mut out = anstream::AutoStream::new(std::io::stdout().lock(), choice);
+    // A closed pipe (`emend show | head`) is not an error worth a panic.
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+}
 
 /// Whether text written to stderr gets colour (the tracing subscriber asks too).
 pub fn stderr_colour() -> bool {

@@ -6,9 +6,10 @@
 
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
-use super::{FunnelRow, PointKind, QuestionText, ReportData, ServedMove, VersionSection, pct, pp, ratio};
+use super::{FunnelRow, PointKind, ReportData, ServedMove, VersionSection, pct, pp, ratio};
 use crate::events::CandidateRecord;
 use crate::hypothesis::Hypothesis;
+use crate::views::QuestionView;
 
 /// Renders the report as one HTML document.
 pub fn render(d: &ReportData) -> String {
@@ -332,17 +333,17 @@ fn diff(diff: &str) -> Markup {
     html! { pre.diff { @for line in diff.lines() { span class=(class(line)) { (line) } } } }
 }
 
-fn examples(side: &str, total: usize, list: &[(String, Option<QuestionText>)]) -> Markup {
+fn examples(side: &str, total: usize, list: &[QuestionView]) -> Markup {
     html! {
         @if !list.is_empty() {
             p { (side) " questions (" (total) "), e.g.:" }
             ul.examples {
-                @for (id, t) in list {
+                @for q in list {
                     li {
-                        code { (id) }
-                        @if let Some(t) = t {
-                            " [" (t.category) "] " (t.question) " "
-                            span.muted { "gold: " (t.gold) "; evidence: " (t.evidence.join(", ")) }
+                        code { (q.id) }
+                        @if q.has_text() {
+                            " [" (q.category) "] " (q.question) " "
+                            span.muted { "gold: " (q.gold_answer) "; evidence: " (q.evidence.join(", ")) }
                         }
                     }
                 }
@@ -380,8 +381,8 @@ fn version(v: &VersionSection) -> Markup {
             @if !v.note.is_empty() { p { (v.note) } }
             @if let Some(c) = &v.candidate {
                 (gate_record(c))
-                (examples("improved", v.improved_total, &v.improved))
-                (examples("regressed", v.regressed_total, &v.regressed))
+                (examples("improved", v.examples.improved_total, &v.examples.improved))
+                (examples("regressed", v.examples.regressed_total, &v.examples.regressed))
             } @else if v.origin == "init" {
                 p.muted { "The starting point: no gate record." }
             } @else if v.origin == "hand_edit" {
