@@ -24,14 +24,13 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use jsonschema::error::{TypeKind, ValidationErrorKind};
 use serde_json::{Value, json};
 
 use crate::artifact::{self, Artifact};
 use crate::backend::{Backend, BackendError, SetupError};
 use crate::config::{CommandHarness, Project};
 use crate::outcome::{Evaluation, OutcomeRecord};
-use crate::schema::StrategySchema;
+use crate::schema::{self, Dialect, StrategySchema};
 
 /// The protocol version: in every task shard, and part of the harness hash.
 pub const PROTOCOL: &str = "emend-command/1";
@@ -919,7 +918,11 @@ fn check_record(
         format!("not valid JSON (column {}): {m}", e.column())
     })?;
     if !validator.is_valid(&value) {
-        let mut problems: Vec<(String, String)> = validator.iter_errors(&value).map(|e| explain(&e)).collect();
+        let mut problems: Vec<(String, String)> = validator
+            .iter_errors(&value)
+            .flat_map(|e| schema::explain(&e, Dialect::Json))
+            .map(|p| (p.path, p.message))
+            .collect();
         problems.sort();
         problems.dedup();
         let text: Vec<String> = problems
@@ -948,74 +951,6 @@ fn check_record(
         ));
     }
     serde_json::from_value::<OutcomeRecord>(value).map_err(|e| format!("does not fit an outcome record: {e}"))
-}
-
-/// One schema violation as (field path, what is wrong); the path is empty
-/// for the record itself.
-fn explain(e: &jsonschema::ValidationError<'_>) -> (String, String) {
-    let path = field_path(e.instance_path().as_str());
-    let got = e.instance();
-    let got = got.as_ref();
-    match e.kind() {
-        ValidationErrorKind::Required { property } => {
-            let name = property.as_str().map(str::to_string).unwrap_or_else(|| property.to_string());
-            let field = if path.is_empty() { name } else { format!("{path}.{name}") };
-            (field, "missing".into())
-        }
-        ValidationErrorKind::Type { kind } => {
-            let expected = match kind {
-                TypeKind::Single(t) => type_name(&t.to_string()),
-                TypeKind::Multiple(set) => {
-                    set.iter().map(|t| type_name(&t.to_string())).collect::<Vec<_>>().join(" or ")
-                }
-            };
-            (path, format!("expected {expected}, got {}", describe(got)))
-        }
-        ValidationErrorKind::Minimum { limit } => (path, format!("must be >= {limit}, got {got}")),
-        ValidationErrorKind::MinLength { limit } => (path, format!("must be at least {limit} characters, got {got}")),
-        _ => (path, e.to_string()),
-    }
-}
-
-/// `/evidence_trace/0/retrieved` -> `evidence_trace[0].retrieved`.
-fn field_path(pointer: &str) -> String {
-    let mut out = String::new();
-    for seg in pointer.split('/').skip(1) {
-        let seg = seg.replace("~1", "/").replace("~0", "~");
-        if !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit()) {
-            let _ = write!(out, "[{seg}]");
-        } else {
-            if !out.is_empty() {
-                out.push('.');
-            }
-            out.push_str(&seg);
-        }
-    }
-    out
-}
-
-fn type_name(t: &str) -> String {
-    match t {
-        "array" => "a list".into(),
-        "object" => "an object".into(),
-        "integer" => "an integer".into(),
-        "null" => "null".into(),
-        other => format!("a {other}"),
-    }
-}
-
-fn describe(v: &Value) -> String {
-    match v {
-        Value::Null => "null".into(),
-        Value::Bool(b) => format!("a boolean ({b})"),
-        Value::Number(n) => format!("a number ({n})"),
-        Value::String(s) => {
-            let short: String = s.chars().take(40).collect();
-            if short.len() < s.len() { format!("the string {short:?}...") } else { format!("the string {short:?}") }
-        }
-        Value::Array(_) => "a list".into(),
-        Value::Object(_) => "an object".into(),
-    }
 }
 
 #[cfg(test)]
@@ -1193,12 +1128,5 @@ mod tests {
         let missing = crate::config::RayConfig { driver: Some("no/such/driver.py".into()), ..configured };
         let e = RaySpec::from_config(&missing, None, &base, None).unwrap_err();
         assert!(e.to_string().starts_with("harness.ray.driver: "), "{}", e.to_string());
-    }
-
-    #[test]
-    fn paths_read_like_fields() {
-        assert_eq!(field_path(""), "");
-        assert_eq!(field_path("/correct"), "correct");
-        assert_eq!(field_path("/evidence_trace/0/retrieved"), "evidence_trace[0].retrieved");
     }
 }

@@ -306,10 +306,11 @@ impl StrategySchema {
         if !doc.is_object() {
             return vec![Problem::new(
                 "(root)",
-                format!("expected a mapping of strategy sections, got {}", describe(doc)),
+                format!("expected a mapping of strategy sections, got {}", Dialect::Yaml.describe(doc)),
             )];
         }
-        let mut problems: Vec<Problem> = self.validator.iter_errors(doc).flat_map(|e| explain(&e)).collect();
+        let mut problems: Vec<Problem> =
+            self.validator.iter_errors(doc).flat_map(|e| explain(&e, Dialect::Yaml)).collect();
         // jsonschema's error order is not stable: sort, then add the engine's own
         // checks, then group by field (stable, so schema errors come first).
         problems.sort();
@@ -377,14 +378,79 @@ pub fn fmt_num(x: f64) -> String {
     if x.fract() == 0.0 && x.abs() < 1e15 { format!("{}", x as i64) } else { format!("{x}") }
 }
 
-fn describe(v: &Value) -> String {
-    match v {
-        Value::Null => "null".into(),
-        Value::Bool(b) => format!("a boolean ({b})"),
-        Value::Number(n) => format!("a number ({n})"),
-        Value::String(s) => format!("a string ({})", short(s)),
-        Value::Array(_) => "a sequence".into(),
-        Value::Object(_) => "a mapping".into(),
+/// How schema violations are worded for their reader: a strategy is YAML
+/// written by people (dotted paths from `(root)`, `mapping`, `sequence`); an
+/// adapter's outcome line is JSON (`evidence_trace[0].retrieved`, `object`,
+/// `list`, the record itself an empty path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Yaml,
+    Json,
+}
+
+impl Dialect {
+    fn path(self, pointer: &str) -> String {
+        let segments = pointer.split('/').skip(1).map(|s| s.replace("~1", "/").replace("~0", "~"));
+        match self {
+            Dialect::Yaml if pointer.is_empty() => "(root)".to_string(),
+            Dialect::Yaml => segments.collect::<Vec<_>>().join("."),
+            Dialect::Json => {
+                let mut out = String::new();
+                for seg in segments {
+                    if !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit()) {
+                        out.push_str(&format!("[{seg}]"));
+                    } else {
+                        if !out.is_empty() {
+                            out.push('.');
+                        }
+                        out.push_str(&seg);
+                    }
+                }
+                out
+            }
+        }
+    }
+
+    fn child(self, parent: &str, key: &str) -> String {
+        match self {
+            Dialect::Yaml if parent == "(root)" => key.to_string(),
+            Dialect::Json if parent.is_empty() => key.to_string(),
+            _ => format!("{parent}.{key}"),
+        }
+    }
+
+    /// A JSON Schema type name (`integer`) as the reader says it.
+    fn type_name(self, t: &str) -> String {
+        match (self, t) {
+            (Dialect::Yaml, t) => t.to_string(),
+            (Dialect::Json, "array") => "a list".into(),
+            (Dialect::Json, "object") => "an object".into(),
+            (Dialect::Json, "integer") => "an integer".into(),
+            (Dialect::Json, "null") => "null".into(),
+            (Dialect::Json, other) => format!("a {other}"),
+        }
+    }
+
+    /// What a value is, for "got ...".
+    fn describe(self, v: &Value) -> String {
+        match (self, v) {
+            (_, Value::Null) => "null".into(),
+            (_, Value::Bool(b)) => format!("a boolean ({b})"),
+            (_, Value::Number(n)) => format!("a number ({n})"),
+            (Dialect::Yaml, Value::String(s)) => format!("a string ({})", short(s)),
+            (Dialect::Json, Value::String(s)) => format!("the string {}", short(s)),
+            (Dialect::Yaml, Value::Array(_)) => "a sequence".into(),
+            (Dialect::Yaml, Value::Object(_)) => "a mapping".into(),
+            (Dialect::Json, Value::Array(_)) => "a list".into(),
+            (Dialect::Json, Value::Object(_)) => "an object".into(),
+        }
+    }
+
+    fn missing(self) -> &'static str {
+        match self {
+            Dialect::Yaml => "missing required field",
+            Dialect::Json => "missing",
+        }
     }
 }
 
@@ -393,29 +459,16 @@ fn short(s: &str) -> String {
     if clipped.len() < s.len() { format!("{clipped:?}...") } else { format!("{clipped:?}") }
 }
 
-fn dotted(pointer: &str) -> String {
-    if pointer.is_empty() {
-        return "(root)".to_string();
-    }
-    pointer
-        .trim_start_matches('/')
-        .split('/')
-        .map(|s| s.replace("~1", "/").replace("~0", "~"))
-        .collect::<Vec<_>>()
-        .join(".")
-}
-
-fn child(parent: &str, key: &str) -> String {
-    if parent == "(root)" { key.to_string() } else { format!("{parent}.{key}") }
-}
-
-fn explain(e: &jsonschema::ValidationError<'_>) -> Vec<Problem> {
-    let path = dotted(e.instance_path().as_str());
+/// The one explainer of a JSON Schema violation: the field it is at (one
+/// problem per unknown field) and what was expected, in `dialect`.
+pub fn explain(e: &jsonschema::ValidationError<'_>, dialect: Dialect) -> Vec<Problem> {
+    let path = dialect.path(e.instance_path().as_str());
     let got = e.instance();
     let got = got.as_ref();
     let one = |m: String| vec![Problem::new(path.clone(), m)];
     let range = |m: String| vec![Problem::of(ProblemKind::Range, path.clone(), m)];
     let length = |m: String| vec![Problem::of(ProblemKind::Length, path.clone(), m)];
+    let chars = got.as_str().map_or(0, |s| s.chars().count());
     match e.kind() {
         ValidationErrorKind::Maximum { limit } => range(format!("must be <= {limit}, got {got}")),
         ValidationErrorKind::Minimum { limit } => range(format!("must be >= {limit}, got {got}")),
@@ -423,10 +476,12 @@ fn explain(e: &jsonschema::ValidationError<'_>) -> Vec<Problem> {
         ValidationErrorKind::ExclusiveMinimum { limit } => range(format!("must be > {limit}, got {got}")),
         ValidationErrorKind::Type { kind } => {
             let expected = match kind {
-                TypeKind::Single(t) => t.to_string(),
-                TypeKind::Multiple(set) => set.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(" or "),
+                TypeKind::Single(t) => dialect.type_name(&t.to_string()),
+                TypeKind::Multiple(set) => {
+                    set.iter().map(|t| dialect.type_name(&t.to_string())).collect::<Vec<_>>().join(" or ")
+                }
             };
-            one(format!("expected {expected}, got {}", describe(got)))
+            one(format!("expected {expected}, got {}", dialect.describe(got)))
         }
         ValidationErrorKind::Enum { options } => {
             let opts = options.as_array().map(|a| a.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", "));
@@ -434,18 +489,13 @@ fn explain(e: &jsonschema::ValidationError<'_>) -> Vec<Problem> {
         }
         ValidationErrorKind::Required { property } => {
             let name = property.as_str().map(str::to_string).unwrap_or_else(|| property.to_string());
-            vec![Problem::new(child(&path, &name), "missing required field")]
+            vec![Problem::new(dialect.child(&path, &name), dialect.missing())]
         }
         ValidationErrorKind::AdditionalProperties { unexpected } => {
-            unexpected.iter().map(|k| Problem::new(child(&path, k), "unknown field")).collect()
+            unexpected.iter().map(|k| Problem::new(dialect.child(&path, k), "unknown field")).collect()
         }
-        ValidationErrorKind::MinLength { limit } => length(format!(
-            "must be at least {limit} characters, got {}",
-            got.as_str().map_or(0, |s| s.chars().count())
-        )),
-        ValidationErrorKind::MaxLength { limit } => {
-            length(format!("must be at most {limit} characters, got {}", got.as_str().map_or(0, |s| s.chars().count())))
-        }
+        ValidationErrorKind::MinLength { limit } => length(format!("must be at least {limit} characters, got {chars}")),
+        ValidationErrorKind::MaxLength { limit } => length(format!("must be at most {limit} characters, got {chars}")),
         _ => one(e.to_string()),
     }
 }
@@ -632,5 +682,21 @@ mod tests {
         assert_eq!(set_path(&mut v, "a.b", serde_json::json!(2)), Some(serde_json::json!(1)));
         assert_eq!(set_path(&mut v, "a.c", serde_json::json!(2)), None);
         assert_eq!(get_path(&v, "a.b"), Some(&serde_json::json!(2)));
+    }
+
+    #[test]
+    fn paths_and_nouns_read_as_each_dialect_writes_them() {
+        assert_eq!(Dialect::Json.path(""), "");
+        assert_eq!(Dialect::Json.path("/correct"), "correct");
+        assert_eq!(Dialect::Json.path("/evidence_trace/0/retrieved"), "evidence_trace[0].retrieved");
+        assert_eq!(Dialect::Yaml.path(""), "(root)");
+        assert_eq!(Dialect::Yaml.path("/retrieve/weights/a~1b"), "retrieve.weights.a/b");
+        assert_eq!(Dialect::Yaml.child("(root)", "k"), "k");
+        assert_eq!(Dialect::Json.child("", "k"), "k");
+        assert_eq!(Dialect::Json.child("a[0]", "k"), "a[0].k");
+        assert_eq!(Dialect::Json.describe(&Value::from("yes")), "the string \"yes\"");
+        assert_eq!(Dialect::Yaml.describe(&Value::from("yes")), "a string (\"yes\")");
+        assert_eq!(Dialect::Yaml.describe(&serde_json::json!([])), "a sequence");
+        assert_eq!(Dialect::Json.type_name("integer"), "an integer");
     }
 }
