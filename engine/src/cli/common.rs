@@ -98,3 +98,22 @@ pub fn reader(project: &Project) -> Result<ReadView, Failure> {
 pub fn print_json(v: &serde_json::Value) {
     println!("{}", serde_json::to_string_pretty(v).expect("JSON renders"));
 }
+
+/// The rule for every output path a command writes (`--out`, `--outcomes`, the
+/// worker's OUT): a parent directory that does not exist is bad input (exit 2),
+/// checked before any work; a write that fails in an existing directory is a
+/// failed run (exit 1, [`write_output`]).
+pub fn check_output_dir(flag: &str, path: &Path) -> Result<(), Failure> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if dir.is_dir() {
+        return Ok(());
+    }
+    Err(Failure::bad_input(anyhow::anyhow!("{flag} {}: no directory {}", path.display(), dir.display())))
+}
+
+/// Writes an output file atomically under [`check_output_dir`]'s rule.
+pub fn write_output(flag: &str, path: &Path, bytes: &[u8]) -> Result<(), Failure> {
+    check_output_dir(flag, path)?;
+    engine::artifact::write_atomic(path, bytes)
+        .map_err(|e| Failure::failed(anyhow::anyhow!("{flag} {}: cannot write: {e}", path.display())))
+}

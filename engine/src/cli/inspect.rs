@@ -597,23 +597,126 @@ pub fn journal(cmd: &JournalCommand, project_dir: Option<&Path>) -> CmdResult {
             Ok(exit::OK)
         }
         JournalCommand::Export(args) => {
+            if let Some(path) = &args.out {
+                common::check_output_dir("--out", path)?;
+            }
             let log = common::reader(&project)?;
             match &args.out {
                 None => {
                     let stdout = std::io::stdout();
                     let mut lock = stdout.lock();
-                    journal::export_jsonl(&log, args.from, &mut lock).map_err(common::journal_failure)?;
+                    export_with_times(&log, args.from, &mut lock)?;
                     lock.flush().map_err(Failure::failed)?;
                 }
                 Some(path) => {
                     let mut buf = Vec::new();
-                    let n = journal::export_jsonl(&log, args.from, &mut buf).map_err(common::journal_failure)?;
-                    engine::artifact::write_atomic(path, &buf)
-                        .map_err(|e| Failure::failed(anyhow::anyhow!("{}: {e}", path.display())))?;
+                    let n = export_with_times(&log, args.from, &mut buf)?;
+                    common::write_output("--out", path, &buf)?;
                     eprintln!("exported {n} events to {}", path.display());
                 }
             }
             Ok(exit::OK)
         }
     }
+}
+
+/// Where an exported event's `at` comes from (the journal itself keeps no clock:
+/// only `served_changed` and `round_finished` events carry a time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AtSource {
+    /// The event's own `at`.
+    Event,
+    /// The `at` of the next event that has one: this event was committed in the
+    /// same batch or before it, so no later than that time.
+    Next,
+    /// The `at` of the last event before it that has one (nothing later carries a
+    /// time): this event was committed no earlier than that.
+    Previous,
+}
+
+impl AtSource {
+    fn as_str(self) -> &'static str {
+        match self {
+            AtSource::Event => "event",
+            AtSource::Next => "next",
+            AtSource::Previous => "previous",
+        }
+    }
+}
+
+fn own_time(r: &journal::EventRecord) -> Option<&str> {
+    r.payload.get("at").and_then(Value::as_str)
+}
+
+/// One exported line: the journal record (as `journal::export_jsonl` writes it,
+/// so its hash still checks) followed by `at` and `at_source`.
+fn export_line(r: &journal::EventRecord, at: Option<&str>, source: AtSource) -> String {
+    let mut line = r.to_json_line();
+    debug_assert!(line.ends_with('}'));
+    line.pop();
+    line.push_str(&format!(
+        ",\"at\":{},\"at_source\":\"{}\"}}\n",
+        serde_json::to_string(&at).expect("JSON renders"),
+        source.as_str()
+    ));
+    line
+}
+
+/// `journal export`: every record from `from` on with a time. Records are read a
+/// page at a time; only the records waiting for the next timed event are held.
+fn export_with_times(log: &dyn EventLog, from: u64, out: &mut dyn Write) -> Result<u64, Failure> {
+    const PAGE: usize = 256;
+    let write = |out: &mut dyn Write, line: String| {
+        out.write_all(line.as_bytes()).map_err(|e| Failure::failed(anyhow::anyhow!("writing the export: {e}")))
+    };
+    let mut waiting: Vec<journal::EventRecord> = Vec::new();
+    let mut previous: Option<String> = None;
+    let mut next = from.max(1);
+    let mut written = 0u64;
+    loop {
+        let page = log.read_range(next, PAGE).map_err(common::journal_failure)?;
+        for r in &page {
+            match own_time(r) {
+                Some(at) => {
+                    for w in waiting.drain(..) {
+                        write(out, export_line(&w, Some(at), AtSource::Next))?;
+                        written += 1;
+                    }
+                    write(out, export_line(r, Some(at), AtSource::Event))?;
+                    written += 1;
+                    previous = Some(at.to_string());
+                }
+                None => waiting.push(r.clone()),
+            }
+        }
+        match page.last() {
+            Some(last) if page.len() == PAGE => next = last.seq + 1,
+            _ => break,
+        }
+    }
+    if !waiting.is_empty() {
+        if previous.is_none() {
+            previous = last_time_before(log, from.max(1))?;
+        }
+        for w in waiting.drain(..) {
+            write(out, export_line(&w, previous.as_deref(), AtSource::Previous))?;
+            written += 1;
+        }
+    }
+    Ok(written)
+}
+
+/// The `at` of the last timed event before seq `before`, read backwards a page at a time.
+fn last_time_before(log: &dyn EventLog, before: u64) -> Result<Option<String>, Failure> {
+    const PAGE: u64 = 256;
+    let mut end = before; // exclusive
+    while end > 1 {
+        let start = end.saturating_sub(PAGE).max(1);
+        let page = log.read_range(start, (end - start) as usize).map_err(common::journal_failure)?;
+        if let Some(at) = page.iter().rev().find_map(own_time) {
+            return Ok(Some(at.to_string()));
+        }
+        end = start;
+    }
+    Ok(None)
 }
