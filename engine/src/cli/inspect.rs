@@ -720,3 +720,73 @@ fn last_time_before(log: &dyn EventLog, before: u64) -> Result<Option<String>, F
     }
     Ok(None)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use journal::{MemoryJournal, NewEvent, ProjectError, ProjectionState, Projector};
+
+    struct Nothing;
+    impl Projector for Nothing {
+        fn trees(&self) -> Vec<String> {
+            vec![]
+        }
+        fn project(&self, _: &mut dyn ProjectionState, _: &journal::EventRecord) -> Result<(), ProjectError> {
+            Ok(())
+        }
+    }
+
+    fn exported(log: &dyn EventLog, from: u64) -> Vec<(u64, Option<String>, String)> {
+        let mut out = Vec::new();
+        export_with_times(log, from, &mut out).unwrap();
+        String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                let record: journal::EventRecord = serde_json::from_value(json!({
+                    "seq": v["seq"], "kind": v["kind"], "payload": v["payload"],
+                    "prev_hash": v["prev_hash"], "hash": v["hash"]
+                }))
+                .unwrap();
+                assert_eq!(record.compute_hash(), record.hash, "the exported record is the stored one");
+                (
+                    v["seq"].as_u64().unwrap(),
+                    v["at"].as_str().map(String::from),
+                    v["at_source"].as_str().unwrap().into(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn export_times_every_event_from_its_own_the_next_or_the_previous_time() {
+        let mut j = MemoryJournal::new(Nothing);
+        let e = |at: Option<&str>| match at {
+            Some(at) => NewEvent::new("timed", json!({"at": at})),
+            None => NewEvent::new("untimed", json!({"n": 1})),
+        };
+        j.append(vec![e(None), e(Some("2026-01-01T00:00:01Z"))]).unwrap();
+        j.append(vec![e(None)]).unwrap();
+        j.append(vec![e(None), e(Some("2026-01-01T00:00:03Z"))]).unwrap();
+        j.append(vec![e(None), e(None)]).unwrap();
+        let t1 = Some("2026-01-01T00:00:01Z".to_string());
+        let t3 = Some("2026-01-01T00:00:03Z".to_string());
+        let all = exported(&j, 1);
+        assert_eq!(
+            all,
+            vec![
+                (1, t1.clone(), "next".into()),
+                (2, t1.clone(), "event".into()),
+                (3, t3.clone(), "next".into()),
+                (4, t3.clone(), "next".into()),
+                (5, t3.clone(), "event".into()),
+                (6, t3.clone(), "previous".into()),
+                (7, t3.clone(), "previous".into()),
+            ]
+        );
+        // From the middle: the same times, the previous one found before `from`.
+        assert_eq!(exported(&j, 6), all[5..].to_vec());
+        assert_eq!(exported(&j, 3), all[2..].to_vec());
+    }
+}
