@@ -166,6 +166,7 @@ pub fn init(args: &InitArgs) -> CmdResult {
             "config": project.config_path().display().to_string(),
             "strategy": project.strategy_path().display().to_string(),
             "journal": project.journal_dir().display().to_string(),
+            "schema": project.resolve(schema_rel.as_deref().unwrap_or(Path::new(artifact::PROJECT_SCHEMA_FILE))).display().to_string(),
             "served_version": 1,
             "served_hash": start.hash,
             "questions": n,
@@ -174,7 +175,14 @@ pub fn init(args: &InitArgs) -> CmdResult {
         println!("initialized emend project in {}", dir.display());
         println!("  {}  (settings, every one commented)", project.config_path().display());
         println!("  {}  (v1, hash {:.12}, from {origin})", project.strategy_path().display(), start.hash);
-        println!("  {}  (journal)", project.journal_dir().display());
+        println!("  {}  (journal; .emend/ ignores itself for git)", project.journal_dir().display());
+        match &schema_rel {
+            Some(p) => println!("  {}  (strategy schema, named in the served file)", project.resolve(p).display()),
+            None => println!(
+                "  {}  (a copy of the built-in strategy schema, for editors)",
+                dir.join(artifact::PROJECT_SCHEMA_FILE).display()
+            ),
+        }
         println!("  task set: {tasks} ({n} questions)");
         println!("next: cd {} && emend evolve", dir.display());
     }
