@@ -94,9 +94,24 @@ pub fn reader(project: &Project) -> Result<ReadView, Failure> {
     })
 }
 
+/// Whether this process has printed its JSON result: a command that fails after
+/// printing it (an `eval` with unanswered questions) prints no error object after
+/// it, so stdout stays one JSON document.
+static JSON_PRINTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub fn json_printed() -> bool {
+    JSON_PRINTED.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 /// Prints a value as pretty JSON on stdout.
 pub fn print_json(v: &serde_json::Value) {
-    println!("{}", serde_json::to_string_pretty(v).expect("JSON renders"));
+    print_json_text(&serde_json::to_string_pretty(v).expect("JSON renders"));
+}
+
+/// Prints an already rendered JSON document on stdout.
+pub fn print_json_text(text: &str) {
+    JSON_PRINTED.store(true, std::sync::atomic::Ordering::SeqCst);
+    println!("{text}");
 }
 
 /// The rule for every output path a command writes (`--out`, `--outcomes`, the

@@ -141,7 +141,7 @@ pub fn run(args: &EvalArgs, project_dir: Option<&Path>) -> CmdResult {
     let hashes = Hashes { strategy: &r.strategy_hash, dataset: &dataset_hash, harness: &evaluator.harness_hash() };
     let usage = models.as_ref().map(|m| m.usage()).unwrap_or_default();
     if args.json {
-        println!("{}", json_report(args, &tasks_name, &eval, &hashes, &usage, elapsed_ms));
+        super::common::print_json_text(&json_report(args, &tasks_name, &eval, &hashes, &usage, elapsed_ms));
     } else {
         print!("{}", human_report(args, &tasks_name, evaluator.dataset(), &eval, &hashes, &usage, elapsed_ms));
     }

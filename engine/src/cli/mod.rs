@@ -140,7 +140,7 @@ pub fn main() -> ExitCode {
         Err(failure) => {
             let message = format!("{:#}", failure.error);
             eprintln!("error: {message}");
-            if json {
+            if json && !common::json_printed() {
                 shell::print_json_error(&message, failure.code);
             }
             ExitCode::from(failure.code)
