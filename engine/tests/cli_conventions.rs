@@ -251,6 +251,7 @@ fn init_writes_the_schema_a_gitignore_and_relative_paths() {
 fn harness_command_and_schema_paths_are_relative_to_emend_yaml() {
     let tmp = tempfile::tempdir().unwrap();
     let schema = tmp.path().join("my.schema.json");
+    std::fs::write(tmp.path().join("adapter.py"), "").unwrap();
     std::fs::write(&schema, include_str!("../../schemas/strategy.schema.json")).unwrap();
     let (code, out, err) = emend(
         tmp.path(),
@@ -263,7 +264,7 @@ fn harness_command_and_schema_paths_are_relative_to_emend_yaml() {
             "my.schema.json",
             "--harness-command",
             "python3",
-            "adapter.py",
+            tmp.path().join("adapter.py").to_str().unwrap(),
             "{strategy}",
             "{tasks}",
             "{out}",
@@ -272,6 +273,7 @@ fn harness_command_and_schema_paths_are_relative_to_emend_yaml() {
     assert_eq!(code, 0, "{out}{err}");
     let config = std::fs::read_to_string(tmp.path().join("p/emend.yaml")).unwrap();
     assert!(config.contains("schema: \"../my.schema.json\""), "{config}");
+    assert!(config.contains(r#"argv: ["python3", "../adapter.py", "{strategy}", "{tasks}", "{out}"]"#), "{config}");
     assert!(!config.contains(tmp.path().to_str().unwrap()), "{config}");
     // The served file's modeline names that schema, and init copied none of its own.
     let served = std::fs::read_to_string(tmp.path().join("p/strategies/served.yaml")).unwrap();

@@ -66,6 +66,26 @@ fn absolute_dir(dir: &Path) -> PathBuf {
     out
 }
 
+/// The harness command as emend.yaml holds it. The command runs in the project
+/// directory, so an argument naming an existing file or directory (as given,
+/// from where the user stands) is rewritten relative to it; placeholders
+/// (`{strategy}`), flags and anything else stay as typed. A program named
+/// without a `/` (`python3`) is left to the PATH lookup.
+fn relative_argv(argv: &[String], project_abs: &Path) -> Vec<String> {
+    argv.iter()
+        .enumerate()
+        .map(|(i, arg)| {
+            let path = Path::new(arg);
+            let program_on_path = i == 0 && !arg.contains('/');
+            if program_on_path || arg.contains('{') || arg.starts_with('-') || !path.exists() {
+                return arg.clone();
+            }
+            let rel = artifact::relative_path(project_abs, &absolute(path));
+            if i == 0 && !rel.contains('/') { format!("./{rel}") } else { rel }
+        })
+        .collect()
+}
+
 /// What `emend init` writes into `.emend/`: the journal and caches are local state, not sources.
 const STATE_GITIGNORE: &str = "# Written by emend init: the journal, caches and lock are local state.\n*\n";
 
@@ -115,8 +135,8 @@ pub fn init(args: &InitArgs) -> CmdResult {
         }
     };
     let strategy_rel = PathBuf::from("strategies/served.yaml");
-    let mut rendered =
-        config::render_config(&tasks, &strategy_rel, args.harness_command.as_deref(), schema_rel.as_deref());
+    let argv = args.harness_command.as_ref().map(|argv| relative_argv(argv, &project_abs));
+    let mut rendered = config::render_config(&tasks, &strategy_rel, argv.as_deref(), schema_rel.as_deref());
     if let Some(convs) = &args.conversations {
         let list =
             convs.iter().map(|c| serde_json::to_string(c).expect("string renders")).collect::<Vec<_>>().join(", ");
@@ -510,5 +530,24 @@ mod tests {
             ]
         );
         assert!(field_changes(&a, &a).is_empty());
+    }
+
+    #[test]
+    fn harness_command_files_become_relative_to_the_project() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        std::fs::write(root.join("adapter.py"), "").unwrap();
+        std::fs::create_dir(root.join("p")).unwrap();
+        std::fs::write(root.join("p/run.sh"), "").unwrap();
+        let argv: Vec<String> =
+            ["python3", root.join("adapter.py").to_str().unwrap(), "--out={out}", "{strategy}", "-v", "no-such-file"]
+                .map(String::from)
+                .into();
+        assert_eq!(
+            relative_argv(&argv, &root.join("p")),
+            ["python3", "../adapter.py", "--out={out}", "{strategy}", "-v", "no-such-file"]
+        );
+        let argv: Vec<String> = vec![root.join("p/run.sh").display().to_string()];
+        assert_eq!(relative_argv(&argv, &root.join("p")), ["./run.sh"]);
     }
 }
