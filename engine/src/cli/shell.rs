@@ -11,7 +11,7 @@ use super::{CmdResult, Failure};
 
 #[derive(Debug, clap::Args)]
 pub struct CompletionsArgs {
-    /// The shell: bash, zsh, fish, elvish or powershell.
+    /// The shell to complete emend for.
     #[arg(value_enum)]
     pub shell: clap_complete::Shell,
 }
