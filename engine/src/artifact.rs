@@ -19,6 +19,10 @@ use crate::schema::{Problem, StrategySchema};
 /// a runaway file from costing time or memory.
 pub const MAX_STRATEGY_BYTES: u64 = 1024 * 1024;
 
+/// Where `emend init` puts the strategy schema in a project (relative to the
+/// project directory), for editors and for the served file's modeline.
+pub const PROJECT_SCHEMA_FILE: &str = "schema/strategy.schema.json";
+
 /// Metadata keys: not part of the content hash.
 pub const METADATA_KEYS: [&str; 2] = ["version", "parent"];
 
@@ -400,6 +404,25 @@ pub fn content_hash(v: &Value) -> String {
 
 /// The YAML text of an artifact with its metadata set, under a header comment.
 pub fn render_yaml(value: &Value, version: Option<u64>, parent: Option<u64>, header: &str) -> String {
+    render_strategy(value, version, parent, header, None)
+}
+
+/// The editor modeline naming a strategy file's JSON schema: the YAML language
+/// server (VS Code, Neovim, Helix, ...) validates and completes the file against
+/// it. `schema` is relative to the strategy file's directory. A comment, so the
+/// content hash never sees it.
+pub fn schema_modeline(schema: &str) -> String {
+    format!("# yaml-language-server: $schema={schema}\n")
+}
+
+/// [`render_yaml`] with a first line naming the schema (see [`schema_modeline`]).
+pub fn render_strategy(
+    value: &Value,
+    version: Option<u64>,
+    parent: Option<u64>,
+    header: &str,
+    schema: Option<&str>,
+) -> String {
     let mut doc = Map::new();
     if let Some(v) = version {
         doc.insert("version".into(), Value::from(v));
@@ -415,7 +438,7 @@ pub fn render_yaml(value: &Value, version: Option<u64>, parent: Option<u64>, hea
         }
     }
     let body = serde_yaml::to_string(&Value::Object(doc)).expect("a JSON value always renders as YAML");
-    let mut out = String::new();
+    let mut out = schema.map(schema_modeline).unwrap_or_default();
     for line in header.lines() {
         out.push_str("# ");
         out.push_str(line);
@@ -423,6 +446,21 @@ pub fn render_yaml(value: &Value, version: Option<u64>, parent: Option<u64>, hea
     }
     out.push_str(&body);
     out
+}
+
+/// `to` as a relative path from the directory `from` (both absolute, or both
+/// relative to the same place), with `/` separators as the modeline and
+/// `emend.yaml` want them. No file system access: `..` and symlinks are the
+/// caller's to resolve first.
+pub fn relative_path(from: &Path, to: &Path) -> String {
+    use std::path::Component;
+    let keep = |c: &Component| !matches!(c, Component::CurDir);
+    let from: Vec<Component> = from.components().filter(keep).collect();
+    let to: Vec<Component> = to.components().filter(keep).collect();
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let mut parts: Vec<String> = vec!["..".to_string(); from.len() - common];
+    parts.extend(to[common..].iter().map(|c| c.as_os_str().to_string_lossy().into_owned()));
+    if parts.is_empty() { ".".to_string() } else { parts.join("/") }
 }
 
 /// Writes a file atomically: a temporary file in the same directory, synced,
@@ -451,6 +489,30 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn relative_path_walks_up_then_down() {
+        assert_eq!(relative_path(Path::new("/p/strategies"), Path::new("/p/schema/s.json")), "../schema/s.json");
+        assert_eq!(relative_path(Path::new("/p"), Path::new("/p/schema/s.json")), "schema/s.json");
+        assert_eq!(relative_path(Path::new("/a/b/p"), Path::new("/a/data/t.json")), "../../data/t.json");
+        assert_eq!(relative_path(Path::new("/p/./x"), Path::new("/p/x")), ".");
+    }
+
+    #[test]
+    fn the_schema_modeline_comes_first_and_leaves_the_hash_alone() {
+        let a = from_yaml("default", DEFAULT, &schema()).unwrap();
+        let text = render_strategy(&a.value, Some(3), Some(2), "header", Some("../schema/strategy.schema.json"));
+        assert!(
+            text.starts_with("# yaml-language-server: $schema=../schema/strategy.schema.json\n# header\n"),
+            "{text}"
+        );
+        let back = from_yaml("rendered", &text, &schema()).unwrap();
+        assert_eq!(back.hash, a.hash);
+        assert_eq!(
+            render_yaml(&a.value, Some(3), Some(2), "header"),
+            render_strategy(&a.value, Some(3), Some(2), "header", None)
+        );
+    }
 
     const DEFAULT: &str = include_str!("../../strategies/default.yaml");
 

@@ -40,8 +40,30 @@ pub fn write_served(project: &Project, version: u64, parent: Option<u64>, hash: 
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
     }
-    let text = artifact::render_yaml(doc, Some(version), parent, &served_header(version, hash));
+    let schema = schema_reference(project, dir_of(&path));
+    let text = artifact::render_strategy(doc, Some(version), parent, &served_header(version, hash), schema.as_deref());
     artifact::write_atomic(&path, text.as_bytes()).map_err(io(&path))
+}
+
+fn dir_of(file: &Path) -> &Path {
+    file.parent().unwrap_or(Path::new("."))
+}
+
+/// The project's strategy schema as the modeline of a strategy file in `dir`
+/// names it: `harness.schema` when set, else the copy `emend init` writes
+/// ([`artifact::PROJECT_SCHEMA_FILE`]); `None` when that file does not exist
+/// (a project made before init copied it), so no modeline points nowhere.
+pub fn schema_reference(project: &Project, dir: &Path) -> Option<String> {
+    let schema = match &project.config.harness.schema {
+        Some(p) => project.resolve(p),
+        None => project.dir.join(artifact::PROJECT_SCHEMA_FILE),
+    };
+    if !schema.is_file() {
+        return None;
+    }
+    let dir = std::path::absolute(dir).ok()?;
+    let schema = std::path::absolute(&schema).ok()?;
+    Some(artifact::relative_path(&dir, &schema))
 }
 
 /// What the served file holds compared with the journal.

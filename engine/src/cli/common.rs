@@ -94,7 +94,41 @@ pub fn reader(project: &Project) -> Result<ReadView, Failure> {
     })
 }
 
+/// Whether this process has printed its JSON result: a command that fails after
+/// printing it (an `eval` with unanswered questions) prints no error object after
+/// it, so stdout stays one JSON document.
+static JSON_PRINTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub fn json_printed() -> bool {
+    JSON_PRINTED.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 /// Prints a value as pretty JSON on stdout.
 pub fn print_json(v: &serde_json::Value) {
-    println!("{}", serde_json::to_string_pretty(v).expect("JSON renders"));
+    print_json_text(&serde_json::to_string_pretty(v).expect("JSON renders"));
+}
+
+/// Prints an already rendered JSON document on stdout.
+pub fn print_json_text(text: &str) {
+    JSON_PRINTED.store(true, std::sync::atomic::Ordering::SeqCst);
+    println!("{text}");
+}
+
+/// The rule for every output path a command writes (`--out`, `--outcomes`, the
+/// worker's OUT): a parent directory that does not exist is bad input (exit 2),
+/// checked before any work; a write that fails in an existing directory is a
+/// failed run (exit 1, [`write_output`]).
+pub fn check_output_dir(flag: &str, path: &Path) -> Result<(), Failure> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if dir.is_dir() {
+        return Ok(());
+    }
+    Err(Failure::bad_input(anyhow::anyhow!("{flag} {}: no directory {}", path.display(), dir.display())))
+}
+
+/// Writes an output file atomically under [`check_output_dir`]'s rule.
+pub fn write_output(flag: &str, path: &Path, bytes: &[u8]) -> Result<(), Failure> {
+    check_output_dir(flag, path)?;
+    engine::artifact::write_atomic(path, bytes)
+        .map_err(|e| Failure::failed(anyhow::anyhow!("{flag} {}: cannot write: {e}", path.display())))
 }

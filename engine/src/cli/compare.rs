@@ -82,7 +82,7 @@ pub fn run(args: &CompareArgs) -> CmdResult {
     if args.json {
         let report = Report::new(&base.name, &cand.name, &comparison, &config.thresholds, cost.as_ref());
         let json = serde_json::to_string_pretty(&report).map_err(|e| Failure::failed(anyhow!(e)))?;
-        println!("{json}");
+        super::common::print_json_text(&json);
     } else {
         print!("{}", human(&base.name, &cand.name, &comparison, &config.thresholds, cost.as_ref()));
     }

@@ -76,10 +76,7 @@ fn resolve(args: &EvalArgs) -> Result<Resolved, Failure> {
         harness::load_path(Path::new(&args.tasks)).map_err(Failure::bad_input)?
     };
     if let Some(out) = &args.outcomes {
-        let dir = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        if !dir.is_dir() {
-            return Err(Failure::bad_input(anyhow!("--outcomes {}: no directory {}", out.display(), dir.display())));
-        }
+        super::common::check_output_dir("--outcomes", out)?;
     }
     let settings = HarnessSettings {
         judge: args.judge,
@@ -138,14 +135,13 @@ pub fn run(args: &EvalArgs, project_dir: Option<&Path>) -> CmdResult {
     })?;
     if let Some(out) = &args.outcomes {
         let text = harness::outcome::to_jsonl(&eval.outcomes);
-        engine::artifact::write_atomic(out, text.as_bytes())
-            .map_err(|e| Failure::failed(anyhow!("cannot write {}: {e}", out.display())))?;
+        super::common::write_output("--outcomes", out, text.as_bytes())?;
     }
     let elapsed_ms = start.elapsed().as_millis() as u64;
     let hashes = Hashes { strategy: &r.strategy_hash, dataset: &dataset_hash, harness: &evaluator.harness_hash() };
     let usage = models.as_ref().map(|m| m.usage()).unwrap_or_default();
     if args.json {
-        println!("{}", json_report(args, &tasks_name, &eval, &hashes, &usage, elapsed_ms));
+        super::common::print_json_text(&json_report(args, &tasks_name, &eval, &hashes, &usage, elapsed_ms));
     } else {
         print!("{}", human_report(args, &tasks_name, evaluator.dataset(), &eval, &hashes, &usage, elapsed_ms));
     }

@@ -46,6 +46,49 @@ fn absolute(p: &Path) -> PathBuf {
         .unwrap_or_else(|_| std::env::current_dir().map(|c| c.join(p)).unwrap_or_else(|_| p.to_path_buf()))
 }
 
+/// The project directory as an absolute path with symlinks resolved, as far as it
+/// exists yet (init may create it), so that [`absolute`] files compare with it.
+fn absolute_dir(dir: &Path) -> PathBuf {
+    let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let mut missing = Vec::new();
+    let mut existing = dir.as_path();
+    while !existing.exists() {
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                missing.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => break,
+        }
+    }
+    let mut out = std::fs::canonicalize(existing).unwrap_or_else(|_| existing.to_path_buf());
+    out.extend(missing.iter().rev());
+    out
+}
+
+/// The harness command as emend.yaml holds it. The command runs in the project
+/// directory, so an argument naming an existing file or directory (as given,
+/// from where the user stands) is rewritten relative to it; placeholders
+/// (`{strategy}`), flags and anything else stay as typed. A program named
+/// without a `/` (`python3`) is left to the PATH lookup.
+fn relative_argv(argv: &[String], project_abs: &Path) -> Vec<String> {
+    argv.iter()
+        .enumerate()
+        .map(|(i, arg)| {
+            let path = Path::new(arg);
+            let program_on_path = i == 0 && !arg.contains('/');
+            if program_on_path || arg.contains('{') || arg.starts_with('-') || !path.exists() {
+                return arg.clone();
+            }
+            let rel = artifact::relative_path(project_abs, &absolute(path));
+            if i == 0 && !rel.contains('/') { format!("./{rel}") } else { rel }
+        })
+        .collect()
+}
+
+/// What `emend init` writes into `.emend/`: the journal and caches are local state, not sources.
+const STATE_GITIGNORE: &str = "# Written by emend init: the journal, caches and lock are local state.\n*\n";
+
 pub fn init(args: &InitArgs) -> CmdResult {
     let dir = &args.dir;
     if dir.join(config::CONFIG_FILE).exists() {
@@ -55,19 +98,33 @@ pub fn init(args: &InitArgs) -> CmdResult {
         )));
     }
     // Paths given on the command line are relative to where the user stands.
+    // emend.yaml holds them relative to its own directory, as its first line says.
+    let project_abs = absolute_dir(dir);
     let tasks = if args.tasks == "builtin" {
         args.tasks.clone()
     } else {
-        absolute(Path::new(&args.tasks)).display().to_string()
+        let file = absolute(Path::new(&args.tasks));
+        if !file.is_file() {
+            return Err(Failure::bad_input(anyhow::anyhow!("--tasks {}: no such file", args.tasks)));
+        }
+        artifact::relative_path(&project_abs, &file)
     };
-    if tasks != "builtin" && !Path::new(&tasks).is_file() {
-        return Err(Failure::bad_input(anyhow::anyhow!("--tasks {}: no such file", args.tasks)));
-    }
     let schema_path = args.schema.as_deref().map(absolute);
     let schema = match &schema_path {
         Some(p) => StrategySchema::from_path(p).map_err(Failure::bad_input)?,
         None => StrategySchema::builtin(),
     };
+    let schema_copy = dir.join(artifact::PROJECT_SCHEMA_FILE);
+    if args.schema.is_none()
+        && schema_copy.exists()
+        && std::fs::read(&schema_copy).ok().as_deref() != Some(engine::schema::BUILTIN_SCHEMA.as_bytes())
+    {
+        return Err(Failure::bad_input(anyhow::anyhow!(
+            "{}: already exists and differs from emend's schema; refusing to overwrite it",
+            schema_copy.display()
+        )));
+    }
+    let schema_rel = schema_path.as_deref().map(|p| PathBuf::from(artifact::relative_path(&project_abs, p)));
     // Read with the strategy size and depth bounds.
     let (origin, start) = match &args.strategy {
         Some(p) => (p.display().to_string(), artifact::load_file(p, &schema).map_err(Failure::bad_input)?),
@@ -78,8 +135,8 @@ pub fn init(args: &InitArgs) -> CmdResult {
         }
     };
     let strategy_rel = PathBuf::from("strategies/served.yaml");
-    let mut rendered =
-        config::render_config(&tasks, &strategy_rel, args.harness_command.as_deref(), schema_path.as_deref());
+    let argv = args.harness_command.as_ref().map(|argv| relative_argv(argv, &project_abs));
+    let mut rendered = config::render_config(&tasks, &strategy_rel, argv.as_deref(), schema_rel.as_deref());
     if let Some(convs) = &args.conversations {
         let list =
             convs.iter().map(|c| serde_json::to_string(c).expect("string renders")).collect::<Vec<_>>().join(", ");
@@ -97,6 +154,19 @@ pub fn init(args: &InitArgs) -> CmdResult {
         let backend = init_backend(&project, &schema, args)?;
         artifact::write_atomic(&project.config_path(), rendered.as_bytes()).map_err(Failure::failed)?;
         let mut log = common::writer(&project)?;
+        let state = dir.join(config::STATE_DIR).join(".gitignore");
+        artifact::write_atomic(&state, STATE_GITIGNORE.as_bytes())
+            .map_err(|e| Failure::failed(anyhow::anyhow!("{}: {e}", state.display())))?;
+        if args.schema.is_none() {
+            // For editors (the served file's modeline) and other tools; `harness.schema: null`
+            // still means the built-in schema, so editing this copy changes nothing.
+            let copy = dir.join(artifact::PROJECT_SCHEMA_FILE);
+            let parent = copy.parent().expect("a file under schema/");
+            std::fs::create_dir_all(parent)
+                .map_err(|e| Failure::failed(anyhow::anyhow!("{}: {e}", parent.display())))?;
+            artifact::write_atomic(&copy, engine::schema::BUILTIN_SCHEMA.as_bytes())
+                .map_err(|e| Failure::failed(anyhow::anyhow!("{}: {e}", copy.display())))?;
+        }
         evolve::initialize(&mut log, &start, &format!("initialized from {origin}")).map_err(common::evolve_failure)?;
         evolve::write_served(&project, 1, None, &start.hash, &evolve::strip_metadata(&start.value))
             .map_err(common::evolve_failure)?;
@@ -116,6 +186,7 @@ pub fn init(args: &InitArgs) -> CmdResult {
             "config": project.config_path().display().to_string(),
             "strategy": project.strategy_path().display().to_string(),
             "journal": project.journal_dir().display().to_string(),
+            "schema": project.resolve(schema_rel.as_deref().unwrap_or(Path::new(artifact::PROJECT_SCHEMA_FILE))).display().to_string(),
             "served_version": 1,
             "served_hash": start.hash,
             "questions": n,
@@ -124,7 +195,14 @@ pub fn init(args: &InitArgs) -> CmdResult {
         println!("initialized emend project in {}", dir.display());
         println!("  {}  (settings, every one commented)", project.config_path().display());
         println!("  {}  (v1, hash {:.12}, from {origin})", project.strategy_path().display(), start.hash);
-        println!("  {}  (journal)", project.journal_dir().display());
+        println!("  {}  (journal; .emend/ ignores itself for git)", project.journal_dir().display());
+        match &schema_rel {
+            Some(p) => println!("  {}  (strategy schema, named in the served file)", project.resolve(p).display()),
+            None => println!(
+                "  {}  (a copy of the built-in strategy schema, for editors)",
+                dir.join(artifact::PROJECT_SCHEMA_FILE).display()
+            ),
+        }
         println!("  task set: {tasks} ({n} questions)");
         println!("next: cd {} && emend evolve", dir.display());
     }
@@ -155,12 +233,17 @@ fn init_backend(
 /// when it did not exist before, else only the files and directories init adds.
 struct Created {
     dir_existed: bool,
+    schema_existed: bool,
     dir: PathBuf,
 }
 
 impl Created {
     fn new(dir: &Path) -> Self {
-        Created { dir_existed: dir.exists(), dir: dir.to_path_buf() }
+        Created {
+            dir_existed: dir.exists(),
+            schema_existed: dir.join(artifact::PROJECT_SCHEMA_FILE).exists(),
+            dir: dir.to_path_buf(),
+        }
     }
 
     fn undo(self, project: &Project) {
@@ -170,6 +253,13 @@ impl Created {
         }
         let _ = std::fs::remove_file(project.config_path());
         let _ = std::fs::remove_dir_all(self.dir.join(config::STATE_DIR));
+        let schema = self.dir.join(artifact::PROJECT_SCHEMA_FILE);
+        if !self.schema_existed
+            && std::fs::remove_file(&schema).is_ok()
+            && let Some(parent) = schema.parent()
+        {
+            let _ = std::fs::remove_dir(parent);
+        }
         let strategy = project.strategy_path();
         if std::fs::remove_file(&strategy).is_ok()
             && let Some(parent) = strategy.parent()
@@ -268,11 +358,21 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
         live.println(style, &line);
         live.status(status);
     };
+    let first_seq = journal::EventLog::head(&log).seq + 1;
     let mut evolution = Evolution { project: &project, schema: &schema, backend: backend.as_ref(), log: &mut log };
     let summary = evolution.run(&opts, &mut progress).map_err(common::evolve_failure)?;
     live.finish();
     if args.json {
-        common::print_json(&serde_json::to_value(&summary).expect("summary serializes"));
+        let changes = served_changes(&log, first_seq)?;
+        let served_file = std::path::absolute(project.strategy_path()).map_err(Failure::failed)?;
+        let mut out = serde_json::Map::new();
+        out.insert("format".into(), json!(SUMMARY_FORMAT));
+        if let serde_json::Value::Object(fields) = serde_json::to_value(&summary).expect("summary serializes") {
+            out.extend(fields);
+        }
+        out.insert("served_file".into(), json!(served_file.display().to_string()));
+        out.insert("changes".into(), serde_json::Value::Array(changes));
+        common::print_json(&serde_json::Value::Object(out));
     } else {
         println!(
             "{} rounds ({}..{}): {} accepted, {} candidates, {} probes, {} full evaluations, {} rollbacks, {} escalations",
@@ -311,6 +411,90 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
     Ok(exit::OK)
 }
 
+/// Version of the layout of `emend evolve --json` (README, "The run summary"):
+/// raised when a field is removed or changes meaning, not when one is added.
+pub const SUMMARY_FORMAT: u64 = 1;
+
+/// Every change of the served version journaled from `first_seq` on, in order:
+/// the version served, the one it replaced, its parent and the fields that
+/// differ from the parent, and for an accepted candidate its confirmed delta
+/// and the alpha of its confirm test.
+fn served_changes(log: &journal::SledJournal, first_seq: u64) -> Result<Vec<serde_json::Value>, Failure> {
+    use engine::events::Event;
+    use journal::EventLog;
+    let store = engine::store::Store::new(log);
+    let records = log.read_from(first_seq).map_err(common::journal_failure)?;
+    let mut candidates = None;
+    let mut out = Vec::new();
+    for record in records.iter().filter(|r| r.kind == "served_changed") {
+        let event = Event::from_record(record).map_err(|e| Failure::failed(anyhow::anyhow!("journal: {e}")))?;
+        let Event::ServedChanged { from, to, cause, .. } = event else { unreachable!("filtered by kind") };
+        let info = store.version(to).map_err(common::store_failure)?.ok_or_else(|| unknown(to))?;
+        let document = store.document(&info.hash).map_err(common::store_failure)?.ok_or_else(|| unknown(to))?;
+        let fields = match info.parent {
+            Some(p) => {
+                let parent = store.version(p).map_err(common::store_failure)?.ok_or_else(|| unknown(p))?;
+                let before = store.document(&parent.hash).map_err(common::store_failure)?.ok_or_else(|| unknown(p))?;
+                field_changes(&before, &document)
+            }
+            None => vec![],
+        };
+        if candidates.is_none() {
+            candidates = Some(store.candidates().map_err(common::store_failure)?);
+        }
+        let accepted = candidates.as_deref().unwrap_or_default().iter().find(|c| c.accepted_version == Some(to));
+        let full = accepted.and_then(|c| c.full.as_ref());
+        out.push(json!({
+            "status": "served",
+            "version": to,
+            "previous": from,
+            "cause": cause,
+            "hash": info.hash,
+            "parent": info.parent,
+            "round": info.round,
+            "candidate": accepted.map(|c| c.id.clone()),
+            "fields": fields,
+            "delta": full.map(|f| f.delta),
+            "ci": full.map(|f| [f.ci_low, f.ci_high]),
+            "alpha": full.map(|f| f.alpha),
+        }));
+    }
+    Ok(out)
+}
+
+fn unknown(version: u64) -> Failure {
+    Failure::failed(anyhow::anyhow!("journal: version v{version} has no stored document"))
+}
+
+/// The leaves that differ between two strategy documents, by dotted path in
+/// sorted order; a list is one leaf. Metadata (`version`, `parent`) is left out.
+fn field_changes(from: &serde_json::Value, to: &serde_json::Value) -> Vec<serde_json::Value> {
+    fn walk(
+        path: &str,
+        a: Option<&serde_json::Value>,
+        b: Option<&serde_json::Value>,
+        out: &mut Vec<serde_json::Value>,
+    ) {
+        match (a, b) {
+            (Some(serde_json::Value::Object(x)), Some(serde_json::Value::Object(y))) => {
+                let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+                for k in keys {
+                    if path.is_empty() && artifact::METADATA_KEYS.contains(&k.as_str()) {
+                        continue;
+                    }
+                    let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                    walk(&p, x.get(k), y.get(k), out);
+                }
+            }
+            (a, b) if a != b => out.push(json!({"path": path, "from": a, "to": b})),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk("", Some(from), Some(to), &mut out);
+    out
+}
+
 /// One progress event as a line for stderr (with its style) and the live
 /// line's status that follows it.
 fn render(p: &Progress) -> (anstyle::Style, String, String) {
@@ -325,5 +509,45 @@ fn render(p: &Progress) -> (anstyle::Style, String, String) {
         Progress::Decided { round, .. } => {
             (term::DECISION, p.to_string(), format!("round {round} decided; observing the served strategy"))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_changes_lists_changed_leaves_by_path() {
+        let a = json!({"version": 1, "retrieve": {"top_k": 5, "pool": 20}, "prompt": "x", "stop": ["a"]});
+        let b =
+            json!({"version": 2, "retrieve": {"top_k": 8, "pool": 20}, "prompt": "x", "stop": ["a", "b"], "new": 1});
+        assert_eq!(
+            field_changes(&a, &b),
+            vec![
+                json!({"path": "new", "from": null, "to": 1}),
+                json!({"path": "retrieve.top_k", "from": 5, "to": 8}),
+                json!({"path": "stop", "from": ["a"], "to": ["a", "b"]}),
+            ]
+        );
+        assert!(field_changes(&a, &a).is_empty());
+    }
+
+    #[test]
+    fn harness_command_files_become_relative_to_the_project() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        std::fs::write(root.join("adapter.py"), "").unwrap();
+        std::fs::create_dir(root.join("p")).unwrap();
+        std::fs::write(root.join("p/run.sh"), "").unwrap();
+        let argv: Vec<String> =
+            ["python3", root.join("adapter.py").to_str().unwrap(), "--out={out}", "{strategy}", "-v", "no-such-file"]
+                .map(String::from)
+                .into();
+        assert_eq!(
+            relative_argv(&argv, &root.join("p")),
+            ["python3", "../adapter.py", "--out={out}", "{strategy}", "-v", "no-such-file"]
+        );
+        let argv: Vec<String> = vec![root.join("p/run.sh").display().to_string()];
+        assert_eq!(relative_argv(&argv, &root.join("p")), ["./run.sh"]);
     }
 }

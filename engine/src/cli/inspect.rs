@@ -478,23 +478,196 @@ pub fn journal(cmd: &JournalCommand, project_dir: Option<&Path>) -> CmdResult {
             Ok(exit::OK)
         }
         JournalCommand::Export(args) => {
+            if let Some(path) = &args.out {
+                common::check_output_dir("--out", path)?;
+            }
             let log = common::reader(&project)?;
             match &args.out {
                 None => {
                     let stdout = std::io::stdout();
                     let mut lock = stdout.lock();
-                    journal::export_jsonl(&log, args.from, &mut lock).map_err(common::journal_failure)?;
+                    export_with_times(&log, args.from, &mut lock)?;
                     lock.flush().map_err(Failure::failed)?;
                 }
                 Some(path) => {
                     let mut buf = Vec::new();
-                    let n = journal::export_jsonl(&log, args.from, &mut buf).map_err(common::journal_failure)?;
-                    engine::artifact::write_atomic(path, &buf)
-                        .map_err(|e| Failure::failed(anyhow::anyhow!("{}: {e}", path.display())))?;
+                    let n = export_with_times(&log, args.from, &mut buf)?;
+                    common::write_output("--out", path, &buf)?;
                     eprintln!("exported {n} events to {}", path.display());
                 }
             }
             Ok(exit::OK)
         }
+    }
+}
+
+/// Where an exported event's `at` comes from (the journal itself keeps no clock:
+/// only `served_changed` and `round_finished` events carry a time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AtSource {
+    /// The event's own `at`.
+    Event,
+    /// The `at` of the next event that has one: this event was committed in the
+    /// same batch or before it, so no later than that time.
+    Next,
+    /// The `at` of the last event before it that has one (nothing later carries a
+    /// time): this event was committed no earlier than that.
+    Previous,
+}
+
+impl AtSource {
+    fn as_str(self) -> &'static str {
+        match self {
+            AtSource::Event => "event",
+            AtSource::Next => "next",
+            AtSource::Previous => "previous",
+        }
+    }
+}
+
+fn own_time(r: &journal::EventRecord) -> Option<&str> {
+    r.payload.get("at").and_then(Value::as_str)
+}
+
+/// One exported line: the journal record (as `journal::export_jsonl` writes it,
+/// so its hash still checks) followed by `at` and `at_source`.
+fn export_line(r: &journal::EventRecord, at: Option<&str>, source: AtSource) -> String {
+    let mut line = r.to_json_line();
+    debug_assert!(line.ends_with('}'));
+    line.pop();
+    line.push_str(&format!(
+        ",\"at\":{},\"at_source\":\"{}\"}}\n",
+        serde_json::to_string(&at).expect("JSON renders"),
+        source.as_str()
+    ));
+    line
+}
+
+/// `journal export`: every record from `from` on with a time. Records are read a
+/// page at a time; only the records waiting for the next timed event are held.
+fn export_with_times(log: &dyn EventLog, from: u64, out: &mut dyn Write) -> Result<u64, Failure> {
+    const PAGE: usize = 256;
+    let write = |out: &mut dyn Write, line: String| {
+        out.write_all(line.as_bytes()).map_err(|e| Failure::failed(anyhow::anyhow!("writing the export: {e}")))
+    };
+    let mut waiting: Vec<journal::EventRecord> = Vec::new();
+    let mut previous: Option<String> = None;
+    let mut next = from.max(1);
+    let mut written = 0u64;
+    loop {
+        let page = log.read_range(next, PAGE).map_err(common::journal_failure)?;
+        for r in &page {
+            match own_time(r) {
+                Some(at) => {
+                    for w in waiting.drain(..) {
+                        write(out, export_line(&w, Some(at), AtSource::Next))?;
+                        written += 1;
+                    }
+                    write(out, export_line(r, Some(at), AtSource::Event))?;
+                    written += 1;
+                    previous = Some(at.to_string());
+                }
+                None => waiting.push(r.clone()),
+            }
+        }
+        match page.last() {
+            Some(last) if page.len() == PAGE => next = last.seq + 1,
+            _ => break,
+        }
+    }
+    if !waiting.is_empty() {
+        if previous.is_none() {
+            previous = last_time_before(log, from.max(1))?;
+        }
+        for w in waiting.drain(..) {
+            write(out, export_line(&w, previous.as_deref(), AtSource::Previous))?;
+            written += 1;
+        }
+    }
+    Ok(written)
+}
+
+/// The `at` of the last timed event before seq `before`, read backwards a page at a time.
+fn last_time_before(log: &dyn EventLog, before: u64) -> Result<Option<String>, Failure> {
+    const PAGE: u64 = 256;
+    let mut end = before; // exclusive
+    while end > 1 {
+        let start = end.saturating_sub(PAGE).max(1);
+        let page = log.read_range(start, (end - start) as usize).map_err(common::journal_failure)?;
+        if let Some(at) = page.iter().rev().find_map(own_time) {
+            return Ok(Some(at.to_string()));
+        }
+        end = start;
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use journal::{MemoryJournal, NewEvent, ProjectError, ProjectionState, Projector};
+
+    struct Nothing;
+    impl Projector for Nothing {
+        fn trees(&self) -> Vec<String> {
+            vec![]
+        }
+        fn project(&self, _: &mut dyn ProjectionState, _: &journal::EventRecord) -> Result<(), ProjectError> {
+            Ok(())
+        }
+    }
+
+    fn exported(log: &dyn EventLog, from: u64) -> Vec<(u64, Option<String>, String)> {
+        let mut out = Vec::new();
+        export_with_times(log, from, &mut out).unwrap();
+        String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                let record: journal::EventRecord = serde_json::from_value(json!({
+                    "seq": v["seq"], "kind": v["kind"], "payload": v["payload"],
+                    "prev_hash": v["prev_hash"], "hash": v["hash"]
+                }))
+                .unwrap();
+                assert_eq!(record.compute_hash(), record.hash, "the exported record is the stored one");
+                (
+                    v["seq"].as_u64().unwrap(),
+                    v["at"].as_str().map(String::from),
+                    v["at_source"].as_str().unwrap().into(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn export_times_every_event_from_its_own_the_next_or_the_previous_time() {
+        let mut j = MemoryJournal::new(Nothing);
+        let e = |at: Option<&str>| match at {
+            Some(at) => NewEvent::new("timed", json!({"at": at})),
+            None => NewEvent::new("untimed", json!({"n": 1})),
+        };
+        j.append(vec![e(None), e(Some("2026-01-01T00:00:01Z"))]).unwrap();
+        j.append(vec![e(None)]).unwrap();
+        j.append(vec![e(None), e(Some("2026-01-01T00:00:03Z"))]).unwrap();
+        j.append(vec![e(None), e(None)]).unwrap();
+        let t1 = Some("2026-01-01T00:00:01Z".to_string());
+        let t3 = Some("2026-01-01T00:00:03Z".to_string());
+        let all = exported(&j, 1);
+        assert_eq!(
+            all,
+            vec![
+                (1, t1.clone(), "next".into()),
+                (2, t1.clone(), "event".into()),
+                (3, t3.clone(), "next".into()),
+                (4, t3.clone(), "next".into()),
+                (5, t3.clone(), "event".into()),
+                (6, t3.clone(), "previous".into()),
+                (7, t3.clone(), "previous".into()),
+            ]
+        );
+        // From the middle: the same times, the previous one found before `from`.
+        assert_eq!(exported(&j, 6), all[5..].to_vec());
+        assert_eq!(exported(&j, 3), all[2..].to_vec());
     }
 }

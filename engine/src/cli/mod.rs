@@ -7,6 +7,7 @@ mod evolve;
 mod inspect;
 mod report;
 mod review;
+mod shell;
 mod term;
 mod validate;
 mod worker;
@@ -84,18 +85,33 @@ enum Command {
     Validate(validate::ValidateArgs),
     /// Evaluate one task shard with the built-in pipeline (a shard command: local or on Ray).
     Worker(worker::WorkerArgs),
+    /// Print the built-in strategy schema (JSON Schema), the one `init` copies to schema/strategy.schema.json.
+    Schema,
+    /// Print a shell completion script: `emend completions bash > ~/.local/share/bash-completion/completions/emend`.
+    Completions(shell::CompletionsArgs),
+    /// Print the man page (roff) on stdout: `emend man | man -l -`.
+    Man,
 }
 
 pub fn main() -> ExitCode {
+    use clap::{CommandFactory, FromArgMatches};
     init_tracing();
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let parsed = Cli::command().try_get_matches().and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));
+    let (cli, matches) = match parsed {
+        Ok(parsed) => parsed,
         Err(e) => {
             let code = if e.use_stderr() { exit::BAD_INPUT } else { exit::OK };
             let _ = e.print();
+            // A usage error of a `--json` command is still one JSON line on stdout.
+            if e.use_stderr() && std::env::args_os().any(|a| a == "--json") {
+                let first = e.render().to_string();
+                let first = first.lines().next().unwrap_or("usage error").trim_start_matches("error: ");
+                shell::print_json_error(first, code);
+            }
             return ExitCode::from(code);
         }
     };
+    let json = shell::wants_json(&matches);
     let project = cli.project.as_deref();
     let result = match cli.command {
         Command::Init(args) => evolve::init(&args),
@@ -115,11 +131,18 @@ pub fn main() -> ExitCode {
         Command::Eval(args) => eval::run(&args, project),
         Command::Validate(args) => validate::run(&args),
         Command::Worker(args) => worker::run(&args),
+        Command::Schema => shell::schema(),
+        Command::Completions(args) => shell::completions(&args, &mut Cli::command()),
+        Command::Man => shell::man(Cli::command()),
     };
     match result {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
-            eprintln!("error: {:#}", failure.error);
+            let message = format!("{:#}", failure.error);
+            eprintln!("error: {message}");
+            if json && !common::json_printed() {
+                shell::print_json_error(&message, failure.code);
+            }
             ExitCode::from(failure.code)
         }
     }

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use engine::exit;
 use serde_json::json;
 
+use super::CmdResult;
 use super::common;
-use super::{CmdResult, Failure};
 
 #[derive(Debug, clap::Args)]
 pub struct ReportArgs {
@@ -21,22 +21,13 @@ pub struct ReportArgs {
 
 pub fn run(args: &ReportArgs, project_dir: Option<&Path>) -> CmdResult {
     let project = common::project(project_dir)?;
+    common::check_output_dir("--out", &args.out)?;
     let log = common::reader(&project)?;
     let texts = engine::report::question_texts(&project);
     let data = engine::report::gather(&log, &texts).map_err(common::store_failure)?;
     drop(log);
     let html = engine::report::render(&data);
-    if let Some(dir) = args.out.parent().filter(|d| !d.as_os_str().is_empty())
-        && !dir.is_dir()
-    {
-        return Err(Failure::bad_input(anyhow::anyhow!(
-            "--out {}: no directory {}",
-            args.out.display(),
-            dir.display()
-        )));
-    }
-    engine::artifact::write_atomic(&args.out, html.as_bytes())
-        .map_err(|e| Failure::failed(anyhow::anyhow!("{}: {e}", args.out.display())))?;
+    common::write_output("--out", &args.out, html.as_bytes())?;
     if args.json {
         common::print_json(&json!({
             "out": args.out.display().to_string(),

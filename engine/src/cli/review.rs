@@ -384,9 +384,18 @@ pub fn show(args: &ShowArgs, project_dir: Option<&Path>) -> CmdResult {
     if args.yaml {
         match &target {
             Target::Version { version, parent, document, hash } => {
+                // As the served file would hold it: the modeline is relative to the served file's directory.
+                let served = project.strategy_path();
+                let schema = engine::served::schema_reference(&project, served.parent().unwrap_or(Path::new(".")));
                 print!(
                     "{}",
-                    artifact::render_yaml(document, Some(*version), *parent, &evolve::served_header(*version, hash))
+                    artifact::render_strategy(
+                        document,
+                        Some(*version),
+                        *parent,
+                        &evolve::served_header(*version, hash),
+                        schema.as_deref()
+                    )
                 );
             }
             Target::Candidate(record) => match &record.document {

@@ -72,6 +72,7 @@ fn shard_to_locomo(shard: &Value) -> Result<(String, HashMap<String, String>), S
 }
 
 pub fn run(args: &WorkerArgs) -> CmdResult {
+    super::common::check_output_dir("OUT", &args.out)?;
     let text = std::fs::read_to_string(&args.strategy)
         .with_context(|| format!("{}: cannot read", args.strategy.display()))
         .map_err(Failure::bad_input)?;
@@ -105,7 +106,6 @@ pub fn run(args: &WorkerArgs) -> CmdResult {
             ids.get(&o.id).cloned().ok_or_else(|| Failure::failed(anyhow!("question {} is not in the shard", o.id)))?;
     }
     let text = harness::outcome::to_jsonl(&outcomes);
-    engine::artifact::write_atomic(&args.out, text.as_bytes())
-        .map_err(|e| Failure::failed(anyhow!("cannot write {}: {e}", args.out.display())))?;
+    super::common::write_output("OUT", &args.out, text.as_bytes())?;
     Ok(engine::exit::OK)
 }
