@@ -71,11 +71,11 @@ fn digests(ev: &Evaluator) -> Vec<String> {
 fn builtin_outcomes_are_unchanged() {
     let got = digests(&builtin_evaluator(HarnessSettings::default()));
     let want = [
-        "default d4455b7b90c5fbbbe78633f38677db818d325c9a12fc3ea2065f9a055126c5d1",
-        "f1 426d239d8cac42b08a8b77ba0581b637eb0b0e00e21d0455671104c6e0904fda",
-        "f1-expansion-rerank b9cebcd22459872615574ac6374c299af2b8123bdcfb62bf5623fd6186d0d593",
-        "dense-heavy-weighted-sum 56fe9f4f6c2f698010a5e14791c3639492a6123866a82fbf4bcbc44a4d3c6b34",
-        "windows-dedup-recency c04a6fe5cc7a26cf2e3ff62ac0c08f42123c3830c514200911b0b80ca67240f0",
+        "default 35afdeed40ebd054517733d2a3d83f272e37626e5777dfec3b410cbf1ebafaa7",
+        "f1 4b7f3853f740758ec3eab6331fb7a456fe40919ccad794867b6a5d9ef0d47f52",
+        "f1-expansion-rerank df277cd9257a95649b1cf8314f57c61ea0dd8edec135cdb0102cfda2ea51c823",
+        "dense-heavy-weighted-sum 21e3edb9445ed078e95d862e4aaff5d481d75d1a91f38ef1232d180f644664cf",
+        "windows-dedup-recency 8602cc4ced917610863d4893fee620d979f3723da14333371f9071f3411b8268",
     ];
     assert_eq!(got, want);
 }

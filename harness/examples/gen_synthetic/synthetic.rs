@@ -381,6 +381,8 @@ struct Conv<'r> {
     days: Vec<i64>,
     exchanges: Vec<(usize, Exchange)>,
     qas: Vec<Qa>,
+    /// Questions anchored to an earlier time, placed after the shuffled ones.
+    anchored: Vec<Qa>,
 }
 
 // Templates: (statement, question, answer). {X} is the speaker, {Y} the other.
@@ -881,7 +883,7 @@ impl Conv<'_> {
                 "Which company was {X} working at in {when}?",
             ),
             (
-                "We just moved to {city}, I love living there.",
+                "We just moved to {city}, I love our new street.",
                 "Which city does {X} live in now?",
                 "{city}",
                 "Which city did {X} live in in {when}?",
@@ -911,7 +913,15 @@ impl Conv<'_> {
             self.qas.push(Qa { question: q, answer: Gold::Text(a), category: 2, evidence: vec![(h, 0)], versions });
             let (y, m, _) = civil_from_days(self.days[early]);
             let anchored = t.3.replace("{X}", &self.names[x]).replace("{when}", &format!("{} {y}", month_name(m)));
-            self.qa(anchored, Gold::Text(first_a), 2, vec![(first_h, 0)]);
+            // Kept apart and appended after the shuffle, so that adding them
+            // left every other question and turn of the dataset as it was.
+            self.anchored.push(Qa {
+                question: anchored,
+                answer: Gold::Text(first_a),
+                category: 2,
+                evidence: vec![(first_h, 0)],
+                versions: Vec::new(),
+            });
         }
     }
 
@@ -1140,9 +1150,10 @@ pub fn generate(seed: u64) -> String {
             days,
             exchanges: Vec::new(),
             qas: Vec::new(),
+            anchored: Vec::new(),
         };
         conv.build();
-        let Conv { days, exchanges, mut qas, .. } = conv;
+        let Conv { days, exchanges, mut qas, anchored, .. } = conv;
 
         // Lay out sessions: an opener, then the session's exchanges shuffled.
         let mut ids: Vec<[String; 2]> = vec![Default::default(); exchanges.len()];
@@ -1186,6 +1197,7 @@ pub fn generate(seed: u64) -> String {
         }
 
         rng.shuffle(&mut qas);
+        qas.extend(anchored);
         let mut qa = Vec::new();
         for (k, q) in qas.iter().enumerate() {
             let mut evidence: Vec<String> = q.evidence.iter().map(|&(h, l)| ids[h][l].clone()).collect();
