@@ -145,4 +145,22 @@ fn evolve_runs_on_the_replay_protocol() {
     let (code, out, err) = emend(&dir, &["journal", "export"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("#0@4"), "the loop's question results are replay observations");
+    let (code, _, err) = emend(&dir, &["report", "--out", "r.html"]);
+    assert_eq!(code, 0, "{err}");
+    let html = std::fs::read_to_string(dir.join("r.html")).unwrap();
+    assert!(html.contains("id=\"checkpoint-chart\""), "the report plots the served replay by checkpoint");
+    assert!(html.contains("checkpoint 4"), "four checkpoints of four sessions each");
+}
+
+#[test]
+fn an_endpoint_report_has_no_checkpoint_chart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    let (code, out, err) = emend(tmp.path(), &["init", dir.to_str().unwrap(), "--tasks", "builtin"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, _, err) = emend(&dir, &["evolve", "--rounds", "1", "--quiet"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = emend(&dir, &["report", "--out", "r.html"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!std::fs::read_to_string(dir.join("r.html")).unwrap().contains("checkpoint-chart"));
 }
