@@ -101,6 +101,7 @@ impl BuiltinBackend {
             f1_threshold: Some(h.f1_threshold),
             include_adversarial: h.include_adversarial,
             conversations: h.conversations.clone(),
+            protocol: h.protocol(),
         };
         let shards = match h.executor {
             crate::config::ExecutorChoice::Local => None,

@@ -92,6 +92,40 @@ pub struct HarnessConfig {
     /// The seeded search/confirm split of the task set.
     #[serde(default)]
     pub split: SplitConfig,
+    /// `endpoint` (ingest everything, ask every question once) or `replay`
+    /// (longitudinal: a checkpoint every `replay.every_sessions` sessions).
+    #[serde(default)]
+    pub protocol: ProtocolChoice,
+    #[serde(default)]
+    pub replay: ReplayConfig,
+}
+
+/// `harness.protocol`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProtocolChoice {
+    #[default]
+    Endpoint,
+    Replay,
+}
+
+/// `harness.replay`: the checkpoints of longitudinal replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayConfig {
+    /// A checkpoint after every this many sessions (and after the last one).
+    #[serde(default = "d_every_sessions")]
+    pub every_sessions: u32,
+}
+
+fn d_every_sessions() -> u32 {
+    1
+}
+
+impl Default for ReplayConfig {
+    fn default() -> Self {
+        ReplayConfig { every_sessions: d_every_sessions() }
+    }
 }
 
 fn default_max_dataset_mb() -> u64 {
@@ -99,6 +133,14 @@ fn default_max_dataset_mb() -> u64 {
 }
 
 impl HarnessConfig {
+    /// The evaluation protocol the harness runs.
+    pub fn protocol(&self) -> harness::Protocol {
+        match self.protocol {
+            ProtocolChoice::Endpoint => harness::Protocol::Endpoint,
+            ProtocolChoice::Replay => harness::Protocol::Replay { every_sessions: self.replay.every_sessions },
+        }
+    }
+
     /// [`HarnessConfig::max_dataset_mb`] in bytes.
     pub fn max_dataset_bytes(&self) -> u64 {
         self.max_dataset_mb.saturating_mul(1024 * 1024)
@@ -733,6 +775,15 @@ pub fn parse_config(text: &str) -> Result<ProjectConfig, String> {
     if config.harness.max_dataset_mb == 0 {
         return Err("harness.max_dataset_mb: must be at least 1".into());
     }
+    if config.harness.replay.every_sessions == 0 {
+        return Err("harness.replay.every_sessions: must be at least 1".into());
+    }
+    if config.harness.protocol == ProtocolChoice::Replay && config.harness.kind == HarnessKind::Command {
+        return Err("harness.protocol: replay runs on the built-in harness only (harness.kind is command)".into());
+    }
+    if config.harness.protocol == ProtocolChoice::Replay && config.harness.executor == ExecutorChoice::Ray {
+        return Err("harness.protocol: replay runs in process only (harness.executor is ray)".into());
+    }
     if config.harness.kind == HarnessKind::Command && config.harness.command.is_none() {
         return Err("harness.command: required when harness.kind is command".into());
     }
@@ -798,6 +849,11 @@ pub fn render_config(
     out.push_str("  # Only these conversations (sample ids) form the task set; null for all.\n  conversations: null\n");
     out.push_str("  # Keep LoCoMo category 5 (adversarial) questions.\n  include_adversarial: false\n");
     out.push_str("  # How answers are judged (locked): evidence (deterministic), f1 or llm.\n  judge: evidence\n");
+    out.push_str(
+        "  # endpoint: every question once, after whole conversations; replay: longitudinal, a checkpoint\n  \
+         # after every replay.every_sessions sessions, each question asked from the checkpoint its evidence is in.\n  \
+         protocol: endpoint\n",
+    );
     out.push_str("  # Token F1 at or above which an answer counts as correct (judge f1).\n  f1_threshold: 0.5\n");
     out.push_str("  # Locked ceiling on context tokens (estimated as floor(1.33 x words)).\n  budget_ceiling: 2000\n");
     match schema {

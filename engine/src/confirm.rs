@@ -26,18 +26,34 @@ pub struct Parts {
 impl Parts {
     /// Splits the task set given by `results` (id, conversation, category);
     /// a question without a conversation is its own stratum's conversation `""`.
+    /// Under longitudinal replay the results are observations
+    /// (`<question>@<checkpoint>`): the split is drawn over the probes, and
+    /// every observation of a probe goes to its probe's part (on endpoint
+    /// ids, the split of old).
     pub fn of(results: &[QuestionResult], config: &SplitConfig) -> Result<Parts, stats::SplitError> {
+        let mut seen = BTreeSet::new();
         let keys: Vec<TaskKey> = results
             .iter()
-            .map(|q| TaskKey::new(q.id.clone(), q.conversation.clone().unwrap_or_default(), q.category.clone()))
+            .filter(|q| seen.insert(harness::replay::probe_of(&q.id)))
+            .map(|q| {
+                TaskKey::new(
+                    harness::replay::probe_of(&q.id).to_string(),
+                    q.conversation.clone().unwrap_or_default(),
+                    q.category.clone(),
+                )
+            })
             .collect();
         let s = stats::split(&keys, config.confirm_fraction, config.seed)?;
-        Ok(Parts {
-            search: s.search.iter().cloned().collect(),
-            confirm: s.confirm.iter().cloned().collect(),
-            confirm_ids: s.confirm,
-            n: results.len(),
-        })
+        let confirm_probes: BTreeSet<&str> = s.confirm.iter().map(String::as_str).collect();
+        let (mut search, mut confirm) = (BTreeSet::new(), BTreeSet::new());
+        for q in results {
+            if confirm_probes.contains(harness::replay::probe_of(&q.id)) {
+                confirm.insert(q.id.clone());
+            } else {
+                search.insert(q.id.clone());
+            }
+        }
+        Ok(Parts { search, confirm_ids: confirm.iter().cloned().collect(), confirm, n: results.len() })
     }
 
     /// The results on the search part, in their order.
@@ -151,6 +167,27 @@ mod tests {
         assert_ne!(p.confirm, other.confirm);
         assert_eq!(p.confirm_of(&rs).len(), 20);
         assert!((p.cost(10) - 0.25).abs() < 1e-12);
+    }
+
+    #[test]
+    fn replay_observations_of_a_probe_stay_in_one_part() {
+        let mut rs = Vec::new();
+        for i in 0..40 {
+            for k in (1 + i % 3)..=4 {
+                rs.push(result(&format!("c{}#{i}@{k}", i % 2), &format!("c{}", i % 2), ["a", "b"][i / 20]));
+            }
+        }
+        let p = Parts::of(&rs, &SplitConfig::default()).unwrap();
+        assert_eq!(p.search.len() + p.confirm.len(), rs.len());
+        let probes = |ids: &BTreeSet<String>| -> BTreeSet<String> {
+            ids.iter().map(|id| harness::replay::probe_of(id).to_string()).collect()
+        };
+        assert!(probes(&p.search).is_disjoint(&probes(&p.confirm)));
+        assert_eq!(probes(&p.confirm).len(), 20);
+        // On probe ids, the split is the one drawn over the observations' probes.
+        let endpoint: Vec<QuestionResult> =
+            (0..40).map(|i| result(&format!("c{}#{i}", i % 2), &format!("c{}", i % 2), ["a", "b"][i / 20])).collect();
+        assert_eq!(probes(&p.confirm), Parts::of(&endpoint, &SplitConfig::default()).unwrap().confirm);
     }
 
     fn record(id: &str, full: crate::candidate::FullRecord) -> CandidateRecord {

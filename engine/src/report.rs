@@ -207,6 +207,8 @@ pub struct ReportData {
     pub hypotheses: Vec<Hypothesis>,
     pub versions: Vec<VersionSection>,
     pub moves: Vec<ServedMove>,
+    /// When the served evaluation is a longitudinal replay: its results by checkpoint.
+    pub checkpoints: Vec<harness::replay::CheckpointSummary>,
 }
 
 /// Examples of improved and regressed questions shown per version.
@@ -243,7 +245,12 @@ pub fn gather<L: EventLog + ?Sized>(log: &L, texts: &BTreeMap<String, QuestionTe
         _ => (Vec::new(), None),
     };
 
+    let checkpoints = match (&served, &best) {
+        (Some(served), Some(b)) => served_checkpoints(log, &served.hash, b)?,
+        _ => Vec::new(),
+    };
     Ok(ReportData {
+        checkpoints,
         head_seq: head.seq,
         head_hash: head.hash,
         served,
@@ -512,6 +519,32 @@ pub fn recorded_evaluation<L: EventLog + ?Sized>(
         }
     }
     Store::new(log).latest_evaluation(hash)
+}
+
+/// The served evaluation's results by checkpoint, when its question results
+/// are replay observations (`<question>@<checkpoint>`); empty otherwise.
+fn served_checkpoints<L: EventLog + ?Sized>(
+    log: &L,
+    hash: &str,
+    best: &Best,
+) -> Result<Vec<harness::replay::CheckpointSummary>, StoreError> {
+    let key = evaluation_key(hash, &best.harness_hash, &best.dataset_hash);
+    let Some(v) = log.get(T_EVALUATIONS, &key)? else { return Ok(Vec::new()) };
+    let results: Vec<crate::events::QuestionResult> =
+        serde_json::from_value(v.get("questions").cloned().unwrap_or(Value::Null)).unwrap_or_default();
+    let observed: Vec<harness::replay::Observed> = results
+        .iter()
+        .filter_map(|q| {
+            Some(harness::replay::Observed {
+                conversation: q.conversation.clone().unwrap_or_default(),
+                id: q.id.clone(),
+                checkpoint: harness::replay::checkpoint_of(&q.id)?,
+                correct: Some(q.correct),
+                context_tokens: q.tokens.map(|t| t.round() as u32),
+            })
+        })
+        .collect();
+    Ok(harness::replay::checkpoint_summaries(&observed))
 }
 
 /// Where a stage sits in the fail-fast order: blocked, gates (in their

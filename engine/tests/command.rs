@@ -400,7 +400,7 @@ fn init_with_adapter(tmp: &Path, adapter: &Path) -> PathBuf {
         ],
     );
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("340 questions"), "{out}");
+    assert!(out.contains("348 questions"), "{out}");
     dir
 }
 

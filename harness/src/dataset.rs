@@ -8,6 +8,16 @@
 //! normalized; ids that cannot be resolved (`"D"`, a turn that does not
 //! exist) are kept on the question as `unresolved`, never dropped. Errors name
 //! the file, the sample and the field.
+//!
+//! A question may carry `reference_versions` (an emend extension that LoCoMo
+//! readers ignore): the references of a fact that changes over the
+//! conversation, each `{"from_session": N, "answer": ..., "evidence": [...]}`
+//! valid from session N on. Versions ascend by `from_session`; a version's
+//! evidence lies in sessions up to its `from_session`; the last version's
+//! answer and evidence are the question's own `answer` and `evidence` (the
+//! reference at the end of the conversation, which endpoint evaluation uses).
+//! Longitudinal replay ([`crate::replay`]) asks such a question against the
+//! version valid at each checkpoint.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
@@ -133,6 +143,44 @@ pub struct Question {
     /// Evidence ids that could not be resolved, as written.
     #[serde(skip)]
     pub unresolved: Vec<String>,
+    /// References that change over time, ascending by `from_session`; empty
+    /// for a fact that never changes (every LoCoMo question). When present,
+    /// the last one equals `answer` and `evidence`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reference_versions: Vec<ReferenceVersion>,
+}
+
+/// A question's reference (answer and evidence) valid from a session on.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReferenceVersion {
+    /// N of `session_N`: the reference holds once that session is available.
+    pub from_session: u32,
+    pub answer: Option<String>,
+    /// The evidence entries as written in the file.
+    pub raw_evidence: Vec<String>,
+    /// Resolved dia_ids, as [`Question::evidence`].
+    #[serde(skip)]
+    pub evidence: Vec<String>,
+}
+
+impl Question {
+    /// The question as asked once the sessions up to number `session` are
+    /// available: its reference then (answer and evidence of the latest
+    /// version with `from_session <= session`), or None when no version holds
+    /// yet. A question without versions is always its own reference.
+    pub fn reference_at(&self, session: u32) -> Option<Question> {
+        if self.reference_versions.is_empty() {
+            return Some(self.clone());
+        }
+        let v = self.reference_versions.iter().rev().find(|v| v.from_session <= session)?;
+        Some(Question {
+            answer: v.answer.clone(),
+            raw_evidence: v.raw_evidence.clone(),
+            evidence: v.evidence.clone(),
+            unresolved: Vec::new(),
+            ..self.clone()
+        })
+    }
 }
 
 /// One conversation and its questions.
@@ -171,6 +219,31 @@ impl Sample {
 
     pub fn turn_count(&self) -> usize {
         self.locations.len()
+    }
+
+    /// The conversation as known after its first `sessions` sessions (by
+    /// position in `sessions`): their turns, with the same ordinals, and no
+    /// questions. `sessions` past the end keeps them all.
+    pub fn prefix(&self, sessions: usize) -> Sample {
+        let kept = sessions.min(self.sessions.len());
+        let turns: usize = self.sessions[..kept].iter().map(|s| s.turns.len()).sum();
+        let locations = self.locations[..turns].to_vec();
+        let ordinals =
+            self.ordinals.iter().filter(|(_, o)| (**o as usize) < turns).map(|(k, &o)| (k.clone(), o)).collect();
+        Sample {
+            id: self.id.clone(),
+            speaker_a: self.speaker_a.clone(),
+            speaker_b: self.speaker_b.clone(),
+            sessions: self.sessions[..kept].to_vec(),
+            questions: Vec::new(),
+            ordinals,
+            locations,
+        }
+    }
+
+    /// The index into `sessions` of the session holding a dia_id.
+    pub fn session_index(&self, dia_id: &str) -> Option<usize> {
+        self.ordinal(dia_id).map(|o| self.session_of(o))
     }
 }
 
@@ -473,6 +546,32 @@ fn parse_sample(at: &str, id: String, obj: &serde_json::Map<String, Value>) -> R
         let q = parse_question(&format!("{at}: qa[{k}]"), &id, k, qv, &ordinals)?;
         questions.push(q);
     }
+    // A version's evidence must be known by the time it holds.
+    let session_number =
+        |dia_id: &str| ordinals.get(dia_id).map(|&o| sessions[locations[o as usize].0 as usize].number);
+    let last_session = sessions.last().map_or(0, |s| s.number);
+    for (k, q) in questions.iter().enumerate() {
+        for (j, v) in q.reference_versions.iter().enumerate() {
+            if v.from_session > last_session {
+                return Err(DatasetErrorKind::Invalid {
+                    at: format!("{at}: qa[{k}].reference_versions[{j}].from_session"),
+                    message: format!("{} is after the last session ({last_session})", v.from_session),
+                });
+            }
+            for e in &v.evidence {
+                let n = session_number(e).expect("resolved evidence names an existing turn");
+                if n > v.from_session {
+                    return Err(DatasetErrorKind::Invalid {
+                        at: format!("{at}: qa[{k}].reference_versions[{j}].evidence"),
+                        message: format!(
+                            "{e} is in session {n}, after from_session {} (a reference cannot hold before its evidence exists)",
+                            v.from_session
+                        ),
+                    });
+                }
+            }
+        }
+    }
     Ok(Sample { id, speaker_a, speaker_b, sessions, questions, ordinals, locations })
 }
 
@@ -537,6 +636,12 @@ fn parse_question(
         }
     }
     let (evidence, unresolved) = resolve_evidence(&raw_evidence, |id| turns.contains_key(id));
+    let reference_versions = match obj.get("reference_versions") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(v) => {
+            parse_versions(&format!("{at}.reference_versions"), v, turns, answer.as_deref(), &evidence, &unresolved)?
+        }
+    };
     Ok(Question {
         id: format!("{sample_id}#{index}"),
         conversation: sample_id.to_string(),
@@ -548,7 +653,82 @@ fn parse_question(
         raw_evidence,
         evidence,
         unresolved,
+        reference_versions,
     })
+}
+
+/// Reads `reference_versions`: a non-empty list ascending by `from_session`,
+/// every evidence id resolvable, the last version equal to the question's own
+/// answer and evidence.
+fn parse_versions(
+    at: &str,
+    v: &Value,
+    turns: &HashMap<String, u32>,
+    answer: Option<&str>,
+    evidence: &[String],
+    unresolved: &[String],
+) -> Result<Vec<ReferenceVersion>, DatasetErrorKind> {
+    let list = v.as_array().ok_or_else(|| shape(at, "a list of {from_session, answer, evidence} objects", v))?;
+    if list.is_empty() {
+        return Err(DatasetErrorKind::Invalid { at: at.into(), message: "empty (omit the field instead)".into() });
+    }
+    let mut out: Vec<ReferenceVersion> = Vec::with_capacity(list.len());
+    for (j, item) in list.iter().enumerate() {
+        let here = format!("{at}[{j}]");
+        let obj = item.as_object().ok_or_else(|| shape(&here, "an object", item))?;
+        let from_session = match obj.get("from_session") {
+            Some(n @ Value::Number(_)) => n
+                .as_u64()
+                .filter(|&n| n >= 1 && n <= u64::from(u32::MAX))
+                .ok_or_else(|| shape(format!("{here}.from_session"), "a session number >= 1", n))?
+                as u32,
+            Some(other) => return Err(shape(format!("{here}.from_session"), "a session number >= 1", other)),
+            None => return Err(missing(format!("{here}.from_session"))),
+        };
+        if let Some(prev) = out.last()
+            && prev.from_session >= from_session
+        {
+            return Err(DatasetErrorKind::Invalid {
+                at: format!("{here}.from_session"),
+                message: format!(
+                    "{from_session} does not follow {} (versions ascend by from_session)",
+                    prev.from_session
+                ),
+            });
+        }
+        let version_answer = match obj.get("answer") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(Value::Number(n)) => Some(n.to_string()),
+            Some(other) => return Err(shape(format!("{here}.answer"), "a string, a number or null", other)),
+        };
+        let ev_v = obj.get("evidence").ok_or_else(|| missing(format!("{here}.evidence")))?;
+        let ev_list = ev_v.as_array().ok_or_else(|| shape(format!("{here}.evidence"), "a list of strings", ev_v))?;
+        let mut raw_evidence = Vec::with_capacity(ev_list.len());
+        for (e, item) in ev_list.iter().enumerate() {
+            match item {
+                Value::String(s) => raw_evidence.push(s.clone()),
+                other => return Err(shape(format!("{here}.evidence[{e}]"), "a string", other)),
+            }
+        }
+        let (resolved, bad) = resolve_evidence(&raw_evidence, |id| turns.contains_key(id));
+        if !bad.is_empty() {
+            return Err(DatasetErrorKind::Invalid {
+                at: format!("{here}.evidence"),
+                message: format!("no turn {} (a version's evidence must resolve)", bad.join(", ")),
+            });
+        }
+        out.push(ReferenceVersion { from_session, answer: version_answer, raw_evidence, evidence: resolved });
+    }
+    let last = out.last().expect("non-empty");
+    if last.answer.as_deref() != answer || last.evidence != evidence || !unresolved.is_empty() {
+        return Err(DatasetErrorKind::Invalid {
+            at: format!("{at}[{}]", out.len() - 1),
+            message: "the last version must have the question's own answer and evidence (the reference at the end)"
+                .into(),
+        });
+    }
+    Ok(out)
 }
 
 /// Normalizes one evidence id: `D30:05` -> `D30:5`, `D:11:26` -> `D11:26`.
@@ -674,5 +854,94 @@ mod tests {
         assert_eq!(a.hash().len(), 64);
         let c = load_str("c", &one(r#"{"question": "q2", "category": 4, "answer": "a", "evidence": []}"#)).unwrap();
         assert_ne!(a.hash(), c.hash());
+    }
+
+    fn two_sessions(qa: &str) -> String {
+        format!(
+            r#"[{{"sample_id": "c1", "conversation": {{"speaker_a": "A", "speaker_b": "B",
+                "session_1": [{{"speaker": "A", "dia_id": "D1:1", "text": "I live in Lisbon"}}],
+                "session_2": [{{"speaker": "A", "dia_id": "D2:1", "text": "I moved to Porto"}}]}},
+              "qa": [{qa}]}}]"#
+        )
+    }
+
+    #[test]
+    fn reference_versions_give_the_reference_at_each_session() {
+        let d = load_str(
+            "x.json",
+            &two_sessions(
+                r#"{"question": "Where does A live now?", "category": 4, "answer": "Porto", "evidence": ["D2:1"],
+                    "reference_versions": [{"from_session": 1, "answer": "Lisbon", "evidence": ["D1:1"]},
+                                           {"from_session": 2, "answer": "Porto", "evidence": ["D2:01"]}]}"#,
+            ),
+        )
+        .unwrap();
+        let q = d.questions().next().unwrap();
+        assert_eq!(q.reference_at(1).unwrap().answer.as_deref(), Some("Lisbon"));
+        assert_eq!(q.reference_at(1).unwrap().evidence, vec!["D1:1"]);
+        assert_eq!(q.reference_at(2).unwrap().answer.as_deref(), Some("Porto"));
+        assert_eq!(q.reference_at(2).unwrap().evidence, vec!["D2:1"]);
+        // A file without the field hashes as before the field existed.
+        let plain = load_str(
+            "y.json",
+            &two_sessions(r#"{"question": "q", "category": 4, "answer": "Porto", "evidence": ["D2:1"]}"#),
+        )
+        .unwrap();
+        assert!(plain.questions().next().unwrap().reference_versions.is_empty());
+        assert!(!serde_json::to_string(&plain.samples()[0]).unwrap().contains("reference_versions"));
+    }
+
+    #[test]
+    fn bad_reference_versions_name_the_field() {
+        let err = |versions: &str| {
+            load_str(
+                "x.json",
+                &two_sessions(&format!(
+                    r#"{{"question": "q", "category": 4, "answer": "Porto", "evidence": ["D2:1"], "reference_versions": {versions}}}"#
+                )),
+            )
+            .unwrap_err()
+            .to_string()
+        };
+        assert_eq!(
+            err(
+                r#"[{"from_session": 2, "answer": "Porto", "evidence": ["D2:1"]}, {"from_session": 1, "answer": "Porto", "evidence": ["D2:1"]}]"#
+            ),
+            "x.json: sample 0 (c1): qa[0].reference_versions[1].from_session: 1 does not follow 2 (versions ascend by from_session)"
+        );
+        assert_eq!(
+            err(r#"[{"from_session": 1, "answer": "Porto", "evidence": ["D2:1"]}]"#),
+            "x.json: sample 0 (c1): qa[0].reference_versions[0].evidence: D2:1 is in session 2, after from_session 1 \
+             (a reference cannot hold before its evidence exists)"
+        );
+        assert_eq!(
+            err(r#"[{"from_session": 2, "answer": "Lisbon", "evidence": ["D2:1"]}]"#),
+            "x.json: sample 0 (c1): qa[0].reference_versions[0]: the last version must have the question's own answer \
+             and evidence (the reference at the end)"
+        );
+        assert_eq!(
+            err(r#"[{"from_session": 3, "answer": "Porto", "evidence": ["D2:1"]}]"#),
+            "x.json: sample 0 (c1): qa[0].reference_versions[0].from_session: 3 is after the last session (2)"
+        );
+        assert_eq!(
+            err(r#"[{"from_session": 2, "answer": "Porto", "evidence": ["D9:1"]}]"#),
+            "x.json: sample 0 (c1): qa[0].reference_versions[0].evidence: no turn D9:1 (a version's evidence must resolve)"
+        );
+        assert_eq!(err("[]"), "x.json: sample 0 (c1): qa[0].reference_versions: empty (omit the field instead)");
+        assert!(
+            err(r#"[{"answer": "Porto", "evidence": ["D2:1"]}]"#)
+                .ends_with("reference_versions[0].from_session: missing")
+        );
+    }
+
+    #[test]
+    fn a_prefix_keeps_the_first_sessions_and_their_ordinals() {
+        let d = load_str("x.json", &two_sessions(r#"{"question": "q", "category": 4, "answer": "a", "evidence": []}"#))
+            .unwrap();
+        let s = &d.samples()[0];
+        let p = s.prefix(1);
+        assert_eq!((p.sessions.len(), p.turn_count(), p.ordinal("D1:1"), p.ordinal("D2:1")), (1, 1, Some(0), None));
+        assert!(p.questions.is_empty());
+        assert_eq!(s.prefix(9).turn_count(), 2);
     }
 }

@@ -28,6 +28,7 @@ use crate::index::{self, Index};
 use crate::ingest::{self, ExtractError, Extractor, IngestStats, Memory};
 use crate::judge::{EvidenceJudge, F1Judge, Judge, JudgeCase, JudgeError, Verdict};
 use crate::outcome::{EvidenceTrace, Outcome, RetrievedItem, Summary};
+use crate::replay::{self, CheckpointSummary, Observed, Protocol};
 use crate::retrieve::{Retrieval, retrieve};
 use crate::strategy::{IngestUnit, JudgeKind, Strategy};
 use crate::text::round6;
@@ -53,6 +54,11 @@ pub struct HarnessSettings {
     pub include_adversarial: bool,
     /// Only these conversations; all when None.
     pub conversations: Option<Vec<String>>,
+    /// Endpoint evaluation or longitudinal replay ([`crate::replay`]). Left
+    /// out of the harness hash under endpoint evaluation, so that hash is the
+    /// one of earlier versions.
+    #[serde(default, skip_serializing_if = "Protocol::is_endpoint")]
+    pub protocol: Protocol,
 }
 
 impl Default for HarnessSettings {
@@ -63,6 +69,7 @@ impl Default for HarnessSettings {
             f1_threshold: None,
             include_adversarial: false,
             conversations: None,
+            protocol: Protocol::Endpoint,
         }
     }
 }
@@ -282,19 +289,63 @@ pub struct Evaluation {
     pub memory: MemoryStats,
 }
 
+impl Evaluation {
+    /// Under replay, the results per checkpoint (see [`crate::replay`]); empty
+    /// under endpoint evaluation.
+    pub fn checkpoints(&self) -> Vec<CheckpointSummary> {
+        replay::checkpoint_summaries(&self.observed())
+    }
+
+    /// Under replay, the accuracy of each probe's last observation; None
+    /// under endpoint evaluation.
+    pub fn final_accuracy(&self) -> Option<f64> {
+        let observed = self.observed();
+        (!observed.is_empty()).then(|| replay::final_accuracy(&observed))
+    }
+
+    fn observed(&self) -> Vec<Observed> {
+        self.outcomes
+            .iter()
+            .filter_map(|o| {
+                Some(Observed {
+                    conversation: o.conversation.clone(),
+                    id: o.id.clone(),
+                    checkpoint: o.checkpoint?,
+                    correct: Some(o.correct),
+                    context_tokens: Some(o.context_tokens),
+                })
+            })
+            .collect()
+    }
+}
+
+/// One unit of evaluation: a question, or under replay one observation of a
+/// question at a checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct Job {
+    si: usize,
+    qi: usize,
+    /// The checkpoint's session count and index into `observations` (replay).
+    view: Option<(usize, usize)>,
+}
+
 /// Evaluates strategies on one dataset with fixed settings. Cheap to share
 /// (`Arc<Evaluator>`) between threads.
 pub struct Evaluator {
     dataset: Arc<Dataset>,
     settings: HarnessSettings,
-    /// Selected questions as (sample index, question index), in outcome order.
-    selected: Vec<(usize, usize)>,
-    by_id: HashMap<String, (usize, usize)>,
+    /// Selected questions (or observations), in outcome order.
+    selected: Vec<Job>,
+    by_id: HashMap<String, Job>,
+    /// Under replay, every planned observation (the question as asked then).
+    observations: Vec<(u32, Question)>,
     extractor: Option<Arc<dyn Extractor>>,
     answerer: Arc<dyn Answerer>,
     llm_judge: Option<Arc<dyn Judge>>,
     ingest_cache: StageCache<Memory>,
     index_cache: StageCache<Index>,
+    /// Replay checkpoints' memory (a prefix of the conversation's) and index.
+    view_cache: StageCache<(Arc<Memory>, Arc<Index>)>,
     retrieve_cache: StageCache<Retrieval>,
     answer_cache: StageCache<Option<String>>,
     /// The persistent layer under the ingest and index caches.
@@ -321,6 +372,16 @@ struct Prepared {
     memory: Arc<Memory>,
     index: Arc<Index>,
     index_key: Key,
+    /// Under replay, the conversation as known at the checkpoint.
+    sample: Option<Arc<Sample>>,
+    /// The whole conversation's memory (for the memory statistics).
+    full: Arc<Memory>,
+}
+
+impl Prepared {
+    fn sample<'a>(&'a self, full: &'a Sample) -> &'a Sample {
+        self.sample.as_deref().unwrap_or(full)
+    }
 }
 
 impl Evaluator {
@@ -330,16 +391,35 @@ impl Evaluator {
         let chosen: BTreeSet<&str> = dataset.select(&selection)?.into_iter().map(|q| q.id.as_str()).collect();
         let mut selected = Vec::new();
         let mut by_id = HashMap::new();
+        let mut observations = Vec::new();
+        let mut views = 0usize;
         for (si, s) in dataset.samples().iter().enumerate() {
+            if let Protocol::Replay { every_sessions } = settings.protocol {
+                views += replay::checkpoint_count(s.sessions.len(), every_sessions) as usize;
+            }
             for (qi, q) in s.questions.iter().enumerate() {
-                by_id.insert(q.id.clone(), (si, qi));
-                if chosen.contains(q.id.as_str()) {
-                    selected.push((si, qi));
+                let jobs: Vec<(String, Job)> = match settings.protocol {
+                    Protocol::Endpoint => vec![(q.id.clone(), Job { si, qi, view: None })],
+                    Protocol::Replay { every_sessions } => replay::observations(s, q, every_sessions)
+                        .into_iter()
+                        .map(|o| {
+                            observations.push((o.checkpoint, o.question));
+                            let id = observations.last().expect("pushed").1.id.clone();
+                            (id, Job { si, qi, view: Some((o.sessions, observations.len() - 1)) })
+                        })
+                        .collect(),
+                };
+                for (id, job) in jobs {
+                    by_id.insert(id, job);
+                    if chosen.contains(q.id.as_str()) {
+                        selected.push(job);
+                    }
                 }
             }
         }
         let samples = dataset.samples();
-        selected.sort_by(|a, b| samples[a.0].id.cmp(&samples[b.0].id).then(a.1.cmp(&b.1)));
+        selected
+            .sort_by(|a, b| samples[a.si].id.cmp(&samples[b.si].id).then(a.qi.cmp(&b.qi)).then(a.view.cmp(&b.view)));
         let conversations = samples.len();
         let questions = by_id.len();
         Ok(Evaluator {
@@ -347,6 +427,7 @@ impl Evaluator {
             settings,
             selected,
             by_id,
+            observations,
             extractor: None,
             answerer: Arc::new(Extractive),
             llm_judge: None,
@@ -355,6 +436,7 @@ impl Evaluator {
             // per question, several full evaluations' retrievals and answers.
             ingest_cache: StageCache::new((CONVERSATION_SLOTS * conversations).max(64)),
             index_cache: StageCache::new((CONVERSATION_SLOTS * conversations).max(64)),
+            view_cache: StageCache::new((CONVERSATION_SLOTS * views).max(64)),
             retrieve_cache: StageCache::new((QUESTION_SLOTS * questions).max(50_000)),
             answer_cache: StageCache::new((4 * QUESTION_SLOTS * questions).max(200_000)),
             disk: None,
@@ -398,9 +480,19 @@ impl Evaluator {
         &self.settings
     }
 
-    /// The selected questions, in outcome order (for sampling a probe).
+    /// The selected questions, in outcome order (for sampling a probe);
+    /// under replay, one entry per observation, with the observation's id and
+    /// its reference at the checkpoint.
     pub fn questions(&self) -> Vec<&Question> {
-        self.selected.iter().map(|&(s, q)| &self.dataset.samples()[s].questions[q]).collect()
+        self.selected.iter().map(|&j| self.question(j)).collect()
+    }
+
+    /// The question a job asks.
+    fn question(&self, j: Job) -> &Question {
+        match j.view {
+            None => &self.dataset.samples()[j.si].questions[j.qi],
+            Some((_, o)) => &self.observations[o].1,
+        }
     }
 
     /// The harness hash of this evaluator (settings and plugged-in components).
@@ -422,6 +514,7 @@ impl Evaluator {
     pub fn clear_cache(&self) {
         self.ingest_cache.clear();
         self.index_cache.clear();
+        self.view_cache.clear();
         self.retrieve_cache.clear();
         self.answer_cache.clear();
     }
@@ -439,7 +532,7 @@ impl Evaluator {
             qs.push(*self.by_id.get(id).ok_or_else(|| EvalError::UnknownQuestion(id.clone()))?);
         }
         let samples = self.dataset.samples();
-        qs.sort_by(|a, b| samples[a.0].id.cmp(&samples[b.0].id).then(a.1.cmp(&b.1)));
+        qs.sort_by(|a, b| samples[a.si].id.cmp(&samples[b.si].id).then(a.qi.cmp(&b.qi)).then(a.view.cmp(&b.view)));
         qs.dedup();
         self.run(strategy, &qs)
     }
@@ -509,7 +602,45 @@ impl Evaluator {
             })
             .unwrap_or_else(|e| match e {});
         local.count(INDEX, hit || from_disk);
-        Ok(Prepared { memory, index, index_key })
+        Ok(Prepared { full: memory.clone(), memory, index, index_key, sample: None })
+    }
+
+    /// The memory and index at a replay checkpoint of `sessions` sessions.
+    /// Ingest is not re-run: it is one pass in conversation order whose
+    /// filters (length, dedup against kept items, per-session caps) look only
+    /// backwards, so the checkpoint's memory is the prefix of the whole
+    /// conversation's (tested equal to ingesting the truncated conversation).
+    /// The index is rebuilt: BM25 and the dense channel weigh terms by corpus
+    /// statistics of the items present.
+    fn prepare_view(
+        &self,
+        sample: &Sample,
+        sessions: usize,
+        s: &Strategy,
+        local: &Counters,
+    ) -> Result<Prepared, EvalError> {
+        let full = self.prepare(sample, s, local)?;
+        if sessions >= sample.sessions.len() {
+            return Ok(full);
+        }
+        let view = Arc::new(sample.prefix(sessions));
+        let vkey = key(&[b"view", &full.index_key, &(sessions as u64).to_le_bytes()]);
+        let (pair, hit) = self
+            .view_cache
+            .get_or_try::<std::convert::Infallible>(vkey, || {
+                let memory = Arc::new(memory_prefix(&full.memory, &view));
+                let index = Arc::new(index::build(&memory, &s.index));
+                Ok((memory, index))
+            })
+            .unwrap_or_else(|e| match e {});
+        local.count(INDEX, hit);
+        Ok(Prepared {
+            memory: pair.0.clone(),
+            index: pair.1.clone(),
+            index_key: vkey,
+            sample: Some(view),
+            full: full.memory,
+        })
     }
 
     /// A stage output from the disk cache, or computed and stored there.
@@ -536,7 +667,7 @@ impl Evaluator {
         Ok(v)
     }
 
-    fn run(&self, s: &Strategy, qs: &[(usize, usize)]) -> Result<Evaluation, EvalError> {
+    fn run(&self, s: &Strategy, qs: &[Job]) -> Result<Evaluation, EvalError> {
         self.check(s)?;
         let judge: Arc<dyn Judge> = match self.judge_kind(s) {
             JudgeKind::Evidence => Arc::new(EvidenceJudge),
@@ -547,12 +678,17 @@ impl Evaluator {
         };
         let local = Counters::default();
         let samples = self.dataset.samples();
-        let convs: Vec<usize> = qs.iter().map(|q| q.0).collect::<BTreeSet<_>>().into_iter().collect();
+        let convs: Vec<(usize, Option<usize>)> =
+            qs.iter().map(|q| (q.si, q.view.map(|v| v.0))).collect::<BTreeSet<_>>().into_iter().collect();
         // A conversation whose extraction failed makes its questions errored, not the evaluation.
-        let prepared: HashMap<usize, Result<Prepared, String>> = convs
+        let prepared: HashMap<(usize, Option<usize>), Result<Prepared, String>> = convs
             .par_iter()
             .map(|&c| {
-                let p = match self.prepare(&samples[c], s, &local) {
+                let p = match c.1 {
+                    None => self.prepare(&samples[c.0], s, &local),
+                    Some(n) => self.prepare_view(&samples[c.0], n, s, &local),
+                };
+                let p = match p {
                     Ok(p) => Ok(p),
                     Err(EvalError::Extract(e)) => Err(e.to_string()),
                     Err(e) => return Err(e),
@@ -566,8 +702,8 @@ impl Evaluator {
         // Retrieval and assembly, per question in parallel.
         let staged: Vec<Result<Staged, String>> = qs
             .par_iter()
-            .map(|&(si, qi)| match &prepared[&si] {
-                Ok(p) => Ok(self.stage(&samples[si], si, qi, p, s, &retrieve_fields, &local)),
+            .map(|&job| match &prepared[&(job.si, job.view.map(|v| v.0))] {
+                Ok(p) => Ok(self.stage(p.sample(&samples[job.si]), job, p, s, &retrieve_fields, &local)),
                 Err(e) => Err(e.clone()),
             })
             .collect();
@@ -581,7 +717,7 @@ impl Evaluator {
             let mut missing: Vec<(usize, Key)> = Vec::new();
             for (i, st) in staged.iter().enumerate() {
                 let Ok(st) = st else { continue };
-                let q = &samples[st.si].questions[st.qi];
+                let q = self.question(st.job);
                 let text = render(&st.lines);
                 let akey = key(&[b"answer", id.as_bytes(), &answer_fields, q.question.as_bytes(), text.as_bytes()]);
                 match self.answer_cache.get(&akey) {
@@ -596,7 +732,7 @@ impl Evaluator {
                 .iter()
                 .map(|&(i, _)| {
                     let st = staged[i].as_ref().expect("only staged questions are missing");
-                    AnswerInput { question: &samples[st.si].questions[st.qi].question, lines: &st.lines }
+                    AnswerInput { question: &self.question(st.job).question, lines: &st.lines }
                 })
                 .collect();
             let results = if inputs.is_empty() { Vec::new() } else { self.answerer.answer_batch(&inputs, &s.answer) };
@@ -612,7 +748,7 @@ impl Evaluator {
                 .par_iter()
                 .map(|st| match st {
                     Ok(st) => {
-                        let q = &samples[st.si].questions[st.qi];
+                        let q = self.question(st.job);
                         self.answerer
                             .answer(&AnswerInput { question: &q.question, lines: &st.lines }, &s.answer)
                             .map_err(|e| e.to_string())
@@ -626,7 +762,7 @@ impl Evaluator {
         let context_turns: Vec<Vec<String>> = staged
             .par_iter()
             .map(|st| match st {
-                Ok(st) => st.ctx.turns.iter().map(|&o| samples[st.si].turn(o).id.clone()).collect(),
+                Ok(st) => st.ctx.turns.iter().map(|&o| samples[st.job.si].turn(o).id.clone()).collect(),
                 Err(_) => Vec::new(),
             })
             .collect();
@@ -636,7 +772,7 @@ impl Evaluator {
             .map(|&i| {
                 let st = staged[i].as_ref().expect("filtered");
                 JudgeCase {
-                    question: &samples[st.si].questions[st.qi],
+                    question: self.question(st.job),
                     answer: answers[i].as_ref().expect("filtered").as_deref(),
                     context_turns: &context_turns[i],
                 }
@@ -655,11 +791,14 @@ impl Evaluator {
             .zip(verdict)
             .zip(context_turns)
             .zip(qs)
-            .map(|((((st, answer), verdict), context_turns), &(si, qi))| {
-                let q = &samples[si].questions[qi];
-                match st {
+            .map(|((((st, answer), verdict), context_turns), &job)| {
+                let q = self.question(job);
+                let checkpoint = job.view.map(|v| self.observations[v.1].0);
+                let mut o = match st {
                     Ok(st) => {
-                        let p = prepared[&si].as_ref().expect("staged questions have a memory");
+                        let p = prepared[&(job.si, job.view.map(|v| v.0))]
+                            .as_ref()
+                            .expect("staged questions have a memory");
                         let (answer, error) = match answer {
                             Ok(a) => (a, None),
                             Err(e) => (None, Some(e)),
@@ -669,10 +808,12 @@ impl Evaluator {
                             Some(Err(e)) => (Verdict { correct: false, score: None }, Some(e)),
                             None => (Verdict { correct: false, score: None }, error),
                         };
-                        self.outcome(&samples[si], q, p, st, context_turns, answer, verdict, error)
+                        self.outcome(p.sample(&samples[job.si]), q, p, st, context_turns, answer, verdict, error)
                     }
                     Err(e) => errored(q, e.clone()),
-                }
+                };
+                o.checkpoint = checkpoint;
+                o
             })
             .collect();
         if let Some(disk) = &self.disk {
@@ -680,10 +821,18 @@ impl Evaluator {
         }
         let cache = local.snapshot();
         self.totals.add(&cache);
-        let mut memory = MemoryStats { conversations: prepared.len(), ..MemoryStats::default() };
-        for p in prepared.values().flatten() {
-            let st: IngestStats = p.memory.stats;
-            memory.items += p.memory.items.len();
+        // Each conversation once, with its whole memory (under replay: as at its last checkpoint).
+        let mut full: BTreeMap<usize, Option<&Arc<Memory>>> = BTreeMap::new();
+        for ((si, _), p) in &prepared {
+            let e = full.entry(*si).or_default();
+            if let Ok(p) = p {
+                *e = Some(&p.full);
+            }
+        }
+        let mut memory = MemoryStats { conversations: full.len(), ..MemoryStats::default() };
+        for m in full.values().flatten() {
+            let st: IngestStats = m.stats;
+            memory.items += m.items.len();
             memory.candidates += st.candidates;
             memory.too_short += st.too_short;
             memory.duplicates += st.duplicates;
@@ -697,14 +846,13 @@ impl Evaluator {
     fn stage(
         &self,
         sample: &Sample,
-        si: usize,
-        qi: usize,
+        job: Job,
         p: &Prepared,
         s: &Strategy,
         retrieve_fields: &[u8],
         local: &Counters,
     ) -> Staged {
-        let q = &sample.questions[qi];
+        let q = self.question(job);
         let memory = &*p.memory;
         let rkey = key(&[b"retrieve", &p.index_key, retrieve_fields, q.id.as_bytes()]);
         let (ret, hit) = self
@@ -714,7 +862,7 @@ impl Evaluator {
         local.count(RETRIEVE, hit);
         let ctx = assemble(sample, memory, &ret, &s.assemble, self.settings.budget_ceiling);
         let lines = ctx.lines(sample, memory);
-        Staged { si, qi, ret, ctx, lines }
+        Staged { job, ret, ctx, lines }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -780,14 +928,14 @@ impl Evaluator {
             expansion_terms: ret.expansion_terms.clone(),
             judge_score: verdict.score.map(round6),
             error,
+            checkpoint: None,
         }
     }
 }
 
 /// A question after retrieval and assembly.
 struct Staged {
-    si: usize,
-    qi: usize,
+    job: Job,
     ret: Arc<Retrieval>,
     ctx: Context,
     lines: Vec<ContextLine>,
@@ -815,6 +963,29 @@ fn errored(q: &Question, error: String) -> Outcome {
         expansion_terms: vec![],
         judge_score: None,
         error: Some(error),
+        checkpoint: None,
+    }
+}
+
+/// A conversation's memory as at a checkpoint: the items of its first
+/// sessions, the holders of its first turns. The ingest statistics stay the
+/// whole conversation's (a replay reports them once, for the last checkpoint).
+fn memory_prefix(full: &Memory, view: &Sample) -> Memory {
+    let sessions = view.sessions.len();
+    let turns = view.turn_count();
+    let items: Vec<_> = full.items.iter().take_while(|it| it.session < sessions).cloned().collect();
+    debug_assert!(full.items[items.len()..].iter().all(|it| it.session >= sessions), "items are in session order");
+    let last_day = view
+        .sessions
+        .iter()
+        .filter_map(|s| s.date.map(|d| d.days()))
+        .fold(None, |m: Option<f64>, d| Some(m.map_or(d, |m| m.max(d))));
+    Memory {
+        conversation: full.conversation.clone(),
+        items,
+        holders: full.holders[..turns.min(full.holders.len())].to_vec(),
+        last_day,
+        stats: full.stats,
     }
 }
 

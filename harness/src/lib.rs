@@ -20,6 +20,7 @@ pub mod index;
 pub mod ingest;
 pub mod judge;
 pub mod outcome;
+pub mod replay;
 pub mod retrieve;
 pub mod strategy;
 pub mod text;
@@ -30,4 +31,5 @@ pub use evaluator::{
     harness_hash,
 };
 pub use outcome::{CategoryScore, EvidenceTrace, Outcome, RetrievedItem, Summary};
+pub use replay::Protocol;
 pub use strategy::Strategy;

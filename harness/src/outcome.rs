@@ -82,6 +82,11 @@ pub struct Outcome {
     /// the evaluation is incomplete.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Under longitudinal replay, the checkpoint of this observation (1 for
+    /// the first); the id is then `<question id>@<checkpoint>`. None under
+    /// endpoint evaluation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<u32>,
 }
 
 /// Accuracy over a group of questions.

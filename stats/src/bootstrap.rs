@@ -41,6 +41,9 @@ pub enum BootstrapUnit {
     Question,
     /// Whole conversations (cluster bootstrap).
     Conversation,
+    /// Whole probe trajectories under longitudinal replay: every observation
+    /// of a probe (ids `<probe>@<checkpoint>`) is drawn together.
+    Trajectory,
 }
 
 impl BootstrapUnit {
@@ -49,6 +52,7 @@ impl BootstrapUnit {
         match self {
             BootstrapUnit::Question => "question",
             BootstrapUnit::Conversation => "conversation",
+            BootstrapUnit::Trajectory => "trajectory",
         }
     }
 }
@@ -134,8 +138,8 @@ pub fn paired_bootstrap(paired: &Paired, config: &BootstrapConfig) -> Result<Boo
             }
             paired.n()
         }
-        BootstrapUnit::Conversation => {
-            let clusters = clusters(paired)?;
+        BootstrapUnit::Conversation | BootstrapUnit::Trajectory => {
+            let clusters = clusters(paired, config.unit)?;
             let k = to_u32(clusters.len())?;
             for _ in 0..config.resamples {
                 let (mut sum, mut size) = (0i64, 0i64);
@@ -213,16 +217,27 @@ fn to_u32(units: usize) -> Result<u32, BootstrapError> {
 }
 
 /// `(sum of d, number of questions)` per conversation, in conversation-id order.
-fn clusters(paired: &Paired) -> Result<Vec<(i64, i64)>, BootstrapError> {
+fn clusters(paired: &Paired, unit: BootstrapUnit) -> Result<Vec<(i64, i64)>, BootstrapError> {
     let mut by_conversation: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
     for p in paired.pairs() {
-        let conversation =
-            p.conversation.as_deref().ok_or_else(|| BootstrapError::MissingConversation { id: p.id.clone() })?;
+        let conversation = match unit {
+            BootstrapUnit::Trajectory => probe_of(&p.id),
+            _ => p.conversation.as_deref().ok_or_else(|| BootstrapError::MissingConversation { id: p.id.clone() })?,
+        };
         let c = by_conversation.entry(conversation).or_default();
         c.0 += p.d();
         c.1 += 1;
     }
     Ok(by_conversation.into_values().collect())
+}
+
+/// The probe of an observation id `<probe>@<checkpoint>` (an id without a
+/// numeric `@` suffix is its own probe); the harness's `replay::probe_of`.
+fn probe_of(id: &str) -> &str {
+    match id.rsplit_once('@') {
+        Some((probe, k)) if !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()) => probe,
+        _ => id,
+    }
 }
 
 /// Type-7 quantile of sorted, non-empty `xs`.
@@ -399,5 +414,32 @@ mod tests {
             assert!((quantile(&xs, q) - want).abs() < 1e-12, "q={q}");
         }
         assert_eq!(quantile(&[7.0], 0.3), 7.0);
+    }
+
+    #[test]
+    fn trajectories_are_resampled_whole() {
+        // 30 probes of 4 observations each, all four improved or all four unchanged:
+        // by trajectory there are 30 units, and the interval is wider than by observation.
+        let mut base = Vec::new();
+        let mut cand = Vec::new();
+        for p in 0..30 {
+            for k in 1..=4 {
+                let o = Outcome {
+                    id: format!("c#{p}@{k}"),
+                    conversation: Some("c".into()),
+                    category: "x".into(),
+                    correct: false,
+                };
+                cand.push(Outcome { correct: p % 3 == 0, ..o.clone() });
+                base.push(o);
+            }
+        }
+        let p = pair(&base, &cand).unwrap();
+        let t = paired_bootstrap(&p, &config(BootstrapUnit::Trajectory, 2000, 4)).unwrap();
+        let q = paired_bootstrap(&p, &config(BootstrapUnit::Question, 2000, 4)).unwrap();
+        assert_eq!((t.units, q.units), (30, 120));
+        assert!(t.high - t.low > q.high - q.low, "{t:?} vs {q:?}");
+        assert_eq!(probe_of("c#1@12"), "c#1");
+        assert_eq!(probe_of("c#1"), "c#1");
     }
 }

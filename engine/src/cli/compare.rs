@@ -8,6 +8,11 @@
 //! every line of both files has it. Other fields are ignored; blank lines are
 //! skipped. Bad input exits 2 and names the file and line; a rejected
 //! candidate is a result, not an error, and exits 0.
+//!
+//! `--unit trajectory` is for the outcomes of a longitudinal replay (`emend
+//! eval --protocol replay --outcomes`): ids are `<question>@<checkpoint>`, and
+//! the bootstrap draws every observation of a question together. Runs whose
+//! observation ids differ are refused, as runs whose question ids differ are.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -38,7 +43,8 @@ pub struct CompareArgs {
     /// Largest allowed growth of mean context tokens, a fraction (0.10 = +10%); needs `context_tokens` on every line.
     #[arg(long)]
     cost_bound: Option<f64>,
-    /// Bootstrap resampling unit: single questions, or whole conversations when questions share one.
+    /// Bootstrap resampling unit: single questions, whole conversations when questions share one, or whole
+    /// probe trajectories (all observations of a question under replay, ids `<question>@<checkpoint>`).
     #[arg(long, value_enum, default_value_t = Unit::Question)]
     unit: Unit,
     /// Bootstrap resamples.
@@ -59,6 +65,7 @@ pub struct CompareArgs {
 enum Unit {
     Question,
     Conversation,
+    Trajectory,
 }
 
 impl From<Unit> for BootstrapUnit {
@@ -66,6 +73,7 @@ impl From<Unit> for BootstrapUnit {
         match unit {
             Unit::Question => BootstrapUnit::Question,
             Unit::Conversation => BootstrapUnit::Conversation,
+            Unit::Trajectory => BootstrapUnit::Trajectory,
         }
     }
 }

@@ -1,6 +1,9 @@
 //! `emend eval`: evaluates one strategy on a task set with the built-in
 //! harness and prints accuracy, per-category figures, context cost and the
 //! unresolved evidence; `--outcomes` writes the per-question traces (JSONL).
+//! `--protocol replay` replays conversations with checkpoints (see
+//! `harness::replay`): outcomes are then per observation (`<question>@<checkpoint>`),
+//! and the report adds accuracy and context tokens by checkpoint and the final accuracy.
 //!
 //! Standalone: no project or journal is needed, and the harness's model-free
 //! components run (extractive answers; a strategy that needs an LLM role is
@@ -54,9 +57,22 @@ pub struct EvalArgs {
     /// Write one outcome record per question (JSONL) to this file, atomically.
     #[arg(long, value_name = "OUT.jsonl")]
     outcomes: Option<PathBuf>,
+    /// endpoint: every question once, after whole conversations; replay:
+    /// longitudinal, a checkpoint after every --every-sessions sessions.
+    #[arg(long, value_enum, default_value_t = ProtocolArg::Endpoint)]
+    protocol: ProtocolArg,
+    /// Under --protocol replay: sessions between checkpoints.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    every_sessions: u32,
     /// Print one JSON object instead of the report.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ProtocolArg {
+    Endpoint,
+    Replay,
 }
 
 /// What the arguments resolve to: files read and checked.
@@ -82,6 +98,10 @@ fn resolve(args: &EvalArgs) -> Result<Resolved, Failure> {
         judge: args.judge,
         include_adversarial: args.include_adversarial,
         conversations: args.conversations.clone(),
+        protocol: match args.protocol {
+            ProtocolArg::Endpoint => harness::Protocol::Endpoint,
+            ProtocolArg::Replay => harness::Protocol::Replay { every_sessions: args.every_sessions },
+        },
         ..HarnessSettings::default()
     };
     Ok(Resolved { strategy, strategy_hash: artifact.hash, dataset, settings })
@@ -122,7 +142,12 @@ pub fn run(args: &EvalArgs, project_dir: Option<&Path>) -> CmdResult {
         evaluator = engine::backend::with_stage_cache(evaluator, p).map_err(Failure::failed)?;
     }
     let live = term::Live::start(
-        &format!("evaluating {} on {tasks_name} ({} questions)", args.strategy.display(), evaluator.questions().len()),
+        &format!(
+            "evaluating {} on {tasks_name} ({} {})",
+            args.strategy.display(),
+            evaluator.questions().len(),
+            if args.protocol == ProtocolArg::Replay { "observations" } else { "questions" }
+        ),
         true,
     );
     let eval = evaluator.evaluate(&r.strategy);
@@ -186,7 +211,23 @@ fn json_report(args: &EvalArgs, tasks: &str, e: &Evaluation, h: &Hashes<'_>, usa
         "llm": usage,
         "elapsed_ms": elapsed_ms,
     });
+    let mut doc = doc;
+    if args.protocol == ProtocolArg::Replay {
+        // Under replay, n, correct and accuracy count observations.
+        doc["protocol"] = json!("replay");
+        doc["every_sessions"] = json!(args.every_sessions);
+        doc["checkpoints"] = json!(e.checkpoints());
+        doc["final_accuracy"] = json!(e.final_accuracy());
+        doc["probes"] = json!(probes(e));
+    } else {
+        doc["protocol"] = json!("endpoint");
+    }
     serde_json::to_string(&doc).expect("a report serializes")
+}
+
+/// The questions a replay observed.
+fn probes(e: &Evaluation) -> usize {
+    e.outcomes.iter().map(|o| harness::replay::probe_of(&o.id)).collect::<std::collections::BTreeSet<_>>().len()
 }
 
 fn pct(x: f64) -> String {
@@ -207,13 +248,46 @@ fn human_report(
     let mut out = String::new();
     out += &format!("strategy   {}  (sha256 {})\n", args.strategy.display(), &h.strategy[..12]);
     out += &format!(
-        "tasks      {tasks}: {} questions in {} of {} conversations  (sha256 {})\n",
+        "tasks      {tasks}: {} {} in {} of {} conversations  (sha256 {})\n",
         s.n,
+        if args.protocol == ProtocolArg::Replay { "observations" } else { "questions" },
         conversations.len(),
         dataset.samples().len(),
         &h.dataset[..12]
     );
     out += &format!("harness    {}  (sha256 {})\n\n", harness::HARNESS_VERSION, &h.harness[..12]);
+    if args.protocol == ProtocolArg::Replay {
+        let cps = e.checkpoints();
+        out += &format!(
+            "replay     {} checkpoints (every {} sessions), {} probes, {} observations\n",
+            cps.len(),
+            args.every_sessions,
+            probes(e),
+            s.n
+        );
+        out += &format!(
+            "final accuracy   {}  (each probe's last observation)\n\n",
+            pct(e.final_accuracy().unwrap_or(0.0))
+        );
+        let rows = cps
+            .iter()
+            .map(|c| {
+                vec![
+                    c.checkpoint.to_string(),
+                    c.probes.to_string(),
+                    c.correct.to_string(),
+                    pct(c.accuracy),
+                    format!("{:.1}", c.mean_context_tokens),
+                ]
+            })
+            .collect();
+        out += &term::table(
+            &["checkpoint", "probes", "correct", "accuracy", "context tokens"],
+            rows,
+            &[true, true, true, true, true],
+        );
+        out += "\n(below: over all observations)\n";
+    }
     out += &format!("accuracy   {}  ({}/{})\n\n", pct(s.accuracy), s.correct, s.n);
     // LoCoMo's order (1 to 5), not the map's alphabetical one.
     let rows = Category::ALL

@@ -96,6 +96,7 @@ pub fn run(args: &WorkerArgs) -> CmdResult {
         // The shard holds only the questions to answer.
         include_adversarial: true,
         conversations: None,
+        protocol: harness::Protocol::Endpoint,
     };
     let evaluator = Evaluator::new(Arc::new(dataset), settings).map_err(Failure::bad_input)?;
     let eval =

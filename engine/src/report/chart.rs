@@ -263,3 +263,49 @@ fn legend(ml: f64) -> Markup {
         }
     }
 }
+
+/// Under longitudinal replay: the served strategy's accuracy (left axis) and
+/// mean context tokens (right axis) by checkpoint. Nothing otherwise.
+pub(super) fn checkpoints(d: &ReportData) -> Markup {
+    let cps = &d.checkpoints;
+    if cps.is_empty() {
+        return html! {};
+    }
+    let (w, ht, ml, mr, mt, mb) = (1040.0_f64, 300.0_f64, 70.0, 70.0, 30.0, 46.0);
+    let (pw, ph) = (w - ml - mr, ht - mt - mb);
+    let n = cps.len().max(2) as f64 - 1.0;
+    let tmax = cps.iter().map(|c| c.mean_context_tokens).fold(1.0_f64, f64::max);
+    let px = |i: usize| ml + i as f64 / n * pw;
+    let acc: Vec<String> =
+        cps.iter().enumerate().map(|(i, c)| format!("{},{}", f1(px(i)), f1(mt + (1.0 - c.accuracy) * ph))).collect();
+    let tok: Vec<String> = cps
+        .iter()
+        .enumerate()
+        .map(|(i, c)| format!("{},{}", f1(px(i)), f1(mt + (1.0 - c.mean_context_tokens / tmax) * ph)))
+        .collect();
+    html! {
+        h2 #checkpoints { "Replay: accuracy and context tokens by checkpoint" }
+        p.sub {
+            "The served strategy under longitudinal replay: accuracy over the probes eligible at each checkpoint \
+             (solid, left axis, 0 to 100%) and their mean context tokens (dashed, right axis, 0 to " (f1(tmax)) ")."
+        }
+        svg id="checkpoint-chart" class="chart" role="img" width=(w) height=(ht) viewBox={ "0 0 " (w) " " (ht) }
+            aria-label="Accuracy and context tokens by checkpoint" {
+            rect x=(ml) y=(mt) width=(pw) height=(ph) fill="#fbfcfe" stroke="#c9d0dc" {}
+            polyline points=(acc.join(" ")) fill="none" stroke="#2456a6" stroke-width="2" {}
+            polyline points=(tok.join(" ")) fill="none" stroke="#b3541e" stroke-width="2" stroke-dasharray="6 4" {}
+            @for (i, c) in cps.iter().enumerate() {
+                circle cx=(f1(px(i))) cy=(f1(mt + (1.0 - c.accuracy) * ph)) r="3" fill="#2456a6" {
+                    title { "checkpoint " (c.checkpoint) ": " (c.correct) "/" (c.probes) " probes correct, "
+                        (f1(c.mean_context_tokens)) " context tokens" }
+                }
+            }
+            text x=(f1(ml - 8.0)) y=(f1(mt + 4.0)) text-anchor="end" font-size="12" { "100%" }
+            text x=(f1(ml - 8.0)) y=(f1(mt + ph + 4.0)) text-anchor="end" font-size="12" { "0%" }
+            text x=(f1(ml + pw + 8.0)) y=(f1(mt + 4.0)) font-size="12" { (f1(tmax)) }
+            text x=(f1(ml + pw + 8.0)) y=(f1(mt + ph + 4.0)) font-size="12" { "0" }
+            text x=(f1(ml)) y=(f1(ht - 14.0)) font-size="12" { "checkpoint 1" }
+            text x=(f1(ml + pw)) y=(f1(ht - 14.0)) text-anchor="end" font-size="12" { "checkpoint " (cps.len()) }
+        }
+    }
+}

@@ -25,6 +25,7 @@ pub fn render(d: &ReportData) -> String {
             body {
                 (summary(d))
                 (super::chart::trajectory(d))
+                (super::chart::checkpoints(d))
                 (categories(d))
                 (funnel(d))
                 (hypotheses(d))

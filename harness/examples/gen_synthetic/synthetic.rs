@@ -13,6 +13,10 @@
 //!   are told apart only by a deeper top_k;
 //! - temporal questions answered from session dates (relative times, "in May
 //!   2023", "now"), which need date stamps and recency;
+//! - revised facts (a new job, a new home): the "now" question carries
+//!   `reference_versions` (its answer changes at the later mention, for
+//!   longitudinal replay), and a question anchored to the earlier month keeps
+//!   the first answer;
 //! - multi-hop questions with evidence in two sessions linked by a name the
 //!   question does not contain (query expansion), and counts over several
 //!   sessions (a larger top_k for "how many");
@@ -360,7 +364,13 @@ struct Qa {
     category: u8,
     /// (exchange handle, line 0 or 1)
     evidence: Vec<(usize, usize)>,
+    /// Reference versions of a revised fact: (session index from which it
+    /// holds, answer, evidence); the last one is the question's own.
+    versions: Vec<Version>,
 }
+
+/// (session index from which a reference holds, answer, evidence).
+type Version = (usize, Gold, Vec<(usize, usize)>);
 
 /// One conversation under construction.
 struct Conv<'r> {
@@ -371,6 +381,8 @@ struct Conv<'r> {
     days: Vec<i64>,
     exchanges: Vec<(usize, Exchange)>,
     qas: Vec<Qa>,
+    /// Questions anchored to an earlier time, placed after the shuffled ones.
+    anchored: Vec<Qa>,
 }
 
 // Templates: (statement, question, answer). {X} is the speaker, {Y} the other.
@@ -649,7 +661,7 @@ impl Conv<'_> {
     }
 
     fn qa(&mut self, question: String, answer: Gold, category: u8, evidence: Vec<(usize, usize)>) {
-        self.qas.push(Qa { question, answer, category, evidence });
+        self.qas.push(Qa { question, answer, category, evidence, versions: Vec::new() });
     }
 
     /// A statement with its question (and an optional reply), in a session.
@@ -859,27 +871,57 @@ impl Conv<'_> {
         }
     }
 
-    /// A job and a home that changed: the latest mention is the answer.
+    /// A job and a home that changed (revised facts): the current-truth
+    /// question's reference changes with the later mention (reference
+    /// versions), the question anchored to the earlier month keeps the first.
     fn current(&mut self) {
-        const C: &[(&str, &str, &str)] = &[
-            ("I just started working at {company} as a {job}.", "Which company is {X} working at now?", "{company}"),
-            ("We just moved to {city}, I love our new street.", "Which city does {X} live in now?", "{city}"),
+        const C: &[(&str, &str, &str, &str)] = &[
+            (
+                "I just started working at {company} as a {job}.",
+                "Which company is {X} working at now?",
+                "{company}",
+                "Which company was {X} working at in {when}?",
+            ),
+            (
+                "We just moved to {city}, I love our new street.",
+                "Which city does {X} live in now?",
+                "{city}",
+                "Which city did {X} live in in {when}?",
+            ),
         ];
         for t in C {
             let x = self.speaker();
             let early = self.rng.range(0, 4);
             let late = self.rng.range(10, SESSIONS - 1);
-            let mut last = (0, Slots::default());
+            let mut told = Vec::new();
             for s in [early, late] {
                 let mut sl = self.slots(x);
                 let stmt = sl.fill(self.rng, &mut self.deck, t.0);
                 let reply = self.reply(&mut sl);
-                last = (self.add(s, x, stmt, reply), sl);
+                let h = self.add(s, x, stmt, reply);
+                let a = sl.fill(self.rng, &mut self.deck, t.2);
+                told.push((s, h, a, sl));
             }
-            let (h, mut sl) = last;
+            let (_, first_h, first_a, _) = &told[0];
+            let (first_h, first_a) = (*first_h, first_a.clone());
+            let (_, h, a, mut sl) = told.pop().expect("two mentions");
             let q = sl.fill(self.rng, &mut self.deck, t.1);
-            let a = sl.fill(self.rng, &mut self.deck, t.2);
-            self.qa(q, Gold::Text(a), 2, vec![(h, 0)]);
+            let versions = vec![
+                (early, Gold::Text(first_a.clone()), vec![(first_h, 0)]),
+                (late, Gold::Text(a.clone()), vec![(h, 0)]),
+            ];
+            self.qas.push(Qa { question: q, answer: Gold::Text(a), category: 2, evidence: vec![(h, 0)], versions });
+            let (y, m, _) = civil_from_days(self.days[early]);
+            let anchored = t.3.replace("{X}", &self.names[x]).replace("{when}", &format!("{} {y}", month_name(m)));
+            // Kept apart and appended after the shuffle, so that adding them
+            // left every other question and turn of the dataset as it was.
+            self.anchored.push(Qa {
+                question: anchored,
+                answer: Gold::Text(first_a),
+                category: 2,
+                evidence: vec![(first_h, 0)],
+                versions: Vec::new(),
+            });
         }
     }
 
@@ -1108,9 +1150,10 @@ pub fn generate(seed: u64) -> String {
             days,
             exchanges: Vec::new(),
             qas: Vec::new(),
+            anchored: Vec::new(),
         };
         conv.build();
-        let Conv { days, exchanges, mut qas, .. } = conv;
+        let Conv { days, exchanges, mut qas, anchored, .. } = conv;
 
         // Lay out sessions: an opener, then the session's exchanges shuffled.
         let mut ids: Vec<[String; 2]> = vec![Default::default(); exchanges.len()];
@@ -1154,11 +1197,13 @@ pub fn generate(seed: u64) -> String {
         }
 
         rng.shuffle(&mut qas);
+        qas.extend(anchored);
         let mut qa = Vec::new();
         for (k, q) in qas.iter().enumerate() {
             let mut evidence: Vec<String> = q.evidence.iter().map(|&(h, l)| ids[h][l].clone()).collect();
-            // Messy ids, as real files have them (one kind per conversation).
-            match (c, k) {
+            // Messy ids, as real files have them (one kind per conversation);
+            // never on a revised fact, whose last version must match.
+            match (c, if q.versions.is_empty() { k } else { usize::MAX }) {
                 (0, 3) => {
                     evidence = evidence
                         .iter()
@@ -1177,7 +1222,24 @@ pub fn generate(seed: u64) -> String {
                 Gold::Text(t) => json!(t),
                 Gold::Int(n) => json!(n),
             };
-            qa.push(json!({"question": q.question, "answer": answer, "evidence": evidence, "category": q.category}));
+            let mut entry =
+                json!({"question": q.question, "answer": answer, "evidence": evidence, "category": q.category});
+            if !q.versions.is_empty() {
+                let versions: Vec<Value> = q
+                    .versions
+                    .iter()
+                    .map(|(s, a, ev)| {
+                        let a = match a {
+                            Gold::Text(t) => json!(t),
+                            Gold::Int(n) => json!(n),
+                        };
+                        let ev: Vec<String> = ev.iter().map(|&(h, l)| ids[h][l].clone()).collect();
+                        json!({"from_session": s + 1, "answer": a, "evidence": ev})
+                    })
+                    .collect();
+                entry["reference_versions"] = Value::Array(versions);
+            }
+            qa.push(entry);
         }
         samples.push(json!({
             "sample_id": format!("syn-{}", c + 1),

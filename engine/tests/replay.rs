@@ -1,0 +1,166 @@
+//! Longitudinal replay end to end: `emend eval --protocol replay`, `emend
+//! compare --unit trajectory`, and `emend evolve` on a replay project. Tests
+//! on locomo10-dev skip (with a note) when the file is absent.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+fn repo(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel)
+}
+
+fn locomo() -> Option<PathBuf> {
+    let p =
+        std::env::var_os("EMEND_LOCOMO").map(PathBuf::from).unwrap_or_else(|| repo("../shared/data/locomo10-dev.json"));
+    if p.exists() {
+        Some(p)
+    } else {
+        eprintln!("note: {} is absent; skipping", p.display());
+        None
+    }
+}
+
+/// Runs `emend ARGS` in `dir`: (exit code, stdout, stderr).
+fn emend(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_emend")).current_dir(dir).args(args).output().expect("emend runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn eval_json(dir: &Path, strategy: &Path, tasks: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["eval", "--strategy", strategy.to_str().unwrap(), "--tasks", tasks, "--json"];
+    args.extend_from_slice(extra);
+    let (code, out, err) = emend(dir, &args);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+fn check_checkpoints(v: &Value) {
+    let cps = v["checkpoints"].as_array().expect("checkpoints");
+    assert!(!cps.is_empty());
+    let mut last = 0;
+    for (i, c) in cps.iter().enumerate() {
+        for key in ["checkpoint", "probes", "accuracy", "mean_context_tokens"] {
+            assert!(c.get(key).is_some(), "missing {key} in {c}");
+        }
+        assert_eq!(c["checkpoint"], i + 1);
+        let p = c["probes"].as_u64().unwrap();
+        assert!(p >= last, "probes fell at checkpoint {}: {cps:?}", i + 1);
+        last = p;
+    }
+    assert_eq!(last, v["probes"].as_u64().unwrap(), "every probe is observed at the last checkpoint");
+}
+
+#[test]
+fn eval_replay_reports_checkpoints_and_final_accuracy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = repo("strategies/default.yaml");
+    let endpoint = eval_json(tmp.path(), &s, "builtin", &[]);
+    assert_eq!(endpoint["protocol"], "endpoint");
+    assert!(endpoint.get("checkpoints").is_none());
+    let replay = eval_json(tmp.path(), &s, "builtin", &["--protocol", "replay"]);
+    assert_eq!(replay["protocol"], "replay");
+    check_checkpoints(&replay);
+    assert_eq!(replay["checkpoints"].as_array().unwrap().len(), 16);
+    assert_eq!(replay["probes"], endpoint["n"]);
+    assert_eq!(replay["final_accuracy"], endpoint["accuracy"]);
+    let every4 = eval_json(tmp.path(), &s, "builtin", &["--protocol", "replay", "--every-sessions", "4"]);
+    assert_eq!(every4["checkpoints"].as_array().unwrap().len(), 4);
+    assert_eq!(every4["final_accuracy"], endpoint["accuracy"]);
+    let (code, _, err) = emend(
+        tmp.path(),
+        &["eval", "--strategy", s.to_str().unwrap(), "--protocol", "replay", "--every-sessions", "0"],
+    );
+    assert_eq!(code, 2, "{err}");
+}
+
+#[test]
+fn locomo_replay_final_accuracy_equals_endpoint_accuracy() {
+    let Some(path) = locomo() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let s = repo("strategies/default.yaml");
+    let tasks = path.to_str().unwrap();
+    let endpoint = eval_json(tmp.path(), &s, tasks, &[]);
+    let replay = eval_json(tmp.path(), &s, tasks, &["--protocol", "replay"]);
+    check_checkpoints(&replay);
+    assert_eq!(replay["final_accuracy"], endpoint["accuracy"]);
+    eprintln!(
+        "locomo10-dev: {} checkpoints, final accuracy {}, {} observations; endpoint {} ms, replay {} ms",
+        replay["checkpoints"].as_array().unwrap().len(),
+        replay["final_accuracy"],
+        replay["n"],
+        endpoint["elapsed_ms"],
+        replay["elapsed_ms"]
+    );
+}
+
+#[test]
+fn compare_resamples_whole_trajectories() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let base = dir.join("base.jsonl");
+    let cand = dir.join("cand.jsonl");
+    let s = repo("strategies/default.yaml");
+    let recency = dir.join("recency.yaml");
+    let text = std::fs::read_to_string(&s).unwrap().replace("recency_half_life_days: 0", "recency_half_life_days: 30");
+    std::fs::write(&recency, text).unwrap();
+    for (strategy, out) in [(&s, &base), (&recency, &cand)] {
+        eval_json(dir, strategy, "builtin", &["--protocol", "replay", "--outcomes", out.to_str().unwrap()]);
+    }
+    let compare = |unit: &str| -> Value {
+        let (code, out, err) =
+            emend(dir, &["compare", base.to_str().unwrap(), cand.to_str().unwrap(), "--unit", unit, "--json"]);
+        assert_eq!(code, 0, "{err}");
+        serde_json::from_str(&out).unwrap()
+    };
+    let t = compare("trajectory");
+    let q = compare("question");
+    let text = t.to_string();
+    assert!(text.contains("\"trajectory\""), "{text}");
+    // 348 probes are the units, not the observations.
+    assert!(text.contains("348"), "{text}");
+    assert_ne!(t, q);
+}
+
+#[test]
+fn evolve_runs_on_the_replay_protocol() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    let (code, out, err) = emend(tmp.path(), &["init", dir.to_str().unwrap(), "--tasks", "builtin"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let config = dir.join("emend.yaml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(text.contains("protocol: endpoint"), "{text}");
+    std::fs::write(&config, text.replace("protocol: endpoint", "protocol: replay\n  replay:\n    every_sessions: 4"))
+        .unwrap();
+    let (code, out, err) = emend(&dir, &["evolve", "--rounds", "1", "--json", "--quiet"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["rounds"], 1);
+    let (code, out, err) = emend(&dir, &["journal", "export"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("#0@4"), "the loop's question results are replay observations");
+    let (code, _, err) = emend(&dir, &["report", "--out", "r.html"]);
+    assert_eq!(code, 0, "{err}");
+    let html = std::fs::read_to_string(dir.join("r.html")).unwrap();
+    assert!(html.contains("id=\"checkpoint-chart\""), "the report plots the served replay by checkpoint");
+    assert!(html.contains("checkpoint 4"), "four checkpoints of four sessions each");
+}
+
+#[test]
+fn an_endpoint_report_has_no_checkpoint_chart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    let (code, out, err) = emend(tmp.path(), &["init", dir.to_str().unwrap(), "--tasks", "builtin"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, _, err) = emend(&dir, &["evolve", "--rounds", "1", "--quiet"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = emend(&dir, &["report", "--out", "r.html"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!std::fs::read_to_string(dir.join("r.html")).unwrap().contains("checkpoint-chart"));
+}
