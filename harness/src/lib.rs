@@ -14,6 +14,7 @@
 pub mod answer;
 pub mod assemble;
 pub mod cache;
+pub mod collision;
 pub mod dataset;
 pub mod evaluator;
 pub mod index;
