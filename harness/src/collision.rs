@@ -273,9 +273,10 @@ struct Mix(u64);
 impl Mix {
     fn new(parts: &[u64]) -> Mix {
         let mut m = Mix(0x9e37_79b9_7f4a_7c15);
+        // Each part goes through the full mix, so nearby seeds give unrelated streams.
         for &p in parts {
             m.0 ^= p;
-            m.next();
+            m.0 = m.next();
         }
         m
     }

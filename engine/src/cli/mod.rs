@@ -1,5 +1,6 @@
 //! Command-line glue: argument structs, dispatch, error-to-exit-code mapping.
 
+mod collision;
 mod common;
 mod compare;
 mod eval;
@@ -82,6 +83,8 @@ enum Command {
     Eval(eval::EvalArgs),
     /// Check strategy files: YAML syntax, the schema, unknown fields, invariants and prompt markers.
     Validate(validate::ValidateArgs),
+    /// Entity collision: hit@1 of the strategy's retrieval against its BM25 channel alone (1/K by construction), per tag and K.
+    Collision(collision::CollisionArgs),
     /// Evaluate one task shard with the built-in pipeline (a shard command: local or on Ray).
     Worker(worker::WorkerArgs),
 }
@@ -115,6 +118,7 @@ pub fn main() -> ExitCode {
         Command::Eval(args) => eval::run(&args, project),
         Command::Validate(args) => validate::run(&args),
         Command::Worker(args) => worker::run(&args),
+        Command::Collision(args) => collision::run(&args),
     };
     match result {
         Ok(code) => ExitCode::from(code),
