@@ -43,6 +43,10 @@ pub struct OutcomeRecord {
     /// such a record makes the whole evaluation incomplete.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The gold answer's terms in the source turns and in the memory that
+    /// reached the context (Layer A's source_only / full_coverage test).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_coverage: Option<harness::outcome::AnswerCoverage>,
 }
 
 /// The built-in harness's outcome as the engine's record: the same fields
@@ -72,6 +76,7 @@ impl From<&harness::Outcome> for OutcomeRecord {
             ),
             context_tokens: Some(f64::from(o.context_tokens)),
             error: o.error.clone(),
+            answer_coverage: o.answer_coverage.clone(),
         }
     }
 }

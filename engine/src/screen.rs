@@ -265,6 +265,7 @@ mod tests {
                         evidence_trace: None,
                         context_tokens: None,
                         error: None,
+                        answer_coverage: None,
                     })
                     .collect(),
             ))

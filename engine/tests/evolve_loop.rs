@@ -104,6 +104,7 @@ impl Backend for Scripted {
                     }]),
                     context_tokens: Some(100.0),
                     error: None,
+                    answer_coverage: None,
                 }
             })
             .collect();

@@ -65,3 +65,46 @@ fn collision_refuses_bad_parameters_with_exit_2() {
         assert!(stderr.starts_with("error: ") && stderr.lines().count() == 1, "{stderr}");
     }
 }
+
+fn locomo() -> Option<std::path::PathBuf> {
+    let p = std::env::var_os("EMEND_LOCOMO").map(std::path::PathBuf::from).unwrap_or_else(|| {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/locomo10-dev.json")
+    });
+    if p.exists() {
+        Some(p)
+    } else {
+        eprintln!("note: {} is absent; skipping", p.display());
+        None
+    }
+}
+
+/// On locomo10-dev with the default strategy the audit names unexercised
+/// mechanisms (expansion is off, so its terms and weight change nothing),
+/// and `emend diagnose` reports the generation-error split.
+#[test]
+fn audit_and_diagnose_on_locomo10_dev() {
+    let Some(data) = locomo() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().to_str().unwrap();
+    let (code, _, stderr) = emend(&["init", "--tasks", data.to_str().unwrap(), project]);
+    assert_eq!(code, 0, "{stderr}");
+    let (code, stdout, stderr) = emend(&["--project", project, "audit", "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    let mechanisms = v["mechanisms"].as_array().unwrap();
+    let status =
+        |m: &str| mechanisms.iter().find(|x| x["mechanism"] == m).map(|x| x["status"].as_str().unwrap().to_string());
+    assert_eq!(status("expansion").as_deref(), Some("unexercised"));
+    assert!(mechanisms.iter().all(|m| !m["evidence"].as_str().unwrap().is_empty()));
+    // Retrieval depth is always on, and halving top_k costs answers.
+    assert_eq!(status("retrieval depth").as_deref(), Some("contributing"));
+
+    let (code, stdout, stderr) = emend(&["--project", project, "diagnose", "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let d: Value = serde_json::from_str(&stdout).unwrap();
+    for k in ["source_only", "full_coverage", "unsplit"] {
+        assert!(d["splits"][k].is_u64(), "{d}");
+    }
+    let (_, text, _) = emend(&["--project", project, "diagnose"]);
+    assert!(text.contains("generation_error split: source_only "), "{text}");
+}

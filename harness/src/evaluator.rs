@@ -27,7 +27,7 @@ use crate::dataset::{Dataset, Question, Sample, Selection, UnknownConversation};
 use crate::index::{self, Index};
 use crate::ingest::{self, ExtractError, Extractor, IngestStats, Memory};
 use crate::judge::{EvidenceJudge, F1Judge, Judge, JudgeCase, JudgeError, Verdict};
-use crate::outcome::{EvidenceTrace, Outcome, RetrievedItem, Summary};
+use crate::outcome::{AnswerCoverage, EvidenceTrace, Outcome, RetrievedItem, Summary};
 use crate::retrieve::{Retrieval, retrieve};
 use crate::strategy::{IngestUnit, JudgeKind, Strategy};
 use crate::text::round6;
@@ -780,6 +780,7 @@ impl Evaluator {
             expansion_terms: ret.expansion_terms.clone(),
             judge_score: verdict.score.map(round6),
             error,
+            answer_coverage: AnswerCoverage::measure(sample, memory, q, ctx),
         }
     }
 }
@@ -815,6 +816,7 @@ fn errored(q: &Question, error: String) -> Outcome {
         expansion_terms: vec![],
         judge_score: None,
         error: Some(error),
+        answer_coverage: None,
     }
 }
 
