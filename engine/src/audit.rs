@@ -18,8 +18,9 @@
 //!    - nothing observable changes: `unexercised` (on this task set its
 //!      output changes no context's size or gold turns and no outcome; a
 //!      pure reordering of a context is not observed).
-//!    A contrast the schema refuses (a range or an invariant) is `inconclusive`,
-//!    with the schema's reason.
+//!
+//!    A contrast the schema refuses (a range or an invariant) is
+//!    `inconclusive`, with the schema's reason.
 //!
 //! The search's proposer calls [`audit`] to skip the fields of unexercised
 //! mechanisms.
