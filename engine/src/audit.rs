@@ -109,6 +109,28 @@ struct Mechanism {
     off: fn(&Value) -> Option<String>,
     /// The field moves of the contrast, from `doc`.
     contrast: fn(&Value) -> Vec<(&'static str, Value)>,
+    /// What the served evaluation's trace says about its execution, when the
+    /// trace records it (the built-in harness does; an external one may not,
+    /// so this is evidence, never a status on its own).
+    ran: Option<fn(&Value, &Evaluation) -> String>,
+}
+
+fn expansion_ran(_: &Value, e: &Evaluation) -> String {
+    let n = e.outcomes.iter().filter(|o| !o.expansion_terms.is_empty()).count();
+    format!("trace: expansion added terms on {n} of {} questions", e.outcomes.len())
+}
+
+fn intent_ran(doc: &Value, e: &Evaluation) -> String {
+    let n = e
+        .outcomes
+        .iter()
+        .filter(|o| {
+            o.intent
+                .as_deref()
+                .is_some_and(|i| num(doc, &format!("retrieve.intent_overrides.{i}.top_k_multiplier")) != 1.0)
+        })
+        .count();
+    format!("trace: {n} of {} questions show an intent whose multiplier is not 1", e.outcomes.len())
 }
 
 fn num(doc: &Value, path: &str) -> f64 {
@@ -129,6 +151,7 @@ const MECHANISMS: &[Mechanism] = &[
         fields: &["ingest.window_size", "ingest.window_overlap"],
         switch: None,
         off: never,
+        ran: None,
         contrast: |d| {
             let size = num(d, "ingest.window_size");
             vec![("ingest.window_size", json!(if size > 1.0 { 1 } else { 2 })), ("ingest.window_overlap", json!(0))]
@@ -139,6 +162,7 @@ const MECHANISMS: &[Mechanism] = &[
         fields: &["ingest.min_chars", "ingest.max_items_per_session"],
         switch: None,
         off: |d| (num(d, "ingest.min_chars") == 0.0).then(|| "ingest.min_chars is 0 (the session cap stays)".into()),
+        ran: None,
         contrast: |_| vec![("ingest.min_chars", json!(0))],
     },
     Mechanism {
@@ -149,6 +173,7 @@ const MECHANISMS: &[Mechanism] = &[
             (num(d, "ingest.dedup_threshold") >= 1.0 && get_path(d, "assemble.dedup") == Some(&json!(false)))
                 .then(|| "ingest.dedup_threshold is 1 and assemble.dedup is false".into())
         },
+        ran: None,
         contrast: |_| vec![("ingest.dedup_threshold", json!(1.0)), ("assemble.dedup", json!(false))],
     },
     Mechanism {
@@ -156,6 +181,7 @@ const MECHANISMS: &[Mechanism] = &[
         fields: &["ingest.stamp_date"],
         switch: Some("ingest.stamp_date"),
         off: |d| (get_path(d, "ingest.stamp_date") == Some(&json!(false))).then(|| "ingest.stamp_date is false".into()),
+        ran: None,
         contrast: |_| vec![("ingest.stamp_date", json!(false))],
     },
     Mechanism {
@@ -166,6 +192,7 @@ const MECHANISMS: &[Mechanism] = &[
             (text(d, "ingest.unit") != "fact")
                 .then(|| format!("ingest.unit is {}: the extraction prompt is never sent", text(d, "ingest.unit")))
         },
+        ran: None,
         contrast: |_| vec![("ingest.unit", json!("window"))],
     },
     Mechanism {
@@ -173,6 +200,7 @@ const MECHANISMS: &[Mechanism] = &[
         fields: &["index.bm25_k1", "index.bm25_b", "retrieve.weights.bm25"],
         switch: None,
         off: |d| (num(d, "retrieve.weights.bm25") == 0.0).then(|| "retrieve.weights.bm25 is 0".into()),
+        ran: None,
         contrast: |_| vec![("retrieve.weights.bm25", json!(0.0))],
     },
     Mechanism {
@@ -186,6 +214,7 @@ const MECHANISMS: &[Mechanism] = &[
                 (num(d, "retrieve.weights.dense") == 0.0).then(|| "retrieve.weights.dense is 0".into())
             }
         },
+        ran: None,
         contrast: |_| vec![("retrieve.weights.dense", json!(0.0))],
     },
     Mechanism {
@@ -193,6 +222,7 @@ const MECHANISMS: &[Mechanism] = &[
         fields: &["retrieve.fusion", "retrieve.rrf_kappa"],
         switch: None,
         off: never,
+        ran: None,
         contrast: |d| {
             vec![("retrieve.fusion", json!(if text(d, "retrieve.fusion") == "rrf" { "weighted_sum" } else { "rrf" }))]
         },
@@ -201,6 +231,7 @@ const MECHANISMS: &[Mechanism] = &[
         name: "expansion",
         fields: &["retrieve.expansion.enabled", "retrieve.expansion.terms", "retrieve.weights.expansion"],
         switch: Some("retrieve.expansion.enabled"),
+        ran: Some(expansion_ran),
         off: |d| {
             (get_path(d, "retrieve.expansion.enabled") == Some(&json!(false)))
                 .then(|| "retrieve.expansion.enabled is false: its terms and weight change nothing".into())
@@ -215,10 +246,12 @@ const MECHANISMS: &[Mechanism] = &[
             (num(d, "retrieve.recency_half_life_days") == 0.0)
                 .then(|| "retrieve.recency_half_life_days is 0 (no decay)".into())
         },
+        ran: None,
         contrast: |_| vec![("retrieve.recency_half_life_days", json!(0))],
     },
     Mechanism {
         name: "intent overrides",
+        ran: Some(intent_ran),
         fields: &[
             "retrieve.intent_overrides.temporal.top_k_multiplier",
             "retrieve.intent_overrides.quantity.top_k_multiplier",
@@ -244,6 +277,7 @@ const MECHANISMS: &[Mechanism] = &[
         fields: &["retrieve.rerank_top_n"],
         switch: Some("retrieve.rerank_top_n"),
         off: |d| (num(d, "retrieve.rerank_top_n") == 0.0).then(|| "retrieve.rerank_top_n is 0".into()),
+        ran: None,
         contrast: |_| vec![("retrieve.rerank_top_n", json!(0))],
     },
     Mechanism {
@@ -251,6 +285,7 @@ const MECHANISMS: &[Mechanism] = &[
         fields: &["retrieve.top_k", "retrieve.pool"],
         switch: None,
         off: never,
+        ran: None,
         contrast: |d| {
             let k = num(d, "retrieve.top_k");
             vec![("retrieve.top_k", json!(((k / 2.0).floor() as u64).max(1)))]
@@ -261,6 +296,7 @@ const MECHANISMS: &[Mechanism] = &[
         fields: &["assemble.token_budget"],
         switch: None,
         off: never,
+        ran: None,
         contrast: |d| vec![("assemble.token_budget", json!(((num(d, "assemble.token_budget") / 2.0) as u64).max(1)))],
     },
     Mechanism {
@@ -268,6 +304,7 @@ const MECHANISMS: &[Mechanism] = &[
         fields: &["assemble.backfill_window"],
         switch: Some("assemble.backfill_window"),
         off: |d| (num(d, "assemble.backfill_window") == 0.0).then(|| "assemble.backfill_window is 0".into()),
+        ran: None,
         contrast: |_| vec![("assemble.backfill_window", json!(0))],
     },
     Mechanism {
@@ -275,6 +312,7 @@ const MECHANISMS: &[Mechanism] = &[
         fields: &["assemble.order"],
         switch: None,
         off: never,
+        ran: None,
         contrast: |d| {
             vec![(
                 "assemble.order",
@@ -287,6 +325,7 @@ const MECHANISMS: &[Mechanism] = &[
         fields: &["answer.prompt", "answer.format"],
         switch: None,
         off: never,
+        ran: None,
         contrast: |d| {
             vec![("answer.format", json!(if text(d, "answer.format") == "short" { "sentence" } else { "short" }))]
         },
@@ -399,7 +438,10 @@ pub fn audit(
             .evaluate(&contrast, ids)
             .map_err(|source| AuditError::Evaluate { mechanism: m.name.into(), source })?;
         let c = compare(&base, &other, changes);
-        let (status, evidence) = judge_contrast(&c);
+        let (status, mut evidence) = judge_contrast(&c);
+        if let Some(ran) = m.ran {
+            evidence = format!("{evidence}; {}", ran(doc, &base));
+        }
         out.push(MechanismAudit {
             mechanism: m.name.into(),
             fields,
@@ -481,6 +523,8 @@ mod tests {
                         context_tokens: Some(if chrono { 101.0 } else { 100.0 }),
                         error: None,
                         answer_coverage: None,
+                        intent: None,
+                        expansion_terms: vec![],
                     }
                 })
                 .collect();
@@ -532,6 +576,22 @@ mod tests {
         assert!(skip.contains(&"retrieve.weights.expansion".to_string()));
         assert!(!skip.contains(&"retrieve.expansion.enabled".to_string()));
         assert!(!skip.contains(&"retrieve.top_k".to_string()));
+    }
+
+    #[test]
+    fn the_trace_says_whether_expansion_and_intents_ran() {
+        let schema = StrategySchema::builtin();
+        let mut doc = served().value;
+        set_path(&mut doc, "retrieve.expansion.enabled", json!(true));
+        set_path(&mut doc, "retrieve.intent_overrides.temporal.top_k_multiplier", json!(2.0));
+        let a = artifact::from_value("served", doc, &schema).unwrap();
+        let audits = audit(&schema, &Fake { calls: Mutex::new(0) }, &a, None).unwrap();
+        let find = |m: &str| audits.iter().find(|a| a.mechanism == m).unwrap();
+        // The fake's trace records no expansion term and no intent: the contrast
+        // changes nothing, and the trace says why.
+        assert_eq!(find("expansion").status, Status::Unexercised);
+        assert!(find("expansion").evidence.ends_with("trace: expansion added terms on 0 of 16 questions"));
+        assert!(find("intent overrides").evidence.contains("trace: 0 of 16 questions show an intent"));
     }
 
     #[test]

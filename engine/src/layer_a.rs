@@ -211,6 +211,8 @@ mod tests {
             context_tokens: Some(10.0),
             error: None,
             answer_coverage: None,
+            intent: None,
+            expansion_terms: vec![],
         }
     }
 

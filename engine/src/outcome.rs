@@ -47,6 +47,12 @@ pub struct OutcomeRecord {
     /// reached the context (Layer A's source_only / full_coverage test).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer_coverage: Option<harness::outcome::AnswerCoverage>,
+    /// The intent the pipeline read from the question (trace counter of the intent overrides).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent: Option<String>,
+    /// Terms the expansion channel added (trace counter of the expansion).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expansion_terms: Vec<String>,
 }
 
 /// The built-in harness's outcome as the engine's record: the same fields
@@ -77,6 +83,8 @@ impl From<&harness::Outcome> for OutcomeRecord {
             context_tokens: Some(f64::from(o.context_tokens)),
             error: o.error.clone(),
             answer_coverage: o.answer_coverage.clone(),
+            intent: o.intent.clone(),
+            expansion_terms: o.expansion_terms.clone(),
         }
     }
 }

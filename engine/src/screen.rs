@@ -266,6 +266,8 @@ mod tests {
                         context_tokens: None,
                         error: None,
                         answer_coverage: None,
+                        intent: None,
+                        expansion_terms: vec![],
                     })
                     .collect(),
             ))

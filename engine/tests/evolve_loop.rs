@@ -105,6 +105,8 @@ impl Backend for Scripted {
                     context_tokens: Some(100.0),
                     error: None,
                     answer_coverage: None,
+                    intent: None,
+                    expansion_terms: vec![],
                 }
             })
             .collect();
