@@ -105,6 +105,9 @@ fn audit_and_diagnose_on_locomo10_dev() {
     for k in ["source_only", "full_coverage", "unsplit"] {
         assert!(d["splits"][k].is_u64(), "{d}");
     }
+    // Under the evidence judge a question with all its evidence in the context is correct.
+    assert!(d["counts"].get("generation_error").is_none(), "{d}");
+    assert!(d["counts"]["retrieval_gap"].as_u64().unwrap() > 0, "{d}");
     let (_, text, _) = emend(&["--project", project, "diagnose"]);
     assert!(text.contains("generation_error split: source_only "), "{text}");
 }
