@@ -10,6 +10,9 @@
 //! cache and produces [`outcome::Outcome`] traces. [`dataset`] loads LoCoMo
 //! JSON and embeds the default dataset, `data/synthetic-locomo.json`, which the
 //! `gen_synthetic` example (a dev tool, not part of this library) generates.
+//! [`collision`] is the entity-collision protocol: generated tasks where BM25
+//! cannot tell the gold memory from its distractors, scored on the index and
+//! retrieve stages.
 
 pub mod answer;
 pub mod assemble;
