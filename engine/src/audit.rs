@@ -13,11 +13,11 @@
 //!      contrast (one-sided exact McNemar, p < [`ALPHA`]): `contributing`;
 //!    - the contrast wins significantly more: `defective` (it runs and costs
 //!      accuracy);
-//!    - contexts change (size, or which gold turns are in them) or outcomes
-//!      change without a significant direction: `inconclusive`;
+//!    - contexts change (size, gold turns, or items and their order when
+//!      the trace reports them) or outcomes change without a significant
+//!      direction: `inconclusive`;
 //!    - nothing observable changes: `unexercised` (on this task set its
-//!      output changes no context's size or gold turns and no outcome; a
-//!      pure reordering of a context is not observed).
+//!      output changes no context and no outcome).
 //!
 //!    A contrast the schema refuses (a range or an invariant) is
 //!    `inconclusive`, with the schema's reason.
@@ -63,7 +63,8 @@ pub struct Contrast {
     /// `path: from -> to` of each field the contrast moved.
     pub changes: Vec<String>,
     pub questions: usize,
-    /// Questions whose context differs (size, or which gold turns it holds).
+    /// Questions whose context differs (size, which gold turns it holds, or
+    /// which items it holds in which order, when the trace reports them).
     pub changed_contexts: usize,
     /// Correct with the served strategy, wrong with the contrast.
     pub served_only: usize,
@@ -347,7 +348,7 @@ fn compare(served: &Evaluation, other: &Evaluation, changes: Vec<String>) -> Con
         let in_context = |o: &OutcomeRecord| -> Option<Vec<bool>> {
             o.evidence_trace.as_ref().map(|t| t.iter().map(|s| s.in_context).collect())
         };
-        if a.context_tokens != b.context_tokens || in_context(a) != in_context(b) {
+        if a.context_tokens != b.context_tokens || in_context(a) != in_context(b) || a.context_ids != b.context_ids {
             c.changed_contexts += 1;
         }
         match (a.correct, b.correct) {
@@ -367,7 +368,7 @@ pub fn judge_contrast(c: &Contrast) -> (Status, String) {
     let changed = c.served_only + c.contrast_only;
     let (a, b) = (c.served_only as u64, c.contrast_only as u64);
     let counts = format!(
-        "{} of {} questions change outcome ({} better served, {} better without), {} contexts change in size or gold turns",
+        "{} of {} questions change outcome ({} better served, {} better without), {} contexts change",
         changed, c.questions, c.served_only, c.contrast_only, c.changed_contexts
     );
     if changed > 0 && stats::better_p_value(a, b) < ALPHA {
@@ -525,6 +526,7 @@ mod tests {
                         answer_coverage: None,
                         intent: None,
                         expansion_terms: vec![],
+                        context_ids: vec![],
                     }
                 })
                 .collect();

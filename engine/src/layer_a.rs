@@ -213,6 +213,7 @@ mod tests {
             answer_coverage: None,
             intent: None,
             expansion_terms: vec![],
+            context_ids: vec![],
         }
     }
 

@@ -53,6 +53,9 @@ pub struct OutcomeRecord {
     /// Terms the expansion channel added (trace counter of the expansion).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub expansion_terms: Vec<String>,
+    /// Memory items in the context, in context order (when the system reports them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub context_ids: Vec<String>,
 }
 
 /// The built-in harness's outcome as the engine's record: the same fields
@@ -85,6 +88,7 @@ impl From<&harness::Outcome> for OutcomeRecord {
             answer_coverage: o.answer_coverage.clone(),
             intent: o.intent.clone(),
             expansion_terms: o.expansion_terms.clone(),
+            context_ids: o.context_ids.clone(),
         }
     }
 }

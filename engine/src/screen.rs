@@ -268,6 +268,7 @@ mod tests {
                         answer_coverage: None,
                         intent: None,
                         expansion_terms: vec![],
+                        context_ids: vec![],
                     })
                     .collect(),
             ))

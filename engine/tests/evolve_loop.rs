@@ -107,6 +107,7 @@ impl Backend for Scripted {
                     answer_coverage: None,
                     intent: None,
                     expansion_terms: vec![],
+                    context_ids: vec![],
                 }
             })
             .collect();
