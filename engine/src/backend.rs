@@ -209,6 +209,7 @@ impl BuiltinBackend {
                     gold_answer: o.gold_answer.clone(),
                     answer: o.answer.clone(),
                     evidence_turns,
+                    memory_items: o.answer_coverage.as_ref().map(|c| c.memory.clone()).unwrap_or_default(),
                 }
             })
             .collect();

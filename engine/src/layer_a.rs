@@ -1,5 +1,15 @@
 //! Layer A: every failed question is labelled by the earliest pipeline stage
 //! that lost its gold evidence. Pure: a label is a function of one trace.
+//!
+//! As specified: ingestion failed (`ingestion_gap`) only when no memory item
+//! derived from any gold evidence turn exists; when some gold turns have a
+//! memory item and a lost one has none, the finding is `partial_ingestion`.
+//! A `generation_error` (all evidence in the context, answer judged wrong) is
+//! split by [`split`]: `source_only` when the memory that reached the context
+//! dropped gold-answer terms its source turns state (extraction lost or
+//! weakened the fact), `full_coverage` when it kept them all (the answerer
+//! failed). A classifier model, when configured, sees the same pair (source
+//! turns, memory items) and its verdict replaces the deterministic one.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -13,7 +23,7 @@ use crate::outcome::OutcomeRecord;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Label {
-    /// No stored memory item holds a gold evidence turn.
+    /// No stored memory item derives from any gold evidence turn.
     IngestionGap,
     /// Stored, but never retrieved.
     RetrievalGap,
@@ -25,11 +35,14 @@ pub enum Label {
     UnresolvedEvidence,
     /// The system reported no trace for this question.
     NoTrace,
+    /// Some gold turns are in memory, but a lost one has no memory item.
+    PartialIngestion,
 }
 
 impl Label {
-    pub const ALL: [Label; 6] = [
+    pub const ALL: [Label; 7] = [
         Label::IngestionGap,
+        Label::PartialIngestion,
         Label::RetrievalGap,
         Label::KfFiltered,
         Label::GenerationError,
@@ -40,6 +53,7 @@ impl Label {
     pub fn as_str(self) -> &'static str {
         match self {
             Label::IngestionGap => "ingestion_gap",
+            Label::PartialIngestion => "partial_ingestion",
             Label::RetrievalGap => "retrieval_gap",
             Label::KfFiltered => "kf_filtered",
             Label::GenerationError => "generation_error",
@@ -55,7 +69,7 @@ impl Label {
     /// The pipeline stage the label blames, for grouping.
     pub fn stage(self) -> &'static str {
         match self {
-            Label::IngestionGap => "ingest",
+            Label::IngestionGap | Label::PartialIngestion => "ingest",
             Label::RetrievalGap => "retrieve",
             Label::KfFiltered => "assemble",
             Label::GenerationError => "answer",
@@ -94,13 +108,34 @@ pub fn label(o: &OutcomeRecord) -> Option<Label> {
     let lost: Vec<&crate::outcome::EvidenceStep> = trace.iter().filter(|s| !s.in_context).collect();
     if lost.is_empty() {
         Some(Label::GenerationError)
-    } else if lost.iter().any(|s| s.memory_ids.is_empty()) {
+    } else if trace.iter().all(|s| s.memory_ids.is_empty()) {
         Some(Label::IngestionGap)
+    } else if lost.iter().any(|s| s.memory_ids.is_empty()) {
+        Some(Label::PartialIngestion)
     } else if lost.iter().any(|s| !s.retrieved) {
         Some(Label::RetrievalGap)
     } else {
         Some(Label::KfFiltered)
     }
+}
+
+/// The split of a generation error.
+pub const SOURCE_ONLY: &str = "source_only";
+pub const FULL_COVERAGE: &str = "full_coverage";
+
+/// The deterministic split of a `generation_error`: `source_only` when the
+/// memory that reached the context lost a gold-answer term its source turns
+/// state, `full_coverage` when it kept every one (including when the source
+/// states none of them: nothing was lost between source and memory, so the
+/// answering step failed). `None` for any other label or without the trace's
+/// `answer_coverage` (no gold answer, or an external system that does not
+/// report it).
+pub fn split(o: &OutcomeRecord) -> Option<&'static str> {
+    if label(o) != Some(Label::GenerationError) {
+        return None;
+    }
+    let c = o.answer_coverage.as_ref()?;
+    if c.source.iter().all(|t| c.kept.contains(t)) { Some(FULL_COVERAGE) } else { Some(SOURCE_ONLY) }
 }
 
 /// Label counts overall and by category, plus example question ids.
@@ -114,9 +149,8 @@ pub struct Diagnosis {
     pub by_category: BTreeMap<String, BTreeMap<String, usize>>,
     /// label -> up to `examples` question ids, in id order
     pub examples: BTreeMap<String, Vec<String>>,
-    /// The LLM classifier's split of `generation_error`: `full_coverage`
-    /// (the context states the answer) or `source_only` (it holds only the
-    /// source; the answer needs more) -> count. Empty without a classifier.
+    /// The split of `generation_error` ([`split`], or the classifier's when
+    /// one is configured): `full_coverage` or `source_only` -> count.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub splits: BTreeMap<String, usize>,
 }
@@ -176,7 +210,89 @@ mod tests {
             evidence_trace: trace,
             context_tokens: Some(10.0),
             error: None,
+            answer_coverage: None,
+            intent: None,
+            expansion_terms: vec![],
+            context_ids: vec![],
         }
+    }
+
+    fn covered(source: &[&str], kept: &[&str]) -> Option<harness::outcome::AnswerCoverage> {
+        Some(harness::outcome::AnswerCoverage {
+            source: source.iter().map(|s| s.to_string()).collect(),
+            kept: kept.iter().map(|s| s.to_string()).collect(),
+            memory: vec![],
+        })
+    }
+
+    #[test]
+    fn ingestion_gap_needs_every_gold_turn_missing_from_memory() {
+        let none = step(false, false, false);
+        assert_eq!(label(&outcome(false, Some(vec![none.clone(), none.clone()]))), Some(Label::IngestionGap));
+        // One gold turn made it into memory (and even the context): partial.
+        assert_eq!(
+            label(&outcome(false, Some(vec![step(true, true, true), none.clone()]))),
+            Some(Label::PartialIngestion)
+        );
+        assert_eq!(
+            label(&outcome(false, Some(vec![step(true, false, false), none.clone()]))),
+            Some(Label::PartialIngestion)
+        );
+        // A gold turn without memory that is in the context anyway (backfill) is not lost.
+        assert_eq!(
+            label(&outcome(false, Some(vec![step(false, false, true), step(true, false, false)]))),
+            Some(Label::RetrievalGap)
+        );
+        assert_eq!(Label::PartialIngestion.stage(), "ingest");
+    }
+
+    #[test]
+    fn generation_errors_split_on_what_the_memory_kept_of_the_source() {
+        let mut o = outcome(false, Some(vec![step(true, true, true)]));
+        assert_eq!(split(&o), None, "no coverage in the trace: no split");
+        o.answer_coverage = covered(&["paris", "2019"], &["paris"]);
+        assert_eq!(split(&o), Some(SOURCE_ONLY));
+        o.answer_coverage = covered(&["paris", "2019"], &["2019", "paris"]);
+        assert_eq!(split(&o), Some(FULL_COVERAGE));
+        o.answer_coverage = covered(&[], &[]);
+        assert_eq!(split(&o), Some(FULL_COVERAGE), "nothing to lose: the answerer failed");
+        // Only generation errors are split.
+        let mut r = outcome(false, Some(vec![step(true, false, false)]));
+        r.answer_coverage = covered(&["paris"], &[]);
+        assert_eq!(split(&r), None);
+        o.correct = true;
+        assert_eq!(split(&o), None);
+    }
+
+    #[test]
+    fn labels_serialize_as_strings_and_old_records_load() {
+        for l in Label::ALL {
+            assert_eq!(serde_json::to_value(l).unwrap(), serde_json::Value::String(l.as_str().into()));
+            assert_eq!(Label::parse(l.as_str()), Some(l));
+        }
+        // A result recorded before partial ingestion and the split existed.
+        let old: crate::events::QuestionResult = serde_json::from_str(
+            r#"{"id": "c#1", "category": "temporal", "conversation": "c", "correct": false, "label": "ingestion_gap", "tokens": 12.0}"#,
+        )
+        .unwrap();
+        assert_eq!((old.label, old.split), (Some(Label::IngestionGap), None));
+    }
+
+    #[test]
+    fn the_diagnosis_counts_the_deterministic_split() {
+        let mut a = outcome(false, Some(vec![step(true, true, true)]));
+        a.id = "a".into();
+        a.answer_coverage = covered(&["paris"], &[]);
+        let mut b = outcome(false, Some(vec![step(true, true, true)]));
+        b.id = "b".into();
+        b.answer_coverage = covered(&["paris"], &["paris"]);
+        let mut eval = crate::outcome::Evaluation::new(vec![a, b]);
+        let d = diagnose(&crate::records::question_results(&eval), 5);
+        assert_eq!((d.splits["source_only"], d.splits["full_coverage"]), (1, 1));
+        // A classifier's verdict replaces the deterministic one.
+        eval.splits.insert("a".into(), "full_coverage".into());
+        let d = diagnose(&crate::records::question_results(&eval), 5);
+        assert_eq!((d.splits.get("source_only"), d.splits["full_coverage"]), (None, 2));
     }
 
     #[test]
@@ -184,7 +300,7 @@ mod tests {
         assert_eq!(label(&outcome(true, Some(vec![step(false, false, false)]))), None);
         assert_eq!(
             label(&outcome(false, Some(vec![step(true, true, true), step(false, false, false)]))),
-            Some(Label::IngestionGap)
+            Some(Label::PartialIngestion)
         );
         assert_eq!(
             label(&outcome(false, Some(vec![step(true, true, false), step(true, false, false)]))),

@@ -6,6 +6,7 @@
 //! their reasons. I/O lives at the edges (the CLI in `main.rs`, the journal).
 
 pub mod artifact;
+pub mod audit;
 pub mod backend;
 pub mod candidate;
 pub mod command;

@@ -43,6 +43,19 @@ pub struct OutcomeRecord {
     /// such a record makes the whole evaluation incomplete.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The gold answer's terms in the source turns and in the memory that
+    /// reached the context (Layer A's source_only / full_coverage test).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_coverage: Option<harness::outcome::AnswerCoverage>,
+    /// The intent the pipeline read from the question (trace counter of the intent overrides).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent: Option<String>,
+    /// Terms the expansion channel added (trace counter of the expansion).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expansion_terms: Vec<String>,
+    /// Memory items in the context, in context order (when the system reports them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub context_ids: Vec<String>,
 }
 
 /// The built-in harness's outcome as the engine's record: the same fields
@@ -72,6 +85,10 @@ impl From<&harness::Outcome> for OutcomeRecord {
             ),
             context_tokens: Some(f64::from(o.context_tokens)),
             error: o.error.clone(),
+            answer_coverage: o.answer_coverage.clone(),
+            intent: o.intent.clone(),
+            expansion_terms: o.expansion_terms.clone(),
+            context_ids: o.context_ids.clone(),
         }
     }
 }

@@ -63,6 +63,25 @@ impl Default for PlannerSettings {
     }
 }
 
+/// Failures per symptom: the Layer A label counts, with generation errors
+/// that have a split (`source_only`: ingest and extraction fields;
+/// `full_coverage`: answer fields) counted under the split when the schema
+/// links it, so each half motivates its own fields.
+fn symptom_counts(schema: &StrategySchema, diagnosis: &Diagnosis) -> BTreeMap<String, usize> {
+    let mut counts = diagnosis.counts.clone();
+    let generation = crate::layer_a::Label::GenerationError.as_str();
+    for (split, &n) in &diagnosis.splits {
+        if !schema.symptoms().contains_key(split) {
+            continue;
+        }
+        let g = counts.entry(generation.to_string()).or_default();
+        let moved = n.min(*g);
+        *g -= moved;
+        *counts.entry(split.clone()).or_default() += moved;
+    }
+    counts
+}
+
 /// Ranks every direction the diagnosis implicates. Closed nodes (refuted,
 /// exhausted, escalated) are left out; everything else is ranked.
 pub fn plan(
@@ -75,8 +94,9 @@ pub fn plan(
     let failures = diagnosis.failures.max(1) as f64;
     // (path, direction, label -> count, best position in a symptom's list)
     let mut motivations: BTreeMap<String, (String, Direction, BTreeMap<String, usize>, usize)> = BTreeMap::new();
+    let counts = symptom_counts(schema, diagnosis);
     for (label, links) in schema.symptoms() {
-        let count = diagnosis.counts.get(label).copied().unwrap_or(0);
+        let count = counts.get(label).copied().unwrap_or(0);
         if count == 0 {
             continue;
         }
@@ -331,6 +351,25 @@ mod tests {
             score: 0.0,
             motivation: BTreeMap::new(),
         }
+    }
+
+    #[test]
+    fn the_generation_split_points_source_only_at_ingest_and_full_coverage_at_answer_fields() {
+        let schema = StrategySchema::builtin();
+        let mut d = diagnosis(&[("generation_error", 10)]);
+        d.splits.insert("source_only".into(), 10);
+        let plans = plan(&schema, &d, &BTreeMap::new(), &BTreeMap::new(), PlannerSettings::default());
+        assert!(!plans.is_empty());
+        assert!(plans.iter().all(|p| p.path.starts_with("ingest.")), "{plans:?}");
+        assert!(plans.iter().all(|p| p.motivation.keys().eq(["source_only"])));
+        d.splits = [("full_coverage".to_string(), 10)].into();
+        let plans = plan(&schema, &d, &BTreeMap::new(), &BTreeMap::new(), PlannerSettings::default());
+        assert!(plans.iter().any(|p| p.path == "answer.prompt"));
+        assert!(plans.iter().all(|p| !p.path.starts_with("ingest.")), "{plans:?}");
+        // Unsplit generation errors keep the generic links.
+        d.splits.clear();
+        let plans = plan(&schema, &d, &BTreeMap::new(), &BTreeMap::new(), PlannerSettings::default());
+        assert!(plans.iter().all(|p| p.motivation.keys().eq(["generation_error"])));
     }
 
     #[test]

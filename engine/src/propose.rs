@@ -161,7 +161,11 @@ impl Proposer for ModelRewrite {
 fn example_ids(results: &[QuestionResult], motivation: &BTreeMap<String, usize>) -> Vec<String> {
     let mut ids: Vec<String> = results
         .iter()
-        .filter(|q| q.label.as_ref().is_some_and(|l| motivation.contains_key(l.as_str())))
+        // A generation error motivates under its split's name when it has one.
+        .filter(|q| {
+            q.label.as_ref().is_some_and(|l| motivation.contains_key(l.as_str()))
+                || q.split.as_deref().is_some_and(|s| motivation.contains_key(s))
+        })
         .map(|q| (q.split.as_deref() != Some("full_coverage"), q.id.clone()))
         .collect::<BTreeSet<_>>()
         .into_iter()

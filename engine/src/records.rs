@@ -21,7 +21,7 @@ pub fn question_results(eval: &Evaluation) -> Vec<QuestionResult> {
             correct: o.correct,
             label: layer_a::label(o),
             tokens: o.context_tokens,
-            split: eval.splits.get(&o.id).cloned(),
+            split: eval.splits.get(&o.id).cloned().or_else(|| layer_a::split(o).map(str::to_string)),
         })
         .collect()
 }

@@ -265,6 +265,10 @@ mod tests {
                         evidence_trace: None,
                         context_tokens: None,
                         error: None,
+                        answer_coverage: None,
+                        intent: None,
+                        expansion_terms: vec![],
+                        context_ids: vec![],
                     })
                     .collect(),
             ))

@@ -104,6 +104,10 @@ impl Backend for Scripted {
                     }]),
                     context_tokens: Some(100.0),
                     error: None,
+                    answer_coverage: None,
+                    intent: None,
+                    expansion_terms: vec![],
+                    context_ids: vec![],
                 }
             })
             .collect();

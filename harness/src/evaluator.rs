@@ -27,7 +27,7 @@ use crate::dataset::{Dataset, Question, Sample, Selection, UnknownConversation};
 use crate::index::{self, Index};
 use crate::ingest::{self, ExtractError, Extractor, IngestStats, Memory};
 use crate::judge::{EvidenceJudge, F1Judge, Judge, JudgeCase, JudgeError, Verdict};
-use crate::outcome::{EvidenceTrace, Outcome, RetrievedItem, Summary};
+use crate::outcome::{AnswerCoverage, EvidenceTrace, Outcome, RetrievedItem, Summary};
 use crate::replay::{self, CheckpointSummary, Observed, Protocol};
 use crate::retrieve::{Retrieval, retrieve};
 use crate::strategy::{IngestUnit, JudgeKind, Strategy};
@@ -929,6 +929,7 @@ impl Evaluator {
             judge_score: verdict.score.map(round6),
             error,
             checkpoint: None,
+            answer_coverage: AnswerCoverage::measure(sample, memory, q, ctx),
         }
     }
 }
@@ -964,6 +965,7 @@ fn errored(q: &Question, error: String) -> Outcome {
         judge_score: None,
         error: Some(error),
         checkpoint: None,
+        answer_coverage: None,
     }
 }
 

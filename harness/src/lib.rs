@@ -10,10 +10,14 @@
 //! cache and produces [`outcome::Outcome`] traces. [`dataset`] loads LoCoMo
 //! JSON and embeds the default dataset, `data/synthetic-locomo.json`, which the
 //! `gen_synthetic` example (a dev tool, not part of this library) generates.
+//! [`collision`] is the entity-collision protocol: generated tasks where BM25
+//! cannot tell the gold memory from its distractors, scored on the index and
+//! retrieve stages.
 
 pub mod answer;
 pub mod assemble;
 pub mod cache;
+pub mod collision;
 pub mod dataset;
 pub mod evaluator;
 pub mod index;

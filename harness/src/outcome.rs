@@ -10,11 +10,15 @@
 //! assembly. A turn can be `in_context` without a retrieved item holding it
 //! (neighbour backfill): such a turn is not lost.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::assemble::Context;
+use crate::dataset::{Question, Sample};
+use crate::ingest::Memory;
 use crate::retrieve::Channel;
+use crate::text::terms;
 
 /// One retrieved item.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -87,6 +91,59 @@ pub struct Outcome {
     /// endpoint evaluation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<u32>,
+    /// Did the memory that reached the context keep the answer its source
+    /// stated? Absent without a gold answer or resolved evidence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_coverage: Option<AnswerCoverage>,
+}
+
+/// The gold answer's terms in the source and in the memory that reached the
+/// context: Layer A's deterministic test of whether extraction lost the fact
+/// (`source_only`) or the answerer failed with the fact in front of it
+/// (`full_coverage`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AnswerCoverage {
+    /// Gold answer terms (lowercased, stopwords dropped) that the gold
+    /// evidence turns state: the source window.
+    pub source: Vec<String>,
+    /// Of `source`, the terms the context still states where it derives from
+    /// a gold turn: the text of context items holding a gold turn, and gold
+    /// turns backfilled verbatim.
+    pub kept: Vec<String>,
+    /// The text of each context item derived from a gold turn, in context
+    /// order: what the classifier model compares with the source turns.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memory: Vec<String>,
+}
+
+impl AnswerCoverage {
+    /// Measures one question: `None` without a gold answer or resolved evidence.
+    pub fn measure(sample: &Sample, memory: &Memory, q: &Question, ctx: &Context) -> Option<AnswerCoverage> {
+        let answer = q.answer.as_deref()?;
+        let gold: Vec<u32> = q.evidence.iter().filter_map(|t| sample.ordinal(t)).collect();
+        if gold.is_empty() {
+            return None;
+        }
+        let answer_terms: BTreeSet<String> = terms(answer).into_iter().collect();
+        let source_terms: BTreeSet<String> = gold.iter().flat_map(|&o| terms(&sample.turn(o).content())).collect();
+        let source: Vec<String> = answer_terms.intersection(&source_terms).cloned().collect();
+        let mut reached: BTreeSet<String> = BTreeSet::new();
+        let mut texts = Vec::new();
+        for b in &ctx.blocks {
+            let item = &memory.items[b.item as usize];
+            if item.turns.iter().any(|t| gold.contains(t)) {
+                reached.extend(terms(&item.text));
+                texts.push(item.text.clone());
+            }
+            for &o in b.before.iter().chain(&b.after) {
+                if gold.contains(&o) {
+                    reached.extend(terms(&sample.turn(o).content()));
+                }
+            }
+        }
+        let kept = source.iter().filter(|t| reached.contains(*t)).cloned().collect();
+        Some(AnswerCoverage { source, kept, memory: texts })
+    }
 }
 
 /// Accuracy over a group of questions.

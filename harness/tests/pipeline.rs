@@ -272,3 +272,64 @@ proptest! {
         prop_assert_eq!(jsonl(&e.outcomes), jsonl(&again.outcomes));
     }
 }
+
+/// An extractor that keeps the window's first word of each turn only: the
+/// fact it stores has lost most of what the source said.
+struct Lossy;
+
+impl harness::ingest::Extractor for Lossy {
+    fn id(&self) -> String {
+        "lossy".into()
+    }
+    fn extract(
+        &self,
+        _: &str,
+        window: &[&harness::dataset::Turn],
+    ) -> Result<Vec<harness::ingest::Fact>, harness::ingest::ExtractError> {
+        Ok(window
+            .iter()
+            .map(|t| harness::ingest::Fact {
+                text: format!("{} spoke about {}", t.speaker, t.text.split_whitespace().next().unwrap_or("")),
+                turns: vec![t.id.clone()],
+            })
+            .collect())
+    }
+}
+
+/// The answer coverage compares the source turns with the memory that reached
+/// the context: windows keep every answer term their turns state; a lossy
+/// extractor drops them, and the trace shows it.
+#[test]
+fn answer_coverage_tells_what_the_memory_kept_of_the_source() {
+    let s = default_strategy();
+    let windows = builtin_evaluator(HarnessSettings::default()).evaluate(&s).unwrap();
+    let mut measured = 0;
+    for o in &windows.outcomes {
+        let Some(c) = &o.answer_coverage else {
+            assert!(o.gold_answer.is_none() || o.evidence.is_empty(), "{}", o.id);
+            continue;
+        };
+        if o.evidence_trace.iter().all(|t| t.in_context && !t.memory_ids.is_empty()) {
+            assert_eq!(c.kept, c.source, "{}: a window holds its turns verbatim", o.id);
+            measured += usize::from(!c.source.is_empty());
+        }
+        assert!(c.kept.iter().all(|t| c.source.contains(t)));
+    }
+    assert!(measured > 10, "{measured}");
+
+    let facts = with(&s, "ingest.unit", serde_json::json!("fact"));
+    let lossy = builtin_evaluator(HarnessSettings::default()).with_extractor(Arc::new(Lossy)).evaluate(&facts).unwrap();
+    let lost = lossy
+        .outcomes
+        .iter()
+        .filter(|o| o.evidence_trace.iter().all(|t| t.in_context))
+        .filter_map(|o| o.answer_coverage.as_ref())
+        .filter(|c| c.kept.len() < c.source.len())
+        .count();
+    assert!(lost > 0, "the lossy extractor's facts must lose answer terms");
+    for o in &lossy.outcomes {
+        if let Some(c) = &o.answer_coverage {
+            assert!(c.memory.iter().all(|m| m.contains(" spoke about ")), "{:?}", c.memory);
+        }
+    }
+}

@@ -141,29 +141,49 @@ pub fn escalations(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
     Ok(exit::OK)
 }
 
-pub fn diagnose(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
-    let project = common::project(project_dir)?;
-    let schema = common::schema(&project)?;
-    let backend = common::backend(&project, &schema)?;
-    // The served strategy as the journal has it, else the file.
-    let artifact = match journal::open_view(project.journal_dir(), engine::events::EngineProjector) {
+/// The served strategy as the journal has it, else the project's strategy file.
+pub(super) fn served_artifact(
+    project: &engine::config::Project,
+    schema: &engine::schema::StrategySchema,
+) -> Result<engine::artifact::Artifact, Failure> {
+    match journal::open_view(project.journal_dir(), engine::events::EngineProjector) {
         Ok(log) => {
             let store = Store::new(&log);
             match store.served().map_err(common::store_failure)? {
                 Some(s) => {
                     let doc = store.document(&s.hash).map_err(common::store_failure)?.unwrap_or(Value::Null);
-                    let mut a = evolve::artifact_of(&schema, &s.hash, doc).map_err(common::evolve_failure)?;
+                    let mut a = evolve::artifact_of(schema, &s.hash, doc).map_err(common::evolve_failure)?;
                     a.version = Some(s.version);
-                    a
+                    Ok(a)
                 }
-                None => engine::artifact::load_file(&project.strategy_path(), &schema).map_err(Failure::bad_input)?,
+                None => engine::artifact::load_file(&project.strategy_path(), schema).map_err(Failure::bad_input),
             }
         }
         Err(e) if matches!(e.kind(), journal::ErrorKind::NotFound { .. }) => {
-            engine::artifact::load_file(&project.strategy_path(), &schema).map_err(Failure::bad_input)?
+            engine::artifact::load_file(&project.strategy_path(), schema).map_err(Failure::bad_input)
         }
-        Err(e) => return Err(common::journal_failure(e)),
-    };
+        Err(e) => Err(common::journal_failure(e)),
+    }
+}
+
+/// The source-only / full-coverage split of the generation errors, with the
+/// ones no split could be made for (no gold answer, or no coverage in the trace).
+fn generation_split(d: &engine::layer_a::Diagnosis) -> Value {
+    let source_only = d.splits.get(engine::layer_a::SOURCE_ONLY).copied().unwrap_or(0);
+    let full_coverage = d.splits.get(engine::layer_a::FULL_COVERAGE).copied().unwrap_or(0);
+    let total = d.count(engine::layer_a::Label::GenerationError);
+    json!({
+        "source_only": source_only,
+        "full_coverage": full_coverage,
+        "unsplit": total.saturating_sub(source_only + full_coverage),
+    })
+}
+
+pub fn diagnose(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
+    let project = common::project(project_dir)?;
+    let schema = common::schema(&project)?;
+    let backend = common::backend(&project, &schema)?;
+    let artifact = served_artifact(&project, &schema)?;
     let eval = backend.evaluate(&artifact, None).map_err(Failure::failed)?;
     let d = engine::layer_a::diagnose(&engine::records::question_results(&eval), 3);
     let texts: BTreeMap<&str, &engine::outcome::OutcomeRecord> =
@@ -187,6 +207,7 @@ pub fn diagnose(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
             "failures": d.failures,
             "counts": d.counts,
             "by_category": d.by_category,
+            "splits": generation_split(&d),
             "examples": examples,
         }));
         return Ok(exit::OK);
@@ -217,6 +238,11 @@ pub fn diagnose(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
         }
         println!();
     }
+    let split = generation_split(&d);
+    println!(
+        "generation_error split: source_only {}, full_coverage {}, unsplit {}",
+        split["source_only"], split["full_coverage"], split["unsplit"]
+    );
     for (label, ids) in &d.examples {
         println!("\n{label}, e.g.:");
         for id in ids {

@@ -1,5 +1,7 @@
 //! Command-line glue: argument structs, dispatch, error-to-exit-code mapping.
 
+mod audit;
+mod collision;
 mod common;
 mod compare;
 mod eval;
@@ -83,6 +85,10 @@ enum Command {
     Eval(eval::EvalArgs),
     /// Check strategy files: YAML syntax, the schema, unknown fields, invariants and prompt markers.
     Validate(validate::ValidateArgs),
+    /// Mechanism fidelity: per mechanism of the served strategy, contributing, unexercised, defective or inconclusive.
+    Audit(inspect::JsonArg),
+    /// Entity collision: hit@1 of the strategy's retrieval against its BM25 channel alone (1/K by construction), per tag and K.
+    Collision(collision::CollisionArgs),
     /// Evaluate one task shard with the built-in pipeline (a shard command: local or on Ray).
     Worker(worker::WorkerArgs),
     /// Print the built-in strategy schema (JSON Schema), the one `init` copies to schema/strategy.schema.json.
@@ -134,6 +140,8 @@ pub fn main() -> ExitCode {
         Command::Schema => shell::schema(),
         Command::Completions(args) => shell::completions(&args, &mut Cli::command()),
         Command::Man => shell::man(Cli::command()),
+        Command::Collision(args) => collision::run(&args),
+        Command::Audit(args) => audit::run(&args, project),
     };
     match result {
         Ok(code) => ExitCode::from(code),
