@@ -19,6 +19,7 @@ pub mod evaluator;
 pub mod index;
 pub mod ingest;
 pub mod judge;
+pub mod minilm;
 pub mod outcome;
 pub mod retrieve;
 pub mod strategy;
