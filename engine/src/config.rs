@@ -92,6 +92,10 @@ pub struct HarnessConfig {
     /// The seeded search/confirm split of the task set.
     #[serde(default)]
     pub split: SplitConfig,
+    /// The all-MiniLM-L6-v2 model directory (`index.dense_kind: minilm`),
+    /// relative to emend.yaml; the `EMEND_MINILM_DIR` variable wins over it.
+    #[serde(default)]
+    pub minilm_dir: Option<PathBuf>,
 }
 
 fn default_max_dataset_mb() -> u64 {

@@ -16,6 +16,7 @@
 //! text hash), so a new windowing of the same turns embeds only new texts.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
@@ -64,6 +65,8 @@ pub struct MiniLm {
     hash: String,
     dir: PathBuf,
     cache: Option<DiskCache>,
+    /// Texts run through the model (not served by the cache), for the tests and the figures.
+    computed: AtomicU64,
 }
 
 impl std::fmt::Debug for MiniLm {
@@ -160,7 +163,19 @@ impl MiniLm {
                 format!("word_embedding_dimension {dim} is not config.json's hidden_size {}", config.hidden_size),
             ));
         }
-        Ok(MiniLm { model, tokenizer, device, cls, sep, max_len, dim, hash, dir: dir.to_path_buf(), cache: None })
+        Ok(MiniLm {
+            model,
+            tokenizer,
+            device,
+            cls,
+            sep,
+            max_len,
+            dim,
+            hash,
+            dir: dir.to_path_buf(),
+            cache: None,
+            computed: AtomicU64::new(0),
+        })
     }
 
     /// Keeps embeddings in `cache` (see [`crate::cache::DiskCache::open_named`]).
@@ -190,6 +205,11 @@ impl MiniLm {
     /// The embedding cache's directory, if there is one.
     pub fn cache_dir(&self) -> Option<&Path> {
         self.cache.as_ref().map(DiskCache::dir)
+    }
+
+    /// How many texts this embedder ran through the model so far (cache misses).
+    pub fn computed(&self) -> u64 {
+        self.computed.load(Ordering::Relaxed)
     }
 
     /// Evicts old cache entries when the cache outgrew its bound (after an evaluation).
@@ -235,6 +255,7 @@ impl MiniLm {
         }
         if !missing.is_empty() {
             let fresh = self.forward_all(&missing.iter().map(|&i| texts[i]).collect::<Vec<_>>())?;
+            self.computed.fetch_add(missing.len() as u64, Ordering::Relaxed);
             for (i, v) in missing.into_iter().zip(fresh) {
                 if let Some(c) = &self.cache {
                     let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
