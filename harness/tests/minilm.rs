@@ -4,9 +4,17 @@
 //! when it is absent, unless `EMEND_MINILM_REQUIRED=1` (CI), where a missing
 //! model fails.
 
-use std::path::PathBuf;
+mod common;
 
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use harness::HarnessSettings;
+use harness::cache::DiskCache;
 use harness::minilm::MiniLm;
+use serde_json::json;
+
+use common::{builtin_evaluator, default_strategy, with};
 
 fn model() -> Option<MiniLm> {
     let dir = std::env::var_os(harness::minilm::ENV_DIR).filter(|v| !v.is_empty()).map(PathBuf::from);
@@ -106,4 +114,47 @@ fn a_missing_or_malformed_model_names_the_file() {
     }
     let e = MiniLm::load(tmp.path()).unwrap_err().to_string();
     assert!(e.contains("config.json") && e.contains("not a BERT config"), "{e}");
+}
+
+#[test]
+fn a_minilm_strategy_without_the_model_is_refused_naming_the_setting() {
+    let ev = builtin_evaluator(HarnessSettings::default());
+    let s = with(&default_strategy(), "index.dense_kind", json!("minilm"));
+    let e = ev.evaluate(&s).unwrap_err().to_string();
+    assert!(e.contains("index.dense_kind: minilm") && e.contains("EMEND_MINILM_DIR"), "{e}");
+}
+
+#[test]
+fn the_pipeline_runs_on_minilm_and_the_cache_spares_the_model() {
+    let Some(_) = model() else { return };
+    let dir = PathBuf::from(std::env::var_os(harness::minilm::ENV_DIR).unwrap());
+    let tmp = tempfile::tempdir().unwrap();
+    let open = || {
+        let m = MiniLm::load(&dir).unwrap();
+        let name = format!("minilm-{}", &m.hash()[..16]);
+        Arc::new(m.with_cache(DiskCache::open_named(tmp.path(), &name, 1 << 30).unwrap()))
+    };
+    let settings = HarnessSettings { conversations: Some(vec!["syn-1".into()]), ..HarnessSettings::default() };
+    let s = with(&default_strategy(), "index.dense_kind", json!("minilm"));
+    let first = open();
+    let ev = builtin_evaluator(settings.clone()).with_minilm(first.clone());
+    let a = ev.evaluate(&s).unwrap();
+    assert!(first.computed() > 0);
+    let trigram = ev.evaluate(&default_strategy()).unwrap();
+    assert_ne!(
+        a.outcomes.iter().map(|o| &o.retrieved).collect::<Vec<_>>(),
+        trigram.outcomes.iter().map(|o| &o.retrieved).collect::<Vec<_>>(),
+        "the dense channel changed retrieval"
+    );
+    // A second process: every embedding comes from disk, outcomes are identical.
+    let second = open();
+    let b = builtin_evaluator(settings.clone()).with_minilm(second.clone()).evaluate(&s).unwrap();
+    assert_eq!(second.computed(), 0);
+    assert_eq!(a.outcomes, b.outcomes);
+    // A new windowing of the same turns embeds only the texts not seen before.
+    let overlapped = with(&s, "ingest.window_overlap", json!(1));
+    let third = open();
+    let c = builtin_evaluator(settings).with_minilm(third.clone()).evaluate(&overlapped).unwrap();
+    let items = c.memory.items as u64;
+    assert!(third.computed() > 0 && third.computed() < items, "{} of {items}", third.computed());
 }
