@@ -487,7 +487,7 @@ impl Evaluator {
                 field: "index.dense_kind",
                 value: "minilm",
                 model: "all-MiniLM-L6-v2",
-                setting: "set EMEND_MINILM_DIR or harness.minilm_dir; install with `emend minilm install`",
+                setting: "set EMEND_MINILM_DIR or harness.minilm_dir; install with scripts/install-minilm.sh DIR",
             });
         }
         if self.judge_kind(s) == JudgeKind::Llm && self.llm_judge.is_none() {
