@@ -37,7 +37,8 @@ pub trait Backend: Send + Sync {
     fn dataset_hash(&self) -> String;
     /// `(id, category)` of every question of the task set, sorted by id.
     fn questions(&self) -> Vec<(String, String)>;
-    /// LLM roles available to strategies (fields with `x-needs-role`).
+    /// LLM roles available to strategies (fields with `x-needs-role`), and the
+    /// installed models (`minilm`, fields with `x-needs-model`).
     fn roles(&self) -> Vec<String>;
     /// The configured model roles (the loop's critic and evolver live here too).
     fn models(&self) -> Option<&Arc<Models>> {
@@ -125,6 +126,11 @@ impl BuiltinBackend {
         };
         backend.shards = shards;
         backend.evaluator = with_stage_cache(backend.evaluator, project)?;
+        backend.evaluator = with_minilm(backend.evaluator, Some(project))?;
+        // The model's identity is part of the harness's.
+        if let Some(m) = backend.evaluator.minilm() {
+            backend.harness_hash = sha256_hex(format!("{}\n{}", backend.harness_hash, m.id()).as_bytes());
+        }
         Ok(backend)
     }
 
@@ -244,6 +250,31 @@ pub fn with_stage_cache(evaluator: harness::Evaluator, project: &Project) -> Res
         .map_err(|e| SetupError::new(format!("{}: cannot create the stage cache: {e}", root.display())))
 }
 
+/// Plugs in the MiniLM embedder when a model directory is given:
+/// `EMEND_MINILM_DIR` (it wins), else the project's `harness.minilm_dir`
+/// (relative to emend.yaml). Inside a project its embeddings are kept in the
+/// stage cache's directory (`.emend/cache/stages/minilm-<model hash>/`,
+/// under the same size bound); outside one they are not kept. A directory
+/// that is given but missing or malformed is bad input, naming the setting
+/// and the file. Call after [`with_stage_cache`] or before: they are independent.
+pub fn with_minilm(evaluator: harness::Evaluator, project: Option<&Project>) -> Result<harness::Evaluator, SetupError> {
+    let configured = project.and_then(|p| p.config.harness.minilm_dir.as_ref().map(|d| p.dir.join(d)));
+    let Some((dir, setting)) = harness::minilm::locate(configured) else { return Ok(evaluator) };
+    let mut model = harness::minilm::MiniLm::load(&dir).map_err(|e| SetupError::new(format!("{setting}: {e}")))?;
+    if let Some(p) = project.filter(|p| p.config.harness.stage_cache_mb > 0) {
+        let root = p.cache_dir().join("stages");
+        let name = format!("minilm-{}", &model.hash()[..16]);
+        let cache = harness::cache::DiskCache::open_named(
+            &root,
+            &name,
+            p.config.harness.stage_cache_mb.saturating_mul(1024 * 1024),
+        )
+        .map_err(|e| SetupError::new(format!("{}: cannot create the embedding cache: {e}", root.display())))?;
+        model = model.with_cache(cache);
+    }
+    Ok(evaluator.with_minilm(Arc::new(model)))
+}
+
 /// The built-in pipeline as a sharded command (`emend worker`) on Ray.
 fn ray_shards(project: &Project, dataset: &harness::Dataset) -> Result<crate::command::CommandBackend, SetupError> {
     let h = &project.config.harness;
@@ -319,7 +350,12 @@ impl Backend for BuiltinBackend {
     }
 
     fn roles(&self) -> Vec<String> {
-        self.models.as_ref().map(|m| m.names()).unwrap_or_default()
+        let mut roles = self.models.as_ref().map(|m| m.names()).unwrap_or_default();
+        // An installed model counts as available like a role (`x-needs-model`).
+        if self.evaluator.minilm().is_some() {
+            roles.push("minilm".to_string());
+        }
+        roles
     }
 
     fn models(&self) -> Option<&Arc<Models>> {

@@ -98,6 +98,10 @@ pub struct HarnessConfig {
     pub protocol: ProtocolChoice,
     #[serde(default)]
     pub replay: ReplayConfig,
+    /// The all-MiniLM-L6-v2 model directory (`index.dense_kind: minilm`),
+    /// relative to emend.yaml; the `EMEND_MINILM_DIR` variable wins over it.
+    #[serde(default)]
+    pub minilm_dir: Option<PathBuf>,
 }
 
 /// `harness.protocol`.

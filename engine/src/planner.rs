@@ -172,6 +172,16 @@ pub fn evolve(
             reason: format!("{} only has an effect with roles.{role}, which is not configured", plan.path),
         };
     }
+    if let Some(model) = &field.needs_model
+        && !roles.iter().any(|r| r == model)
+    {
+        return Proposal::Blocked {
+            reason: format!(
+                "{} needs the {model} model installed (EMEND_MINILM_DIR or harness.minilm_dir), which is not",
+                plan.path
+            ),
+        };
+    }
     let Some(current) = get_path(served, &plan.path) else {
         return Proposal::Blocked { reason: format!("{} is missing from the served strategy", plan.path) };
     };

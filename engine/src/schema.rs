@@ -82,6 +82,9 @@ pub struct FieldSpec {
     pub max_length: Option<u64>,
     /// The field only has an effect when this LLM role is configured.
     pub needs_role: Option<String>,
+    /// Some of the field's values need this model installed (`x-needs-model`:
+    /// `minilm` for `index.dense_kind`); the engine moves it only then.
+    pub needs_model: Option<String>,
 }
 
 /// A comparison operator of an `x-invariants` rule.
@@ -573,6 +576,7 @@ fn collect_fields(
         min_length: node.get("minLength").and_then(Value::as_u64),
         max_length: node.get("maxLength").and_then(Value::as_u64),
         needs_role: node.get("x-needs-role").and_then(Value::as_str).map(str::to_string),
+        needs_model: node.get("x-needs-model").and_then(Value::as_str).map(str::to_string),
     };
     if evolvable
         && matches!(spec.kind, FieldKind::Integer | FieldKind::Number)

@@ -238,3 +238,16 @@ fn locomo_dev_has_762_questions_and_stable_outcomes() {
     }
     assert!(files[0] == files[1], "two runs wrote different outcome files");
 }
+
+#[test]
+fn a_missing_minilm_model_dir_is_bad_input_naming_the_setting() {
+    let out = Command::new(env!("CARGO_BIN_EXE_emend"))
+        .arg("eval")
+        .args(["--strategy", default_strategy().to_str().unwrap()])
+        .env("EMEND_MINILM_DIR", "/nonexistent/minilm")
+        .output()
+        .expect("emend runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("EMEND_MINILM_DIR: /nonexistent/minilm: not a directory"), "{err}");
+}

@@ -40,7 +40,15 @@ impl DiskCache {
     /// `capacity` bytes in all (every harness's entries together).
     pub fn open(root: &Path, harness_hash: &str, capacity: u64) -> io::Result<DiskCache> {
         let short = &harness_hash[..harness_hash.len().min(16)];
-        let dir = root.join(format!("harness-{short}"));
+        DiskCache::open_named(root, &format!("harness-{short}"), capacity)
+    }
+
+    /// The cache in the directory `name` under `root`, sharing the byte bound
+    /// (and the eviction) with every other directory there: the MiniLM
+    /// embeddings live beside the stage outputs, in `minilm-<model hash>`,
+    /// whatever the harness.
+    pub fn open_named(root: &Path, name: &str, capacity: u64) -> io::Result<DiskCache> {
+        let dir = root.join(name);
         std::fs::create_dir_all(&dir)?;
         Ok(DiskCache { root: root.to_path_buf(), dir, capacity, written: AtomicU64::new(0) })
     }

@@ -29,8 +29,9 @@ use serde_json::{Value, json};
 
 use crate::index;
 use crate::ingest::{IngestStats, Memory, MemoryItem};
+use crate::minilm::MiniLm;
 use crate::retrieve::retrieve;
-use crate::strategy::Strategy;
+use crate::strategy::{DenseKind, Strategy};
 use crate::text::estimate_tokens;
 
 /// One discriminator tag: its slot noun, the query form and a closed
@@ -221,6 +222,10 @@ pub enum CollisionError {
     BadK { k: usize, max: usize },
     #[error("entities = {n} is out of range (1 to {max})")]
     BadEntities { n: usize, max: usize },
+    #[error("index.dense_kind: minilm needs the model (set EMEND_MINILM_DIR)")]
+    NeedsModel,
+    #[error("the MiniLM embedder failed: {0}")]
+    Embed(String),
 }
 
 /// What to generate.
@@ -381,12 +386,22 @@ pub fn bm25_only(strategy: &Strategy) -> Strategy {
     s
 }
 
-/// Whether a strategy's retrieval ranks the gold memory first.
-pub fn hit_at_1(task: &CollisionTask, strategy: &Strategy) -> bool {
+/// Whether a strategy's retrieval ranks the gold memory first. `minilm` is
+/// the model for a strategy whose dense channel is `minilm`.
+pub fn hit_at_1(task: &CollisionTask, strategy: &Strategy, minilm: Option<&MiniLm>) -> Result<bool, CollisionError> {
     let memory = memory_of(task);
-    let ix = index::build(&memory, &strategy.index);
-    let r = retrieve(&task.query, &memory, &ix, &strategy.retrieve);
-    r.hits.first().is_some_and(|h| h.item as usize == task.gold)
+    let model = match strategy.index.dense_kind {
+        DenseKind::Minilm => Some(minilm.ok_or(CollisionError::NeedsModel)?),
+        _ => None,
+    };
+    let embed_err = |e: crate::minilm::EmbedError| CollisionError::Embed(e.to_string());
+    let ix = index::build(&memory, &strategy.index, model).map_err(embed_err)?;
+    let query = match model {
+        Some(m) => m.embed(&[task.query.as_str()]).map_err(embed_err)?.pop(),
+        None => None,
+    };
+    let r = retrieve(&task.query, query.as_deref(), &memory, &ix, &strategy.retrieve);
+    Ok(r.hits.first().is_some_and(|h| h.item as usize == task.gold))
 }
 
 /// One task's paired result.
@@ -424,6 +439,15 @@ impl CellResult {
 
 /// Scores every cell of `spec` (tags outer, K inner, in the order given).
 pub fn run(spec: &CollisionSpec, strategy: &Strategy) -> Result<Vec<CellResult>, CollisionError> {
+    run_with(spec, strategy, None)
+}
+
+/// [`run`] with the MiniLM model for a strategy whose dense channel is `minilm`.
+pub fn run_with(
+    spec: &CollisionSpec,
+    strategy: &Strategy,
+    minilm: Option<&MiniLm>,
+) -> Result<Vec<CellResult>, CollisionError> {
     spec.validate()?;
     let lexical = bm25_only(strategy);
     let mut out = Vec::new();
@@ -432,8 +456,11 @@ pub fn run(spec: &CollisionSpec, strategy: &Strategy) -> Result<Vec<CellResult>,
             let tasks = generate_cell(tag, k, spec.entities, spec.seed)?;
             let results = tasks
                 .iter()
-                .map(|t| (t.id.clone(), TaskResult { bm25: hit_at_1(t, &lexical), strategy: hit_at_1(t, strategy) }))
-                .collect();
+                .map(|t| {
+                    let r = TaskResult { bm25: hit_at_1(t, &lexical, None)?, strategy: hit_at_1(t, strategy, minilm)? };
+                    Ok((t.id.clone(), r))
+                })
+                .collect::<Result<_, CollisionError>>()?;
             out.push(CellResult { tag: tag.clone(), k, tasks: results });
         }
     }

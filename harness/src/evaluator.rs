@@ -27,10 +27,11 @@ use crate::dataset::{Dataset, Question, Sample, Selection, UnknownConversation};
 use crate::index::{self, Index};
 use crate::ingest::{self, ExtractError, Extractor, IngestStats, Memory};
 use crate::judge::{EvidenceJudge, F1Judge, Judge, JudgeCase, JudgeError, Verdict};
+use crate::minilm::{EmbedError, MiniLm};
 use crate::outcome::{AnswerCoverage, EvidenceTrace, Outcome, RetrievedItem, Summary};
 use crate::replay::{self, CheckpointSummary, Observed, Protocol};
 use crate::retrieve::{Retrieval, retrieve};
-use crate::strategy::{IngestUnit, JudgeKind, Strategy};
+use crate::strategy::{DenseKind, IngestUnit, JudgeKind, Strategy};
 use crate::text::round6;
 
 /// The version of the locked pipeline. Bump it whenever a change to the
@@ -84,7 +85,7 @@ impl HarnessSettings {
 /// components (extractive answerer, no extractor, no LLM judge).
 /// [`Evaluator::harness_hash`] gives the same value unless models are plugged in.
 pub fn harness_hash(settings: &HarnessSettings) -> String {
-    hash_harness(settings, &Extractive.id(), None, None)
+    hash_harness(settings, &Extractive.id(), None, None, None)
 }
 
 fn hash_harness(
@@ -92,14 +93,19 @@ fn hash_harness(
     answerer: &str,
     extractor: Option<String>,
     judge: Option<String>,
+    minilm: Option<String>,
 ) -> String {
-    let doc = serde_json::json!({
+    let mut doc = serde_json::json!({
         "harness_version": HARNESS_VERSION,
         "settings": settings,
         "answerer": answerer,
         "extractor": extractor,
         "llm_judge": judge,
     });
+    // Only when installed, so that the hash without a model is the one it always was.
+    if let Some(m) = minilm {
+        doc["minilm"] = serde_json::Value::String(m);
+    }
     hex::encode(Sha256::digest(serde_json::to_vec(&doc).expect("settings serialize")))
 }
 
@@ -109,6 +115,12 @@ pub enum EvalError {
     /// A strategy setting needs an LLM role that is not configured.
     #[error("{field}: {value} needs roles.{role}")]
     NeedsRole { field: &'static str, value: &'static str, role: &'static str },
+    /// A strategy setting needs a model that is not installed.
+    #[error("{field}: {value} needs the {model} model, which is not installed ({setting})")]
+    NeedsModel { field: &'static str, value: &'static str, model: &'static str, setting: &'static str },
+    /// The embedding model failed on a text.
+    #[error(transparent)]
+    Embed(#[from] EmbedError),
     /// A strategy value the pipeline cannot run (ranges are the schema's job; this guards the rest).
     #[error("{field}: {message}")]
     Strategy { field: &'static str, message: String },
@@ -342,12 +354,15 @@ pub struct Evaluator {
     extractor: Option<Arc<dyn Extractor>>,
     answerer: Arc<dyn Answerer>,
     llm_judge: Option<Arc<dyn Judge>>,
+    minilm: Option<Arc<MiniLm>>,
     ingest_cache: StageCache<Memory>,
     index_cache: StageCache<Index>,
     /// Replay checkpoints' memory (a prefix of the conversation's) and index.
     view_cache: StageCache<(Arc<Memory>, Arc<Index>)>,
     retrieve_cache: StageCache<Retrieval>,
     answer_cache: StageCache<Option<String>>,
+    /// The questions' embeddings per (model, conversation), for `dense_kind: minilm`.
+    query_cache: StageCache<Vec<Vec<f32>>>,
     /// The persistent layer under the ingest and index caches.
     disk: Option<DiskCache>,
     totals: Counters,
@@ -372,6 +387,9 @@ struct Prepared {
     memory: Arc<Memory>,
     index: Arc<Index>,
     index_key: Key,
+    /// The embeddings of the conversation's questions (by index in its qa
+    /// list), when the dense channel is a model's.
+    queries: Option<Arc<Vec<Vec<f32>>>>,
     /// Under replay, the conversation as known at the checkpoint.
     sample: Option<Arc<Sample>>,
     /// The whole conversation's memory (for the memory statistics).
@@ -431,6 +449,7 @@ impl Evaluator {
             extractor: None,
             answerer: Arc::new(Extractive),
             llm_judge: None,
+            minilm: None,
             // Capacity follows the task set: per conversation, the outputs of
             // several strategies (the served one, a candidate's, a probe's);
             // per question, several full evaluations' retrievals and answers.
@@ -439,6 +458,7 @@ impl Evaluator {
             view_cache: StageCache::new((CONVERSATION_SLOTS * views).max(64)),
             retrieve_cache: StageCache::new((QUESTION_SLOTS * questions).max(50_000)),
             answer_cache: StageCache::new((4 * QUESTION_SLOTS * questions).max(200_000)),
+            query_cache: StageCache::new(conversations.max(64)),
             disk: None,
             totals: Counters::default(),
         })
@@ -464,6 +484,18 @@ impl Evaluator {
     pub fn with_disk_cache(mut self, root: &std::path::Path, capacity_bytes: u64) -> std::io::Result<Self> {
         self.disk = Some(DiskCache::open(root, &self.harness_hash(), capacity_bytes)?);
         Ok(self)
+    }
+
+    /// Plugs in the MiniLM embedder (`index.dense_kind: minilm`); its model
+    /// hash enters the harness hash.
+    pub fn with_minilm(mut self, minilm: Arc<MiniLm>) -> Self {
+        self.minilm = Some(minilm);
+        self
+    }
+
+    /// The plugged-in MiniLM embedder.
+    pub fn minilm(&self) -> Option<&Arc<MiniLm>> {
+        self.minilm.as_ref()
     }
 
     /// Plugs in the LLM judge (`judge.kind: llm`).
@@ -502,6 +534,7 @@ impl Evaluator {
             &self.answerer.id(),
             self.extractor.as_ref().map(|e| e.id()),
             self.llm_judge.as_ref().map(|j| j.id()),
+            self.minilm.as_ref().map(|m| m.id()),
         )
     }
 
@@ -517,6 +550,7 @@ impl Evaluator {
         self.view_cache.clear();
         self.retrieve_cache.clear();
         self.answer_cache.clear();
+        self.query_cache.clear();
     }
 
     /// Evaluates the strategy on every selected question.
@@ -540,6 +574,14 @@ impl Evaluator {
     fn check(&self, s: &Strategy) -> Result<(), EvalError> {
         if s.ingest.unit == IngestUnit::Fact && self.extractor.is_none() {
             return Err(EvalError::NeedsRole { field: "ingest.unit", value: "fact", role: "extractor" });
+        }
+        if s.index.dense_kind == DenseKind::Minilm && self.minilm.is_none() {
+            return Err(EvalError::NeedsModel {
+                field: "index.dense_kind",
+                value: "minilm",
+                model: "all-MiniLM-L6-v2",
+                setting: "set EMEND_MINILM_DIR or harness.minilm_dir; install with scripts/install-minilm.sh DIR",
+            });
         }
         if self.judge_kind(s) == JudgeKind::Llm && self.llm_judge.is_none() {
             return Err(EvalError::NeedsRole { field: "judge.kind", value: "llm", role: "judge" });
@@ -591,18 +633,31 @@ impl Evaluator {
             })
         })?;
         local.count(INGEST, hit || from_disk);
-        let index_key = key(&[b"index", &ingest_key, &json(&s.index_fields())]);
+        // A model's channel is keyed by the model too.
+        let minilm = self.minilm.as_deref().filter(|_| s.index.dense_kind == DenseKind::Minilm);
+        let model_id = minilm.map(MiniLm::id).unwrap_or_default();
+        let index_key = key(&[b"index", &ingest_key, &json(&s.index_fields()), model_id.as_bytes()]);
         let mut from_disk = false;
-        let (index, hit) = self
-            .index_cache
-            .get_or_try::<std::convert::Infallible>(index_key, || {
-                self.through_disk("index", &index_key, local, &mut from_disk, Index::decode, Index::encode, || {
-                    Ok(index::build(&memory, &s.index))
-                })
+        let (index, hit) = self.index_cache.get_or_try(index_key, || {
+            self.through_disk("index", &index_key, local, &mut from_disk, Index::decode, Index::encode, || {
+                index::build(&memory, &s.index, minilm)
             })
-            .unwrap_or_else(|e| match e {});
+        })?;
         local.count(INDEX, hit || from_disk);
-        Ok(Prepared { full: memory.clone(), memory, index, index_key, sample: None })
+        let queries = match minilm {
+            Some(m) => {
+                let qkey =
+                    key(&[b"queries", model_id.as_bytes(), self.dataset.hash().as_bytes(), sample.id.as_bytes()]);
+                let (q, _) = self.query_cache.get_or_try(qkey, || {
+                    let texts: Vec<&str> = sample.questions.iter().map(|q| q.question.as_str()).collect();
+                    m.embed(&texts)
+                })?;
+                Some(q)
+            }
+            None => None,
+        };
+
+        Ok(Prepared { full: memory.clone(), memory, index, index_key, sample: None, queries })
     }
 
     /// The memory and index at a replay checkpoint of `sessions` sessions.
@@ -624,15 +679,13 @@ impl Evaluator {
             return Ok(full);
         }
         let view = Arc::new(sample.prefix(sessions));
+        let minilm = self.minilm.as_deref().filter(|_| s.index.dense_kind == DenseKind::Minilm);
         let vkey = key(&[b"view", &full.index_key, &(sessions as u64).to_le_bytes()]);
-        let (pair, hit) = self
-            .view_cache
-            .get_or_try::<std::convert::Infallible>(vkey, || {
-                let memory = Arc::new(memory_prefix(&full.memory, &view));
-                let index = Arc::new(index::build(&memory, &s.index));
-                Ok((memory, index))
-            })
-            .unwrap_or_else(|e| match e {});
+        let (pair, hit) = self.view_cache.get_or_try::<EmbedError>(vkey, || {
+            let memory = Arc::new(memory_prefix(&full.memory, &view));
+            let index = Arc::new(index::build(&memory, &s.index, minilm)?);
+            Ok((memory, index))
+        })?;
         local.count(INDEX, hit);
         Ok(Prepared {
             memory: pair.0.clone(),
@@ -640,6 +693,7 @@ impl Evaluator {
             index_key: vkey,
             sample: Some(view),
             full: full.memory,
+            queries: full.queries.clone(),
         })
     }
 
@@ -819,6 +873,9 @@ impl Evaluator {
         if let Some(disk) = &self.disk {
             disk.sweep();
         }
+        if let Some(m) = &self.minilm {
+            m.sweep();
+        }
         let cache = local.snapshot();
         self.totals.add(&cache);
         // Each conversation once, with its whole memory (under replay: as at its last checkpoint).
@@ -857,7 +914,10 @@ impl Evaluator {
         let rkey = key(&[b"retrieve", &p.index_key, retrieve_fields, q.id.as_bytes()]);
         let (ret, hit) = self
             .retrieve_cache
-            .get_or_try::<std::convert::Infallible>(rkey, || Ok(retrieve(&q.question, memory, &p.index, &s.retrieve)))
+            .get_or_try::<std::convert::Infallible>(rkey, || {
+                let embedded = p.queries.as_ref().map(|v| v[job.qi].as_slice());
+                Ok(retrieve(&q.question, embedded, memory, &p.index, &s.retrieve))
+            })
             .unwrap_or_else(|e| match e {});
         local.count(RETRIEVE, hit);
         let ctx = assemble(sample, memory, &ret, &s.assemble, self.settings.budget_ceiling);

@@ -2,15 +2,18 @@
 //! memory items.
 //!
 //! Reads `index.*`. BM25 (Lucene's idf, `ln(1 + (N - df + 0.5) / (df + 0.5))`)
-//! runs over [`crate::text::terms`]. The dense channel embeds text as hashed,
-//! signed character-trigram counts in `dense_dim` buckets, L2-normalized, so
-//! that word forms sharing stems (`painting` / `paint`) meet where BM25's exact
-//! terms do not.
+//! runs over [`crate::text::terms`]. The dense channel (`dense_kind`) is one of:
+//! `trigram`, which embeds text as hashed, signed character-trigram counts in
+//! `dense_dim` buckets, L2-normalized, so that word forms sharing stems
+//! (`painting` / `paint`) meet where BM25's exact terms do not; `minilm`, the
+//! sentence embeddings of [`crate::minilm`] (the question is embedded by the
+//! same model, by the caller); or none. Both score by cosine.
 
 use std::collections::HashMap;
 
 use crate::cache::{Dec, Enc};
 use crate::ingest::Memory;
+use crate::minilm::{EmbedError, MiniLm};
 use crate::strategy::{DenseKind, Index as IndexSpec};
 use crate::text::{FnvBuild, for_each_term, for_each_trigram};
 
@@ -119,8 +122,9 @@ impl Bm25 {
     }
 }
 
-/// Hashed character-trigram vectors, one row per item, with the buckets'
-/// idf weights so that trigrams found in every item (speaker names) count little.
+/// Unit vectors, one row per item: hashed character trigrams with the
+/// buckets' idf weights (so that trigrams found in every item, speaker names,
+/// count little), or a model's embeddings (no weights: `idf` is empty).
 #[derive(Debug, Clone)]
 pub struct Dense {
     dim: usize,
@@ -146,11 +150,30 @@ impl Dense {
         Dense { dim, idf, rows }
     }
 
-    /// Cosine of the query with every item.
+    /// A model's unit embeddings of the items (all of dimension `dim`).
+    pub fn from_embeddings(embeddings: Vec<Vec<f32>>, dim: usize) -> Dense {
+        let rows: Vec<f32> = embeddings.into_iter().flatten().collect();
+        assert_eq!(rows.len() % dim.max(1), 0, "embeddings of one dimension");
+        Dense { dim, idf: Vec::new(), rows }
+    }
+
+    /// Whether the rows are a model's embeddings (queried by [`Dense::scores_embedded`]).
+    pub fn is_model(&self) -> bool {
+        self.idf.is_empty()
+    }
+
+    /// Cosine of the query with every item (the trigram channel).
     pub fn scores(&self, query: &str) -> Vec<f64> {
+        assert!(!self.is_model(), "a model's index is queried with the question's embedding");
         let q = weighted_unit(hashed_counts(query, self.dim), &self.idf);
+        self.scores_embedded(&q)
+    }
+
+    /// Cosine of a unit query vector with every item.
+    pub fn scores_embedded(&self, q: &[f32]) -> Vec<f64> {
+        assert_eq!(q.len(), self.dim, "a query of the index's dimension");
         let mut out = vec![0f32; self.rows.len() / self.dim.max(1)];
-        dots(&self.rows, &q, &mut out);
+        dots(&self.rows, q, &mut out);
         out.into_iter().map(f64::from).collect()
     }
 }
@@ -293,6 +316,7 @@ impl Index {
         match &self.dense {
             Some(d) => {
                 e.u64(d.dim as u64 + 1);
+                // Empty for a model's embeddings.
                 e.f32s(&d.idf);
                 // Rows are sparse (a text has few of the buckets): (bucket, bits)
                 // of the entries whose bits are not +0.0, so -0.0 survives too.
@@ -331,6 +355,9 @@ impl Index {
             dim1 => {
                 let dim = dim1 - 1;
                 let idf = d.f32s()?;
+                if !idf.is_empty() && idf.len() != dim {
+                    return None;
+                }
                 let n = usize::try_from(d.u64()?).ok()?;
                 let mut rows = vec![0f32; n.checked_mul(dim)?.min(bytes.len().saturating_mul(dim))];
                 if rows.len() != n * dim {
@@ -364,19 +391,24 @@ impl Index {
     }
 }
 
-/// Runs the index stage.
-pub fn build(memory: &Memory, spec: &IndexSpec) -> Index {
+/// Runs the index stage; `minilm` is the embedder for `dense_kind: minilm`
+/// (the caller checks that it is there).
+pub fn build(memory: &Memory, spec: &IndexSpec, minilm: Option<&MiniLm>) -> Result<Index, EmbedError> {
     let texts: Vec<&str> = memory.items.iter().map(|i| i.text.as_str()).collect();
     // The two channels are independent: built side by side, so that a
     // conversation's index keeps both cores busy when conversations are few.
     let (bm25, dense) = rayon::join(
         || Bm25::build(&texts, spec.bm25_k1, spec.bm25_b),
         || match spec.dense_kind {
-            DenseKind::Trigram => Some(Dense::build(&texts, spec.dense_dim.max(1) as usize)),
-            DenseKind::None => None,
+            DenseKind::Trigram => Ok(Some(Dense::build(&texts, spec.dense_dim.max(1) as usize))),
+            DenseKind::Minilm => {
+                let m = minilm.expect("dense_kind: minilm is checked to have its model");
+                Ok(Some(Dense::from_embeddings(m.embed(&texts)?, m.dim())))
+            }
+            DenseKind::None => Ok(None),
         },
     );
-    Index { bm25, dense }
+    Ok(Index { bm25, dense: dense? })
 }
 
 #[cfg(test)]

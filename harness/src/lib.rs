@@ -23,6 +23,7 @@ pub mod evaluator;
 pub mod index;
 pub mod ingest;
 pub mod judge;
+pub mod minilm;
 pub mod outcome;
 pub mod replay;
 pub mod retrieve;

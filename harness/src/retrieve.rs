@@ -112,7 +112,15 @@ fn top_pool(scores: &[f64], pool: usize) -> Vec<u32> {
 }
 
 /// Runs the retrieve stage for one question.
-pub fn retrieve(question: &str, memory: &Memory, index: &Index, spec: &Retrieve) -> Retrieval {
+/// `embedded` is the question's embedding for a model's dense channel
+/// ([`crate::index::Dense::is_model`]), None otherwise.
+pub fn retrieve(
+    question: &str,
+    embedded: Option<&[f32]>,
+    memory: &Memory,
+    index: &Index,
+    spec: &Retrieve,
+) -> Retrieval {
     let intent = Intent::detect(question);
     let pool = spec.pool.max(1) as usize;
     let mult = match intent {
@@ -160,7 +168,10 @@ pub fn retrieve(question: &str, memory: &Memory, index: &Index, spec: &Retrieve)
         channels.push((Channel::Bm25, spec.weights.bm25, bm25_pool, bm25_scores));
     }
     if let (Some(dense), true) = (&index.dense, spec.weights.dense > 0.0) {
-        let s = dense.scores(question);
+        let s = match embedded {
+            Some(q) if dense.is_model() => dense.scores_embedded(q),
+            _ => dense.scores(question),
+        };
         channels.push((Channel::Dense, spec.weights.dense, top_pool(&s, pool), s));
     }
     channels.sort_by_key(|c| c.0);

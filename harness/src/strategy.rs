@@ -48,6 +48,8 @@ pub struct Ingest {
 #[serde(rename_all = "snake_case")]
 pub enum DenseKind {
     Trigram,
+    /// all-MiniLM-L6-v2 sentence embeddings ([`crate::minilm`]); needs the model installed.
+    Minilm,
     None,
 }
 
@@ -191,10 +193,10 @@ impl Strategy {
         v
     }
 
-    /// `index.*`; `dense_dim` only with a dense channel.
+    /// `index.*`; `dense_dim` only with the trigram channel (the only one it sizes).
     pub fn index_fields(&self) -> serde_json::Value {
         let mut v = serde_json::to_value(&self.index).expect("a strategy serializes");
-        if self.index.dense_kind == DenseKind::None {
+        if self.index.dense_kind != DenseKind::Trigram {
             v.as_object_mut().expect("an object").remove("dense_dim");
         }
         v

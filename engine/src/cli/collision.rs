@@ -119,7 +119,18 @@ pub fn run(args: &CollisionArgs) -> CmdResult {
         artifact::write_atomic(out, text.as_bytes())
             .map_err(|e| Failure::failed(anyhow!("--out {}: {e}", out.display())))?;
     }
-    let cells = collision::run(&spec, &strategy).map_err(Failure::bad_input)?;
+    let model = match strategy.index.dense_kind {
+        harness::strategy::DenseKind::Minilm => {
+            let Some((dir, setting)) = harness::minilm::locate(None) else {
+                return Err(Failure::bad_input(anyhow!(
+                    "emend collision: index.dense_kind: minilm needs the model: set EMEND_MINILM_DIR (scripts/install-minilm.sh)"
+                )));
+            };
+            Some(harness::minilm::MiniLm::load(&dir).map_err(|e| Failure::bad_input(anyhow!("{setting}: {e}")))?)
+        }
+        _ => None,
+    };
+    let cells = collision::run_with(&spec, &strategy, model.as_ref()).map_err(Failure::bad_input)?;
     let dense_kind = serde_json::to_value(strategy.index.dense_kind).expect("an enum serializes");
     let rows: Vec<Value> = cells.iter().map(|c| cell_json(c, args.seed, &dense_kind)).collect::<Result<_, _>>()?;
     if args.json {

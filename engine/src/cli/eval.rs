@@ -141,6 +141,7 @@ pub fn run(args: &EvalArgs, project_dir: Option<&Path>) -> CmdResult {
     if let Some((p, _)) = &project {
         evaluator = engine::backend::with_stage_cache(evaluator, p).map_err(Failure::failed)?;
     }
+    evaluator = engine::backend::with_minilm(evaluator, project.as_ref().map(|p| &p.0)).map_err(Failure::bad_input)?;
     let live = term::Live::start(
         &format!(
             "evaluating {} on {tasks_name} ({} {})",
@@ -153,9 +154,10 @@ pub fn run(args: &EvalArgs, project_dir: Option<&Path>) -> CmdResult {
     let eval = evaluator.evaluate(&r.strategy);
     live.finish();
     let eval = eval.map_err(|e| match e {
-        EvalError::NeedsRole { .. } | EvalError::Strategy { .. } | EvalError::UnknownConversation(_) => {
-            Failure::bad_input(anyhow!("{}: {e}", args.strategy.display()))
-        }
+        EvalError::NeedsRole { .. }
+        | EvalError::NeedsModel { .. }
+        | EvalError::Strategy { .. }
+        | EvalError::UnknownConversation(_) => Failure::bad_input(anyhow!("{}: {e}", args.strategy.display())),
         other => Failure::failed(other),
     })?;
     if let Some(out) = &args.outcomes {
