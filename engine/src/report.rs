@@ -168,6 +168,9 @@ pub struct VersionSection {
     pub regressed: Vec<(String, Option<QuestionText>)>,
     pub improved_total: usize,
     pub regressed_total: usize,
+    /// Its serving state over time, in journal order: pending, approved,
+    /// rejected, quarantined, unquarantined (who, why).
+    pub serving: Vec<String>,
 }
 
 /// A served-pointer move: the rollback records, acceptances, restores.
@@ -316,7 +319,27 @@ impl Walk {
                 self.served_changed(&hash, m);
             }
             Event::RoundFinished(r) => self.round_finished(&r),
-            Event::BestChanged { .. } | Event::HypothesisUpdated { .. } | Event::Escalated { .. } => {}
+            Event::Quarantined { version, cause, reason, who, at } => {
+                self.serving_note(version, format!("quarantined ({cause}) by {who} at {at}: {reason}"));
+            }
+            Event::Unquarantined { version, reason, who, at } => {
+                self.serving_note(version, format!("quarantine lifted by {who} at {at}: {reason}"));
+            }
+            Event::PendingReviewed { version, approved, reason, who, at } => {
+                let verdict = if approved { "approved" } else { "rejected" };
+                self.serving_note(version, format!("{verdict} by {who} at {at}: {reason}"));
+            }
+            Event::BestChanged { .. }
+            | Event::HypothesisUpdated { .. }
+            | Event::Escalated { .. }
+            | Event::EscalationReviewed { .. }
+            | Event::HookFailed { .. } => {}
+        }
+    }
+
+    fn serving_note(&mut self, version: u64, note: String) {
+        if let Some(s) = self.sections.iter_mut().find(|s| s.version == version) {
+            s.serving.push(note);
         }
     }
 
@@ -394,6 +417,7 @@ impl VersionSection {
         note: String,
         diff: String,
     ) -> VersionSection {
+        let origin_is_pending = origin == "pending";
         VersionSection {
             version,
             parent,
@@ -408,6 +432,7 @@ impl VersionSection {
             regressed: vec![],
             improved_total: 0,
             regressed_total: 0,
+            serving: if origin_is_pending { vec!["pending approval".to_string()] } else { vec![] },
         }
     }
 

@@ -378,6 +378,7 @@ fn version(v: &VersionSection) -> Markup {
             }
             p.muted { "hash " code { (v.hash) } }
             @if !v.note.is_empty() { p { (v.note) } }
+            @for line in &v.serving { p.serving { "serving: " (line) } }
             @if let Some(c) = &v.candidate {
                 (gate_record(c))
                 (examples("improved", v.improved_total, &v.improved))
