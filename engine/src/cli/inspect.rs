@@ -55,6 +55,10 @@ pub fn status(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
     let rounds = store.rounds().map_err(common::store_failure)?;
     let escalations = store.escalations().map_err(common::store_failure)?;
     let served_acc = latest_accuracy(&log, &served.hash)?.map(|a| a.0);
+    let quarantined = store.quarantined().map_err(common::store_failure)?;
+    let reviews = store.reviews().map_err(common::store_failure)?;
+    let pending: Vec<u64> = reviews.iter().filter(|(_, r)| r["status"] == "pending").map(|(v, _)| *v).collect();
+    let hook_failed = store.last_hook_failure().map_err(common::store_failure)?;
     let schema = common::schema(&project)?;
     let file = evolve::served_file_state(&project, &schema, &log).map_err(common::evolve_failure)?;
     let file_state = match &file {
@@ -117,6 +121,11 @@ pub fn status(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
             "last_round": last,
             "rejected_by": totals,
             "escalations": escalations,
+            "approval": cfg.serve.approval.as_str(),
+            "pending_versions": pending,
+            "quarantined": quarantined.values().collect::<Vec<_>>(),
+            "reviews": reviews.values().collect::<Vec<_>>(),
+            "last_hook_failure": hook_failed,
             "llm": {
                 "last_round": last.as_ref().map(|r| r.get("llm").cloned().unwrap_or_else(|| json!({}))),
                 "total": llm_total,
@@ -178,10 +187,35 @@ pub fn status(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
         _ => println!("minimum detectable effect: unknown until a confirm test has observed a discordance rate"),
     }
     println!("holdout budget: {holdout_left} of {} left; {holdout_advice}", confirm_state.holdout.config.budget);
+    let open = escalations.iter().filter(|e| e["status"].as_str() != Some("resolved")).count();
     if escalations.is_empty() {
         println!("escalations: none");
     } else {
-        println!("escalations: {} pending (see `emend escalations`)", escalations.len());
+        println!("escalations: {open} open, {} resolved (see `emend escalations`)", escalations.len() - open);
+    }
+    let names = |vs: &mut dyn Iterator<Item = u64>| vs.map(|v| format!("v{v}")).collect::<Vec<_>>().join(", ");
+    println!("approval: {}", cfg.serve.approval.as_str());
+    if !pending.is_empty() {
+        println!("pending approval: {} (see `emend pending`)", names(&mut pending.iter().copied()));
+    }
+    if !quarantined.is_empty() {
+        println!("quarantined: {}", names(&mut quarantined.keys().copied()));
+    }
+    for status in ["approved", "rejected"] {
+        let vs: Vec<u64> = reviews.iter().filter(|(_, r)| r["status"] == status).map(|(v, _)| *v).collect();
+        if !vs.is_empty() {
+            println!("{status}: {}", names(&mut vs.into_iter()));
+        }
+    }
+    if let Some(h) = hook_failed {
+        println!(
+            "last hook failure: hooks.{} for v{} ({}) at {}: {}",
+            h["hook"].as_str().unwrap_or("?"),
+            h["version"],
+            h["change"].as_str().unwrap_or("?"),
+            h["at"].as_str().unwrap_or("?"),
+            h["error"].as_str().unwrap_or("?")
+        );
     }
     Ok(exit::OK)
 }
@@ -196,7 +230,20 @@ pub fn escalations(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
         println!("no escalations");
     } else {
         for e in &list {
-            println!("{} (round {}): blocked 3 times as out of scope", e["class"].as_str().unwrap_or("?"), e["round"]);
+            println!(
+                "{} (round {}): blocked 3 times as out of scope [{}]",
+                e["class"].as_str().unwrap_or("?"),
+                e["round"],
+                e["status"].as_str().unwrap_or("open")
+            );
+            if let Some(r) = e.get("review") {
+                println!(
+                    "  reviewed by {} at {}: {}",
+                    r["who"].as_str().unwrap_or("?"),
+                    r["at"].as_str().unwrap_or("?"),
+                    r["reason"].as_str().unwrap_or("")
+                );
+            }
             for r in e["reasons"].as_array().into_iter().flatten() {
                 println!("  {}", r.as_str().unwrap_or(""));
             }

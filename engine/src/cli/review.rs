@@ -782,21 +782,45 @@ fn do_rollback(
         }
         return Ok(exit::OK);
     }
+    // An operator cannot serve a quarantined, pending or rejected version by rollback.
+    if let Err(msg) = engine::served::check_servable(&log, target).map_err(common::evolve_failure)? {
+        return Err(Failure::bad_input(anyhow::anyhow!(msg)));
+    }
     let edit = guard_hand_edit(project, &schema, &mut log, force)?;
     let mut reason = reason.to_string();
     if let Some(HandEdit::Kept(msg)) = &edit {
         eprintln!("warning: {msg}");
         reason.push_str(" (the hand-edited served file was not a valid strategy; it was kept beside the journal)");
     }
+    // A rollback quarantines what it rolls back from (journaled before the move), so that
+    // neither auto-restore nor the best-ever pointer brings it back.
+    let quarantined: Vec<u64> = if cause == "rollback" {
+        let history = engine::served::served_history(&log).map_err(common::evolve_failure)?;
+        let from = engine::served::rolled_back_from(&history, served.version, target);
+        let why = format!("rolled back to v{target}: {reason}");
+        engine::served::quarantine(&mut log, &from, "rollback", &why).map_err(common::evolve_failure)?;
+        from
+    } else {
+        vec![]
+    };
     let event = evolve::apply_rollback(project, &schema, &mut log, target, cause, &reason, pin)
         .map_err(common::evolve_failure)?;
+    let change = if cause == "rollback" { engine::hooks::Change::Rollback } else { engine::hooks::Change::RestoreBest };
+    let hook = match &event {
+        engine::events::Event::ServedChanged { from, to, hash, .. } if from != &Some(*to) => {
+            engine::hooks::on_served(project, &mut log, *from, *to, hash, change)
+        }
+        _ => None,
+    };
     let v = serde_json::to_value(&event).expect("events serialize");
     if json_out {
         let journaled = match &edit {
             Some(HandEdit::Journaled(v)) => Some(*v),
             _ => None,
         };
-        common::print_json(&json!({"record": v, "hand_edit_version": journaled}));
+        common::print_json(
+            &json!({"record": v, "hand_edit_version": journaled, "quarantined": quarantined, "hook_failure": hook}),
+        );
         return Ok(exit::OK);
     }
     if let Some(HandEdit::Journaled(k)) = edit {
@@ -814,6 +838,13 @@ fn do_rollback(
         s(&v["who"]),
         project.strategy_path().display()
     );
+    if !quarantined.is_empty() {
+        let names: Vec<String> = quarantined.iter().map(|q| format!("v{q}")).collect();
+        println!(
+            "quarantined {}: never served automatically again (`emend unquarantine vN` lifts it)",
+            names.join(", ")
+        );
+    }
     if served.version == target {
         println!("v{target} was already served; the record {}", if pin { "pins it" } else { "unpins it" });
     }
