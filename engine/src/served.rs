@@ -362,11 +362,28 @@ pub fn quarantine<L: EventLog + ?Sized>(
     Ok(events)
 }
 
-/// Lifts the quarantine of `version`. It may be the best-ever again from the next round on.
-pub fn unquarantine<L: EventLog + ?Sized>(log: &mut L, version: u64, reason: &str) -> Result<Event> {
-    let event = Event::Unquarantined { version, reason: reason.to_string(), who: who(), at: now_rfc3339() };
-    log.append(vec![event.to_new()])?;
-    Ok(event)
+/// Lifts the quarantine of `version`; when its recorded score (under the
+/// best-ever's harness and dataset) beats the best-ever, the pointer moves
+/// back to it in the same batch.
+pub fn unquarantine<L: EventLog + ?Sized>(log: &mut L, version: u64, reason: &str) -> Result<Vec<Event>> {
+    let store = Store::new(&*log);
+    let mut events = vec![Event::Unquarantined { version, reason: reason.to_string(), who: who(), at: now_rfc3339() }];
+    // A pending or rejected version is not the best-ever, quarantined or not.
+    let eligible = store.reviews()?.get(&version).is_none_or(|r| r["status"] == "approved");
+    if let (Some(b), Some(info), true) = (store.best()?, store.version(version)?, eligible)
+        && let Some(rec) = store.evaluation(&info.hash, &b.harness_hash, &b.dataset_hash)?
+        && rec.summary.accuracy > b.accuracy
+    {
+        events.push(Event::BestChanged {
+            version,
+            hash: info.hash,
+            accuracy: rec.summary.accuracy,
+            harness_hash: b.harness_hash,
+            dataset_hash: b.dataset_hash,
+        });
+    }
+    log.append(events.iter().map(Event::to_new).collect())?;
+    Ok(events)
 }
 
 /// Serves the pending `version`: the review, the served move and (when it beats

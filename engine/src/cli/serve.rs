@@ -214,11 +214,14 @@ pub fn unquarantine(args: &ReviewArgs, project_dir: Option<&Path>) -> CmdResult 
     if !Store::new(&log).quarantined().map_err(common::store_failure)?.contains_key(&v) {
         return Err(bad(format!("v{v} is not quarantined")));
     }
-    let event = served::unquarantine(&mut log, v, &reason).map_err(common::evolve_failure)?;
+    let events = served::unquarantine(&mut log, v, &reason).map_err(common::evolve_failure)?;
     if args.json {
-        common::print_json(&json!({"unquarantined": v, "event": event}));
+        common::print_json(&json!({"unquarantined": v, "events": events}));
     } else {
-        println!("v{v} is no longer quarantined ({reason}); it may be the best-ever again from the next round");
+        println!("v{v} is no longer quarantined ({reason}); it may be served and be the best-ever again");
+        if events.len() > 1 {
+            println!("best-ever is v{v} again");
+        }
     }
     Ok(exit::OK)
 }
