@@ -461,15 +461,57 @@ pub fn log_entries(log: &dyn EventLog) -> Result<Vec<Value>, Failure> {
             Event::Escalated { class, round, reasons } => {
                 entries.push(json!({"seq": record.seq, "kind": "escalated", "class": class, "round": round, "reason": reasons.join("; ")}));
             }
+            Event::StrategyVersioned { version, parent, round, .. } if origin_is(&record, "pending") => {
+                let text = format!(
+                    "pending: v{version} (child of v{}, round {}) passed every gate and waits for approval",
+                    parent.unwrap_or(0),
+                    round.unwrap_or(0)
+                );
+                entries.push(json!({"seq": record.seq, "kind": "pending", "version": version, "text": text}));
+            }
+            Event::Quarantined { version, cause, reason, who, at } => {
+                let text = format!("quarantined v{version} ({cause}) by {who} at {at}: {reason}");
+                entries.push(json!({"seq": record.seq, "kind": "quarantined", "version": version, "text": text}));
+            }
+            Event::Unquarantined { version, reason, who, at } => {
+                let text = format!("unquarantined v{version} by {who} at {at}: {reason}");
+                entries.push(json!({"seq": record.seq, "kind": "unquarantined", "version": version, "text": text}));
+            }
+            Event::PendingReviewed { version, approved, reason, who, at } => {
+                let verdict = if approved { "approved" } else { "rejected" };
+                let text = format!("{verdict} v{version} by {who} at {at}: {reason}");
+                entries.push(json!({"seq": record.seq, "kind": verdict, "version": version, "text": text}));
+            }
+            Event::EscalationReviewed { class, resolved, reason, who, at } => {
+                let verdict = if resolved { "resolved" } else { "reopened" };
+                let text = format!("escalation {class} {verdict} by {who} at {at}: {reason}");
+                entries.push(
+                    json!({"seq": record.seq, "kind": format!("escalation_{verdict}"), "class": class, "text": text}),
+                );
+            }
+            Event::HookFailed { hook, version, change, error, at } => {
+                let text = format!("hooks.{hook} failed for v{version} ({change}) at {at}: {error}");
+                entries.push(json!({"seq": record.seq, "kind": "hook_failed", "version": version, "text": text}));
+            }
             _ => {}
         }
     }
     Ok(entries)
 }
 
+/// Whether a `strategy_versioned` record has this origin.
+fn origin_is(record: &journal::EventRecord, origin: &str) -> bool {
+    record.payload.get("origin").and_then(Value::as_str) == Some(origin)
+}
+
 pub fn render_log(entries: &[Value]) -> String {
     let mut out = String::new();
     for e in entries {
+        if let Some(text) = e["text"].as_str() {
+            out.push_str(text);
+            out.push('\n');
+            continue;
+        }
         match e["kind"].as_str().unwrap_or("") {
             "round" => {
                 let accepted = e["accepted"].as_str();
