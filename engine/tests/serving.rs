@@ -120,6 +120,8 @@ fn manual_approval_leaves_pending_versions_and_approve_serves_one_with_the_hook(
     let (code, _, err) = emend(&dir, &["approve", &format!("v{second}")]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("rejected"), "{err}");
+    assert!(ok(&dir, &["show", &format!("v{second}")]).contains("serving: rejected by"));
+    assert!(ok(&dir, &["log"]).contains(&format!("approved v{first} by")));
     let status = ok(&dir, &["status"]);
     assert!(
         status.contains(&format!("approved: v{first}")) && status.contains(&format!("rejected: v{second}")),
@@ -155,8 +157,12 @@ fn a_rollback_sticks_the_version_rolled_back_from_is_never_served_again() {
         "v{rolled_from} was served again after the rollback: {changes:?}"
     );
     assert_ne!(json(&dir, &["status", "--json"])["served_version"], rolled_from);
-    let log = ok(&dir, &["status"]);
-    assert!(log.contains(&format!("quarantined: v{rolled_from}")), "{log}");
+    let status = ok(&dir, &["status"]);
+    assert!(status.contains(&format!("quarantined: v{rolled_from}")), "{status}");
+    let log = ok(&dir, &["log"]);
+    assert!(log.contains(&format!("quarantined v{rolled_from} (rollback)")), "{log}");
+    let show = ok(&dir, &["show", &format!("v{rolled_from}")]);
+    assert!(show.contains("serving: quarantined (rollback)"), "{show}");
     // Serving it by hand needs the quarantine lifted first.
     let (code, _, err) = emend(&dir, &["rollback", "--to", &format!("v{rolled_from}")]);
     assert_eq!(code, 2, "{err}");

@@ -317,6 +317,10 @@ fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or(0.0)
 }
 
+fn s_(v: &Value) -> &str {
+    v.as_str().unwrap_or("?")
+}
+
 fn s(v: &Value) -> &str {
     v.as_str().unwrap_or("")
 }
@@ -587,11 +591,46 @@ pub fn show(args: &ShowArgs, project_dir: Option<&Path>) -> CmdResult {
         }
         return Ok(exit::OK);
     }
-    let v = explain(&project, &log, &target)?;
+    let mut v = explain(&project, &log, &target)?;
+    // The version's serving state: pending/approved/rejected review and quarantine.
+    let serving = match &target {
+        Target::Version { version, .. } => {
+            let store = Store::new(&log);
+            let review = store.reviews().map_err(common::store_failure)?.remove(version);
+            let quarantine = store.quarantined().map_err(common::store_failure)?.remove(version);
+            Some(json!({"review": review, "quarantine": quarantine}))
+        }
+        Target::Candidate { .. } => None,
+    };
+    if let (Some(s), Some(m)) = (&serving, v.as_object_mut()) {
+        m.insert("serving".into(), s.clone());
+    }
     if args.json {
         common::print_json(&v);
     } else {
         print!("{}", render_show(&v, use_color(args.no_color)));
+        if let Some(s) = serving {
+            let r = &s["review"];
+            if !r.is_null() {
+                let by = &r["review"];
+                let who = if by.is_null() {
+                    String::new()
+                } else {
+                    format!(" by {} at {}: {}", s_(&by["who"]), s_(&by["at"]), s_(&by["reason"]))
+                };
+                println!("serving: {}{who}", s_(&r["status"]));
+            }
+            let q = &s["quarantine"];
+            if !q.is_null() {
+                println!(
+                    "serving: quarantined ({}) by {} at {}: {}",
+                    s_(&q["cause"]),
+                    s_(&q["who"]),
+                    s_(&q["at"]),
+                    s_(&q["reason"])
+                );
+            }
+        }
     }
     Ok(exit::OK)
 }
