@@ -450,9 +450,10 @@ impl Projector for EngineProjector {
                 state.put(
                     T_ESCALATIONS,
                     &class,
-                    json!({"class": class, "round": round, "reasons": reasons, "seq": record.seq, "status": "open"}),
+                    json!({"class": class, "round": round, "reasons": reasons, "seq": record.seq}),
                 );
             }
+            // An escalation without `status` is open (journals before reviews existed project the same).
             Event::EscalationReviewed { class, resolved, reason, who, at } => {
                 let mut e = state.get(T_ESCALATIONS, &class).ok_or_else(|| {
                     ProjectError::from(format!("event {}: escalation {class} was never raised", record.seq))
