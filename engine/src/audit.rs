@@ -206,8 +206,8 @@ const MECHANISMS: &[Mechanism] = &[
     },
     Mechanism {
         name: "dense channel",
-        fields: &["index.dense_dim", "retrieve.weights.dense"],
-        switch: None,
+        fields: &["index.dense_kind", "index.dense_dim", "retrieve.weights.dense"],
+        switch: Some("index.dense_kind"),
         off: |d| {
             if text(d, "index.dense_kind") == "none" {
                 Some("index.dense_kind is none".into())

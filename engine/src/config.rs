@@ -600,6 +600,86 @@ pub struct ProjectConfig {
     pub loop_: LoopConfig,
     #[serde(default)]
     pub roles: BTreeMap<String, RoleConfig>,
+    #[serde(default)]
+    pub serve: ServeConfig,
+    #[serde(default)]
+    pub hooks: HooksConfig,
+}
+
+/// Whether a candidate that passes every gate is served at once or waits for a person.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Approval {
+    /// Served at once (the unattended job).
+    #[default]
+    Auto,
+    /// Journaled as a pending version; `emend approve vN` serves it.
+    Manual,
+}
+
+impl Approval {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Approval::Auto => "auto",
+            Approval::Manual => "manual",
+        }
+    }
+}
+
+/// `serve:` in emend.yaml.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeConfig {
+    #[serde(default)]
+    pub approval: Approval,
+}
+
+/// `hooks:` in emend.yaml: commands told of changes, run without a shell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HooksConfig {
+    /// argv run after every change of the served version.
+    #[serde(default)]
+    pub on_served: Option<Vec<String>>,
+    /// argv run after a version becomes pending (manual approval).
+    #[serde(default)]
+    pub on_pending: Option<Vec<String>>,
+    /// How long a hook may run before it is killed (`30s`, `2m`).
+    #[serde(default = "d_hook_timeout", with = "duration_text")]
+    pub timeout: std::time::Duration,
+}
+
+fn d_hook_timeout() -> std::time::Duration {
+    std::time::Duration::from_secs(30)
+}
+
+impl Default for HooksConfig {
+    fn default() -> Self {
+        HooksConfig { on_served: None, on_pending: None, timeout: d_hook_timeout() }
+    }
+}
+
+/// A positive duration written as text (`30s`, `2m`, `1h 30m`).
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let d: jiff::SignedDuration =
+        s.trim().parse().map_err(|e| format!("expected a duration such as 30s, 2m or 1h, got {s:?}: {e}"))?;
+    std::time::Duration::try_from(d)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| format!("expected a positive duration, got {s:?}"))
+}
+
+mod duration_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &std::time::Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{}s", d.as_secs_f64()))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<std::time::Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        super::parse_duration(&text).map_err(serde::de::Error::custom)
+    }
 }
 
 fn d_strategy() -> PathBuf {
@@ -792,6 +872,20 @@ pub fn parse_config(text: &str) -> Result<ProjectConfig, String> {
         return Err("harness.command: required when harness.kind is command".into());
     }
     check_roles(&config.roles)?;
+    for (name, argv) in [("hooks.on_served", &config.hooks.on_served), ("hooks.on_pending", &config.hooks.on_pending)] {
+        if let Some(argv) = argv
+            && argv.first().is_none_or(|p| p.trim().is_empty())
+        {
+            return Err(format!(
+                "{name}: expected an argv list whose first item is the program, e.g. [\"./notify.sh\"]"
+            ));
+        }
+    }
+    if config.hooks.on_pending.is_some() && config.serve.approval == Approval::Auto {
+        return Err(
+            "hooks.on_pending: only runs with serve.approval: manual (no version is ever pending in auto)".into()
+        );
+    }
     if config.harness.judge == JudgeKind::Llm && !config.roles.contains_key("judge") {
         return Err("harness.judge: llm needs roles.judge (an OpenAI-compatible endpoint and model)".into());
     }
@@ -823,6 +917,28 @@ const ROLES_DOC: &str = "
 # and on the judge only:
 #     allow_shared_with_judge: false  # true allows the answerer's or evolver's endpoint and model
 # Replies are cached under .emend/cache/llm/, so re-evaluating makes no requests.
+";
+
+/// The `serve:` and `hooks:` sections of a generated `emend.yaml`.
+const SERVE_DOC: &str = "
+serve:
+  # auto: a candidate that passes every gate is served at once. manual: it becomes a
+  # pending version (journaled, not served) until `emend approve vN`; meanwhile the loop
+  # keeps searching from the served version.
+  approval: auto
+
+hooks:
+  # argv run (no shell) after every change of the served version, whatever caused it, with
+  # EMEND_SERVED_VERSION, EMEND_PREVIOUS_VERSION, EMEND_SERVED_FILE, EMEND_SERVED_HASH,
+  # EMEND_CHANGE (accepted, approved, rollback, restore-best, auto-restore), EMEND_PROJECT.
+  # A failure is journaled and reported; the change itself stands. e.g. [\"./reload.sh\"]
+  on_served: null
+  # argv run after a version becomes pending (serve.approval: manual), with
+  # EMEND_PENDING_VERSION, EMEND_PENDING_HASH, EMEND_PENDING_PARENT, EMEND_SERVED_VERSION,
+  # EMEND_SERVED_FILE, EMEND_CHANGE=pending, EMEND_PROJECT.
+  on_pending: null
+  # A hook still running after this is killed (and counts as failed).
+  timeout: 30s
 ";
 
 /// The commented `emend.yaml` that `emend init` writes.
@@ -930,6 +1046,7 @@ pub fn render_config(
     out.push_str(&format!("  # Candidates proposed per round.\n  candidates: {}\n", l.candidates));
     out.push_str("  # Seed of every random choice (probe samples, bootstrap).\n  seed: 0\n");
     out.push_str(&format!("  # UCB1 exploration constant c0.\n  ucb_c: {}\n", l.ucb_c));
+    out.push_str(SERVE_DOC);
     out.push_str(ROLES_DOC);
     out.push_str("roles: {}\n");
     out

@@ -4,8 +4,16 @@
 //! whether the best-ever version is restored. [`events`] turns a decision into
 //! the journal events that apply it; the clock and the user come in as
 //! arguments.
+//!
+//! Serving under human control: in manual approval the winner becomes a
+//! *pending* version (numbered and journaled, not served, never the
+//! best-ever until approved); a quarantined version is never restored.
+
+use std::collections::BTreeSet;
 
 use serde_json::Value;
+
+pub use crate::config::Approval;
 
 use crate::candidate::{FullRecord, Rule};
 use crate::events::Event;
@@ -30,10 +38,24 @@ pub struct Serving {
     pub pinned: bool,
 }
 
+/// The serving rules a decision follows.
+#[derive(Debug, Clone, Copy)]
+pub struct Policy<'a> {
+    /// Auto-restore when the served version scores more than this below the best-ever.
+    pub tau_rollback: f64,
+    pub approval: Approval,
+    /// Versions never restored automatically (an operator rolled back from them or quarantined them).
+    pub quarantined: &'a BTreeSet<u64>,
+}
+
 /// What the round decides.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
     pub winner: Option<Winner>,
+    /// Manual approval: the winner is a pending version, not served, not the best-ever.
+    pub pending: bool,
+    /// An auto-restore was due but its target is quarantined: nothing is restored.
+    pub held_by_quarantine: Option<u64>,
     /// Per tested candidate (by trial index), in trial order.
     pub verdicts: Vec<(usize, Verdict)>,
     /// The best-ever pointer after the round (moved when the winner beats it).
@@ -75,6 +97,10 @@ pub enum Verdict {
     Accepted {
         version: u64,
     },
+    /// Passed every rule and won, but waits for a person's approval as this version.
+    Pending {
+        version: u64,
+    },
     /// Passed every rule, but another candidate of the round gained more.
     NotBest,
     /// The rules it failed, in order (never empty).
@@ -86,18 +112,30 @@ impl Decision {
     pub fn served_after(&self, before: Serving) -> (u64, f64) {
         match (&self.restore, &self.winner) {
             (Some(r), _) => (r.to, r.to_accuracy),
-            (None, Some(w)) => (w.version, w.accuracy),
-            (None, None) => (before.version, before.accuracy),
+            (None, Some(w)) if !self.pending => (w.version, w.accuracy),
+            (None, _) => (before.version, before.accuracy),
         }
+    }
+
+    /// The version the winner became and whether it is served (false: pending).
+    pub fn new_version(&self) -> Option<(u64, bool)> {
+        self.winner.map(|w| (w.version, !self.pending))
     }
 }
 
 /// Decides the round. The winner is the candidate that passed every rule with
-/// the largest paired delta (the earliest on a tie); it becomes `next_version`.
-/// Whatever the round decided, the best-ever version is served again when the
-/// served one scores more than `tau_rollback` below it, unless an operator
-/// pinned the served version and nothing was accepted.
-pub fn decide(tested: &[Tested<'_>], served: Serving, best: &Best, next_version: u64, tau_rollback: f64) -> Decision {
+/// the largest paired delta (the earliest on a tie); it becomes `next_version`,
+/// served at once in auto approval, pending in manual approval (then the
+/// served version and the best-ever stay where they are, and the search goes
+/// on from the served version). Whatever the round decided, the best-ever
+/// version is served again when the served one scores more than
+/// `tau_rollback` below it, unless an operator pinned the served version and
+/// nothing was served since, or the best-ever is quarantined (the caller
+/// passes the best non-quarantined version; this guard keeps a stale pointer
+/// from undoing an operator's rollback).
+pub fn decide(tested: &[Tested<'_>], served: Serving, best: &Best, next_version: u64, policy: &Policy<'_>) -> Decision {
+    let tau_rollback = policy.tau_rollback;
+    let pending = policy.approval == Approval::Manual;
     let mut winner: Option<&Tested<'_>> = None;
     for t in tested.iter().filter(|t| t.full.accept) {
         if winner.is_none_or(|w| t.full.delta > w.full.delta) {
@@ -110,7 +148,11 @@ pub fn decide(tested: &[Tested<'_>], served: Serving, best: &Best, next_version:
         .iter()
         .map(|t| {
             let v = if winner.is_some_and(|w| w.trial == t.trial) {
-                Verdict::Accepted { version: next_version }
+                if pending {
+                    Verdict::Pending { version: next_version }
+                } else {
+                    Verdict::Accepted { version: next_version }
+                }
             } else if t.full.accept {
                 Verdict::NotBest
             } else {
@@ -119,23 +161,24 @@ pub fn decide(tested: &[Tested<'_>], served: Serving, best: &Best, next_version:
             (t.trial, v)
         })
         .collect();
-    let best_after = match winner {
+    let served_winner = winner.filter(|_| !pending);
+    let best_after = match served_winner {
         Some(w) if w.accuracy > best.accuracy => BestAfter { version: w.version, accuracy: w.accuracy, moved: true },
         _ => BestAfter { version: best.version, accuracy: best.accuracy, moved: false },
     };
     let (served_version, served_accuracy) =
-        winner.map_or((served.version, served.accuracy), |w| (w.version, w.accuracy));
-    let pinned = served.pinned && winner.is_none();
-    let restore =
-        (!pinned && served_accuracy < best_after.accuracy - tau_rollback && best_after.version != served_version)
-            .then_some(Restore {
-                from: served_version,
-                from_accuracy: served_accuracy,
-                to: best_after.version,
-                to_accuracy: best_after.accuracy,
-                tau: tau_rollback,
-            });
-    Decision { winner, verdicts, best: best_after, restore, pinned }
+        served_winner.map_or((served.version, served.accuracy), |w| (w.version, w.accuracy));
+    let pinned = served.pinned && served_winner.is_none();
+    let due = !pinned && served_accuracy < best_after.accuracy - tau_rollback && best_after.version != served_version;
+    let held_by_quarantine = (due && policy.quarantined.contains(&best_after.version)).then_some(best_after.version);
+    let restore = (due && held_by_quarantine.is_none()).then_some(Restore {
+        from: served_version,
+        from_accuracy: served_accuracy,
+        to: best_after.version,
+        to_accuracy: best_after.accuracy,
+        tau: tau_rollback,
+    });
+    Decision { winner, pending, held_by_quarantine, verdicts, best: best_after, restore, pinned }
 }
 
 /// Who applies a decision, and when.
@@ -178,16 +221,18 @@ pub fn events(
         best_accuracy: Some(decision.best.accuracy),
         at: stamp.at.clone(),
     };
-    if let (Some(w), Some((applied, note))) = (&decision.winner, winner) {
+    if let (Some(w), Some((applied, note))) = (&decision.winner, &winner) {
         out.push(Event::StrategyVersioned {
             version: w.version,
             parent: Some(served_before),
             hash: applied.hash.to_string(),
             document: applied.document.clone(),
-            origin: "accepted".into(),
+            origin: if decision.pending { "pending" } else { "accepted" }.into(),
             round: Some(round),
             note: note.to_string(),
         });
+    }
+    if let (Some(w), Some((applied, note)), false) = (&decision.winner, &winner, decision.pending) {
         if decision.best.moved {
             out.push(Event::BestChanged {
                 version: w.version,
@@ -227,6 +272,89 @@ mod tests {
     }
 
     const SERVED: Serving = Serving { version: 3, accuracy: 0.60, pinned: false };
+    static NONE: BTreeSet<u64> = BTreeSet::new();
+
+    fn auto() -> Policy<'static> {
+        Policy { tau_rollback: 0.02, approval: Approval::Auto, quarantined: &NONE }
+    }
+
+    fn kinds(ev: &[Event]) -> Vec<String> {
+        ev.iter()
+            .map(|e| match e {
+                Event::StrategyVersioned { origin, .. } => format!("versioned:{origin}"),
+                Event::ServedChanged { cause, to, .. } => format!("{cause}:v{to}"),
+                other => other.kind().to_string(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn manual_approval_makes_the_winner_pending_and_serves_nothing() {
+        let a = full(0.05, true, &[]);
+        let tested = [Tested { trial: 0, full: &a, accuracy: 0.65 }];
+        let manual = Policy { approval: Approval::Manual, ..auto() };
+        let d = decide(&tested, SERVED, &best(3, 0.60), 4, &manual);
+        assert!(d.pending);
+        assert_eq!(d.verdicts, vec![(0, Verdict::Pending { version: 4 })]);
+        assert_eq!(d.new_version(), Some((4, false)));
+        // Not served, and not the best-ever before approval.
+        assert_eq!(d.served_after(SERVED), (3, 0.60));
+        assert_eq!(d.best, BestAfter { version: 3, accuracy: 0.60, moved: false });
+        let stamp = Stamp { who: "u@h".into(), at: "T".into() };
+        let doc = serde_json::json!({"x": 1});
+        let ev = events(&d, 7, 3, Some((Applied { hash: "hw", document: &doc }, "n")), &best(3, 0.60), &stamp);
+        assert_eq!(kinds(&ev), ["versioned:pending"]);
+        // The same round in auto approval serves it.
+        let d = decide(&tested, SERVED, &best(3, 0.60), 4, &auto());
+        let ev = events(&d, 7, 3, Some((Applied { hash: "hw", document: &doc }, "n")), &best(3, 0.60), &stamp);
+        assert_eq!(kinds(&ev), ["versioned:accepted", "best_changed", "accept:v4"]);
+    }
+
+    #[test]
+    fn a_pending_winner_keeps_an_operators_pin_and_a_due_restore_still_happens() {
+        let a = full(0.05, true, &[]);
+        let tested = [Tested { trial: 0, full: &a, accuracy: 0.65 }];
+        let manual = Policy { approval: Approval::Manual, ..auto() };
+        let pinned = Serving { pinned: true, ..SERVED };
+        let d = decide(&tested, pinned, &best(2, 0.70), 4, &manual);
+        assert!(d.pinned && d.pending);
+        assert_eq!(d.restore, None);
+        // Unpinned, the served version is more than tau below the best-ever: restored, the winner stays pending.
+        let d = decide(&tested, SERVED, &best(2, 0.70), 4, &manual);
+        assert_eq!(d.restore.map(|r| (r.from, r.to)), Some((3, 2)));
+        assert_eq!(d.served_after(SERVED), (2, 0.70));
+    }
+
+    #[test]
+    fn a_quarantined_best_ever_is_never_restored() {
+        let q = BTreeSet::from([2]);
+        let policy = Policy { quarantined: &q, ..auto() };
+        let d = decide(&[], SERVED, &best(2, 0.70), 4, &policy);
+        assert_eq!(d.restore, None);
+        assert_eq!(d.held_by_quarantine, Some(2));
+        assert_eq!(d.served_after(SERVED), (3, 0.60));
+        // Not due: nothing held either.
+        let d = decide(&[], SERVED, &best(2, 0.61), 4, &policy);
+        assert_eq!((d.restore, d.held_by_quarantine), (None, None));
+    }
+
+    #[test]
+    fn an_acceptance_after_a_rollback_does_not_bring_back_the_version_rolled_back_from() {
+        // The operator rolled v6 back to v2 (pinned, v6 quarantined); round 11 accepts v7,
+        // which lifts the pin, and v7 scores more than tau below the stale best pointer v6.
+        let q = BTreeSet::from([6]);
+        let policy = Policy { quarantined: &q, ..auto() };
+        let a = full(0.01, true, &[]);
+        let tested = [Tested { trial: 0, full: &a, accuracy: 0.61 }];
+        let pinned = Serving { version: 2, accuracy: 0.60, pinned: true };
+        let d = decide(&tested, pinned, &best(6, 0.70), 7, &policy);
+        assert_eq!(d.winner.map(|w| w.version), Some(7));
+        assert_eq!(d.restore, None);
+        assert_eq!(d.served_after(pinned), (7, 0.61));
+        // Without the quarantine this is exactly the restore of v6 that the rollback must prevent.
+        let d = decide(&tested, pinned, &best(6, 0.70), 7, &auto());
+        assert_eq!(d.restore.map(|r| r.to), Some(6));
+    }
 
     #[test]
     fn the_largest_delta_wins_and_the_other_passing_one_is_not_best() {
@@ -237,7 +365,7 @@ mod tests {
             Tested { trial: 2, full: &b, accuracy: 0.65 },
             Tested { trial: 3, full: &c, accuracy: 0.69 },
         ];
-        let d = decide(&tested, SERVED, &best(3, 0.60), 4, 0.02);
+        let d = decide(&tested, SERVED, &best(3, 0.60), 4, &auto());
         assert_eq!(d.winner, Some(Winner { trial: 2, version: 4, accuracy: 0.65, delta: 0.05 }));
         assert_eq!(
             d.verdicts,
@@ -256,7 +384,7 @@ mod tests {
     fn a_tie_goes_to_the_earliest() {
         let (a, b) = (full(0.05, true, &[]), full(0.05, true, &[]));
         let tested = [Tested { trial: 1, full: &a, accuracy: 0.65 }, Tested { trial: 4, full: &b, accuracy: 0.65 }];
-        let d = decide(&tested, SERVED, &best(3, 0.60), 4, 0.02);
+        let d = decide(&tested, SERVED, &best(3, 0.60), 4, &auto());
         assert_eq!(d.winner.map(|w| w.trial), Some(1));
         assert_eq!(d.verdicts[1], (4, Verdict::NotBest));
     }
@@ -267,7 +395,7 @@ mod tests {
         let mut a = full(0.05, false, &[r, Rule::CategoryVsFirstVersion]);
         a.rules.push(a.rules[0].clone());
         let tested = [Tested { trial: 0, full: &a, accuracy: 0.65 }];
-        let d = decide(&tested, SERVED, &best(3, 0.60), 4, 0.02);
+        let d = decide(&tested, SERVED, &best(3, 0.60), 4, &auto());
         assert_eq!(d.winner, None);
         assert_eq!(d.verdicts, vec![(0, Verdict::Failed(vec![r, Rule::CategoryVsFirstVersion]))]);
         assert_eq!(d.best, BestAfter { version: 3, accuracy: 0.60, moved: false });
@@ -278,7 +406,7 @@ mod tests {
     fn a_winner_below_the_best_ever_leaves_the_best_pointer() {
         let a = full(0.01, true, &[]);
         let tested = [Tested { trial: 0, full: &a, accuracy: 0.61 }];
-        let d = decide(&tested, SERVED, &best(2, 0.62), 4, 0.02);
+        let d = decide(&tested, SERVED, &best(2, 0.62), 4, &auto());
         assert_eq!(d.best, BestAfter { version: 2, accuracy: 0.62, moved: false });
         // 0.61 is within tau of 0.62: no restore.
         assert_eq!(d.restore, None);
@@ -286,12 +414,12 @@ mod tests {
 
     #[test]
     fn the_best_ever_is_restored_when_the_served_falls_more_than_tau_below() {
-        let d = decide(&[], SERVED, &best(2, 0.70), 4, 0.02);
+        let d = decide(&[], SERVED, &best(2, 0.70), 4, &auto());
         assert_eq!(d.restore, Some(Restore { from: 3, from_accuracy: 0.60, to: 2, to_accuracy: 0.70, tau: 0.02 }));
         assert_eq!(d.served_after(SERVED), (2, 0.70));
         assert!(!d.pinned);
         // Exactly tau below is not more than tau below.
-        let d = decide(&[], SERVED, &best(2, 0.62), 4, 0.02);
+        let d = decide(&[], SERVED, &best(2, 0.62), 4, &auto());
         assert_eq!(d.restore, None);
     }
 
@@ -299,7 +427,7 @@ mod tests {
     fn a_winner_below_the_best_by_more_than_tau_is_accepted_then_restored() {
         let a = full(0.01, true, &[]);
         let tested = [Tested { trial: 0, full: &a, accuracy: 0.61 }];
-        let d = decide(&tested, SERVED, &best(2, 0.70), 4, 0.02);
+        let d = decide(&tested, SERVED, &best(2, 0.70), 4, &auto());
         assert_eq!(d.winner.map(|w| w.version), Some(4));
         assert_eq!(d.restore.map(|r| (r.from, r.to)), Some((4, 2)));
     }
@@ -307,19 +435,19 @@ mod tests {
     #[test]
     fn a_pin_holds_back_the_restore_until_something_is_accepted() {
         let pinned = Serving { pinned: true, ..SERVED };
-        let d = decide(&[], pinned, &best(2, 0.70), 4, 0.02);
+        let d = decide(&[], pinned, &best(2, 0.70), 4, &auto());
         assert!(d.pinned);
         assert_eq!(d.restore, None);
         let a = full(0.01, true, &[]);
         let tested = [Tested { trial: 0, full: &a, accuracy: 0.61 }];
-        let d = decide(&tested, pinned, &best(2, 0.70), 4, 0.02);
+        let d = decide(&tested, pinned, &best(2, 0.70), 4, &auto());
         assert!(!d.pinned);
         assert_eq!(d.restore.map(|r| r.to), Some(2));
     }
 
     #[test]
     fn the_served_best_is_never_restored_onto_itself() {
-        let d = decide(&[], Serving { version: 2, accuracy: 0.60, pinned: false }, &best(2, 0.70), 4, 0.02);
+        let d = decide(&[], Serving { version: 2, accuracy: 0.60, pinned: false }, &best(2, 0.70), 4, &auto());
         assert_eq!(d.restore, None);
     }
 
@@ -329,7 +457,7 @@ mod tests {
         let tested = [Tested { trial: 0, full: &a, accuracy: 0.65 }];
         let stamp = Stamp { who: "u@h".into(), at: "T".into() };
         let doc = serde_json::json!({"x": 1});
-        let d = decide(&tested, SERVED, &best(3, 0.60), 4, 0.02);
+        let d = decide(&tested, SERVED, &best(3, 0.60), 4, &auto());
         let ev =
             events(&d, 7, 3, Some((Applied { hash: "hw", document: &doc }, "accepted as v4")), &best(3, 0.60), &stamp);
         let kinds: Vec<&str> = ev
@@ -346,11 +474,11 @@ mod tests {
         assert_eq!(reason, "round 7: accepted as v4");
         assert_eq!(*best_version, Some(4));
 
-        let d = decide(&[], SERVED, &best(2, 0.70), 4, 0.02);
+        let d = decide(&[], SERVED, &best(2, 0.70), 4, &auto());
         let ev = events(&d, 7, 3, None, &best(2, 0.70), &stamp);
         let [Event::ServedChanged { from, to, hash, cause, reason, .. }] = ev.as_slice() else { panic!("{ev:?}") };
         assert_eq!((*from, *to, hash.as_str(), cause.as_str()), (Some(3), 2, "h2", "auto_restore"));
         assert_eq!(reason, "served v3 scores 0.6000, more than tau 0.02 below the best-ever v2 (0.7000)");
-        assert!(events(&decide(&[], SERVED, &best(3, 0.60), 4, 0.02), 7, 3, None, &best(3, 0.6), &stamp).is_empty());
+        assert!(events(&decide(&[], SERVED, &best(3, 0.60), 4, &auto()), 7, 3, None, &best(3, 0.6), &stamp).is_empty());
     }
 }

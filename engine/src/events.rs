@@ -151,6 +151,58 @@ pub enum Event {
     },
     /// A round's summary.
     RoundFinished(Box<RoundRecord>),
+    /// A version may no longer be served automatically nor be the best-ever
+    /// (`cause`: `rollback` when a rollback moved away from it, `operator` by hand).
+    Quarantined {
+        version: u64,
+        cause: String,
+        reason: String,
+        who: String,
+        at: String,
+    },
+    /// An operator lifted a quarantine.
+    Unquarantined {
+        version: u64,
+        reason: String,
+        who: String,
+        at: String,
+    },
+    /// A person's verdict on a pending version: approved (the `served_changed`
+    /// with cause `approve` follows in the same batch) or rejected (closed).
+    PendingReviewed {
+        version: u64,
+        approved: bool,
+        reason: String,
+        who: String,
+        at: String,
+    },
+    /// A person resolved an escalation (its direction may be proposed again) or reopened it.
+    EscalationReviewed {
+        class: String,
+        resolved: bool,
+        reason: String,
+        who: String,
+        at: String,
+    },
+    /// A hook failed (non-zero exit, spawn error, timeout) after the change it reported was committed.
+    HookFailed {
+        /// `on_served` or `on_pending`.
+        hook: String,
+        version: u64,
+        /// What changed: accepted, approved, rollback, restore-best, auto-restore, pending.
+        change: String,
+        error: String,
+        at: String,
+    },
+}
+
+/// Keys of the serving state in the strategies tree (beside `v/` and `h/`).
+pub fn pending_key(version: u64) -> String {
+    format!("p/{version:010}")
+}
+
+pub fn quarantine_key(version: u64) -> String {
+    format!("q/{version:010}")
 }
 
 /// The gate record of one candidate.
@@ -268,6 +320,11 @@ impl Event {
             Event::HypothesisUpdated { .. } => "hypothesis_updated",
             Event::Escalated { .. } => "escalated",
             Event::RoundFinished(_) => "round_finished",
+            Event::Quarantined { .. } => "quarantined",
+            Event::Unquarantined { .. } => "unquarantined",
+            Event::PendingReviewed { .. } => "pending_reviewed",
+            Event::EscalationReviewed { .. } => "escalation_reviewed",
+            Event::HookFailed { .. } => "hook_failed",
         }
     }
 
@@ -323,6 +380,13 @@ impl Projector for EngineProjector {
                     json!({"version": version, "parent": parent, "hash": hash, "origin": origin, "round": round, "note": note, "seq": record.seq}),
                 );
                 state.put(T_STRATEGIES, &hash_key(&hash), json!({"document": document, "version": version}));
+                if origin == "pending" {
+                    state.put(
+                        T_STRATEGIES,
+                        &pending_key(version),
+                        json!({"version": version, "status": "pending", "parent": parent, "round": round, "seq": record.seq}),
+                    );
+                }
             }
             Event::Evaluated { strategy_hash, harness_hash, dataset_hash, summary, diagnosis, questions } => {
                 let key = evaluation_key(&strategy_hash, &harness_hash, &dataset_hash);
@@ -387,6 +451,40 @@ impl Projector for EngineProjector {
                     T_ESCALATIONS,
                     &class,
                     json!({"class": class, "round": round, "reasons": reasons, "seq": record.seq}),
+                );
+            }
+            // An escalation without `status` is open (journals before reviews existed project the same).
+            Event::EscalationReviewed { class, resolved, reason, who, at } => {
+                let mut e = state.get(T_ESCALATIONS, &class).ok_or_else(|| {
+                    ProjectError::from(format!("event {}: escalation {class} was never raised", record.seq))
+                })?;
+                e["status"] = json!(if resolved { "resolved" } else { "open" });
+                e["review"] = json!({"resolved": resolved, "reason": reason, "who": who, "at": at, "seq": record.seq});
+                state.put(T_ESCALATIONS, &class, e);
+            }
+            Event::Quarantined { version, cause, reason, who, at } => {
+                state.put(
+                    T_STRATEGIES,
+                    &quarantine_key(version),
+                    json!({"version": version, "cause": cause, "reason": reason, "who": who, "at": at, "seq": record.seq}),
+                );
+            }
+            Event::Unquarantined { version, .. } => {
+                state.remove(T_STRATEGIES, &quarantine_key(version));
+            }
+            Event::PendingReviewed { version, approved, reason, who, at } => {
+                let mut p = state
+                    .get(T_STRATEGIES, &pending_key(version))
+                    .ok_or_else(|| ProjectError::from(format!("event {}: v{version} was never pending", record.seq)))?;
+                p["status"] = json!(if approved { "approved" } else { "rejected" });
+                p["review"] = json!({"reason": reason, "who": who, "at": at, "seq": record.seq});
+                state.put(T_STRATEGIES, &pending_key(version), p);
+            }
+            Event::HookFailed { hook, version, change, error, at } => {
+                state.put(
+                    T_POINTERS,
+                    "hook_failed",
+                    json!({"hook": hook, "version": version, "change": change, "error": error, "at": at, "seq": record.seq}),
                 );
             }
             Event::RoundFinished(r) => {

@@ -19,7 +19,7 @@ use crate::backend::{Backend, BackendError};
 use crate::candidate::{FullRecord, Outcome, Rule, RuleRecord, StoppedBy};
 use crate::config::{ClusterMode, Project};
 use crate::confirm::{ConfirmState, Parts};
-use crate::decide::{self, Applied, Decision, Serving, Stamp, Tested, Verdict};
+use crate::decide::{self, Applied, Decision, Policy, Serving, Stamp, Tested, Verdict};
 use crate::events::{CandidateRecord, EvalSummary, Event, QuestionResult, RoundRecord, SplitRecord, now_rfc3339, who};
 use crate::gates::{self, CriticLabel, Gate, Replay};
 use crate::hypothesis::Hypothesis;
@@ -150,6 +150,10 @@ pub struct RunSummary {
     /// Mean context tokens of the strategy served at the start and at the end.
     pub start_mean_tokens: Option<f64>,
     pub served_mean_tokens: Option<f64>,
+    /// Versions that passed every gate and wait for approval (serve.approval: manual).
+    pub pending_versions: Vec<u64>,
+    /// Hooks that failed after a change was committed (journaled as `hook_failed`).
+    pub hook_failures: Vec<String>,
 }
 
 /// Why a run stopped.
@@ -297,7 +301,9 @@ struct RoundOutcome {
     probes: u64,
     full: u64,
     accepted: Option<u64>,
+    pending: Option<u64>,
     restored: bool,
+    hook_failures: Vec<String>,
     rejected_by: BTreeMap<String, u64>,
     escalations: u64,
     evaluations_used: f64,
@@ -400,6 +406,21 @@ fn apply_verdict(record: &mut CandidateRecord, verdict: &Verdict) {
                 None => format!("accepted as v{version}: paired delta {delta:+.4}"),
             };
         }
+        Verdict::Pending { version } => {
+            let delta = record.full.as_ref().map_or(0.0, |f| f.delta);
+            // It passed every gate: accepted as a candidate, served only once a person approves it.
+            record.outcome = Outcome::Accepted;
+            record.rejected_by = None;
+            record.accepted_version = Some(*version);
+            record.reason = format!(
+                "pending approval as v{version} (serve.approval: manual): confirm-part delta {delta:+.4}{}",
+                record
+                    .full
+                    .as_ref()
+                    .and_then(|f| f.lord)
+                    .map_or(String::new(), |l| format!(", tested at alpha {:.3e} (LORD++ test {})", l.alpha, l.index))
+            );
+        }
         Verdict::NotBest => {
             record.rejected_by = Some(StoppedBy::NotBest);
             record.reason = "passed every rule, but another candidate of the round gained more".into();
@@ -496,14 +517,17 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
     /// changed, every version is re-scored first (cheap with the stage cache).
     fn ensure_best(&mut self, observed: &Observed, used: &mut f64) -> Result<(Best, Vec<Event>)> {
         let (h, d) = (self.backend.harness_hash(), self.backend.dataset_hash());
+        // Quarantined, pending and rejected versions are never the best-ever.
+        let ineligible = self.store().ineligible()?;
         if let Some(best) = self.store().best()?
             && best.harness_hash == h
             && best.dataset_hash == d
+            && !ineligible.contains(&best.version)
         {
             return Ok((best, vec![]));
         }
         let mut best: Option<(u64, String, f64)> = None;
-        for info in self.store().versions()? {
+        for info in self.store().versions()?.into_iter().filter(|v| !ineligible.contains(&v.version)) {
             let accuracy = if info.hash == observed.artifact.hash {
                 observed.summary.accuracy
             } else {
@@ -610,6 +634,8 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             for (k, v) in outcome.rejected_by {
                 *summary.rejected_by.entry(k).or_default() += v;
             }
+            summary.pending_versions.extend(outcome.pending);
+            summary.hook_failures.extend(outcome.hook_failures);
             if let Some(v) = outcome.accepted {
                 summary.accepted += 1;
                 summary.accepted_versions.push(v);
@@ -710,7 +736,10 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                 Some(Tested { trial: i, full, accuracy: served.accuracy + t.feedback.unwrap_or(0.0) })
             })
             .collect();
-        let decision = decide::decide(&tested, served, &best, next_version, cfg.gates.tau_rollback);
+        let ineligible = self.store().ineligible()?;
+        let policy =
+            Policy { tau_rollback: cfg.gates.tau_rollback, approval: cfg.serve.approval, quarantined: &ineligible };
+        let decision = decide::decide(&tested, served, &best, next_version, &policy);
         let rejected_by = learn(trials, &decision, &mut history.tree);
         let told: Vec<Told> = trials.iter().map(|t| Told::from(&t.record)).collect();
         for p in proposers.iter_mut() {
@@ -734,12 +763,13 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             confirm: input.parts.confirm.len(),
             confirm_hash: crate::artifact::sha256_hex(input.parts.confirm_ids.join("\n").as_bytes()),
         };
-        let applied = self.apply(input, events, &screening, &decision, &best, &rejected_by, split, used)?;
+        let (applied, hook_failures) =
+            self.apply(input, events, &screening, &decision, &best, &rejected_by, split, used)?;
         let trials = &screening.trials;
         let (_, served_accuracy) = decision.served_after(served);
         progress(Progress::Decided {
             round: input.round,
-            accepted: decision.winner.map(|w| Accepted {
+            accepted: decision.winner.filter(|_| !decision.pending).map(|w| Accepted {
                 id: trials[w.trial].record.id.clone(),
                 version: w.version,
                 delta: trials[w.trial].record.delta.unwrap_or(0.0),
@@ -752,8 +782,10 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             candidates: trials.len() as u64,
             probes: screening.probes,
             full: applied,
-            accepted: decision.winner.map(|w| w.version),
+            accepted: decision.winner.filter(|_| !decision.pending).map(|w| w.version),
+            pending: decision.winner.filter(|_| decision.pending).map(|w| w.version),
             restored: decision.restore.is_some(),
+            hook_failures,
             rejected_by,
             escalations: screening.escalations.len() as u64,
             evaluations_used: used,
@@ -1116,7 +1148,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
 
     /// Appends the round (its records, the decision's events and the round
     /// summary) in one batch, then rewrites the served file when it changed.
-    /// Returns the number of full evaluations.
+    /// Returns the number of full evaluations and the hooks that failed.
     #[allow(clippy::too_many_arguments)]
     fn apply(
         &mut self,
@@ -1128,7 +1160,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         rejected_by: &BTreeMap<String, u64>,
         split: SplitRecord,
         evaluations_used: f64,
-    ) -> Result<u64> {
+    ) -> Result<(u64, Vec<String>)> {
         let observed = input.observed;
         let winner = decision.winner.map(|w| {
             let t = &s.trials[w.trial];
@@ -1154,7 +1186,8 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             served_accuracy,
             best_version: Some(decision.best.version),
             best_accuracy: Some(decision.best.accuracy),
-            accepted: decision.winner.map(|w| s.trials[w.trial].record.id.clone()),
+            // A pending winner is not served: the round accepted nothing into service.
+            accepted: decision.winner.filter(|_| !decision.pending).map(|w| s.trials[w.trial].record.id.clone()),
             candidates: s.trials.len(),
             probe_evaluations: s.probes as usize,
             full_evaluations: full_evals as usize,
@@ -1170,13 +1203,44 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             evaluations_used,
         })));
         self.log.append(events.iter().map(Event::to_new).collect())?;
+        // One hook run per round for the net change of the served version.
+        let mut hook_failures = Vec::new();
         if let Some(r) = &decision.restore {
             let (a, parent) = self.load_version(r.to)?;
             write_served(self.project, r.to, parent, &best.hash, &strip_metadata(&a.value))?;
-        } else if let (Some(w), Some((hash, doc, _))) = (&decision.winner, &winner) {
+            let change = crate::hooks::Change::AutoRestore;
+            hook_failures.extend(crate::hooks::on_served(
+                self.project,
+                &mut *self.log,
+                Some(observed.version),
+                r.to,
+                &best.hash,
+                change,
+            ));
+        } else if let (Some(w), Some((hash, doc, _)), false) = (&decision.winner, &winner, decision.pending) {
             write_served(self.project, w.version, Some(observed.version), hash, doc)?;
+            let change = crate::hooks::Change::Accepted;
+            hook_failures.extend(crate::hooks::on_served(
+                self.project,
+                &mut *self.log,
+                Some(observed.version),
+                w.version,
+                hash,
+                change,
+            ));
         }
-        Ok(full_evals)
+        if let (Some(w), Some((hash, _, _)), true) = (&decision.winner, &winner, decision.pending) {
+            let (served_now, _) = decision.served_after(serving);
+            hook_failures.extend(crate::hooks::on_pending(
+                self.project,
+                &mut *self.log,
+                w.version,
+                observed.version,
+                hash,
+                served_now,
+            ));
+        }
+        Ok((full_evals, hook_failures))
     }
 }
 

@@ -17,6 +17,7 @@ pub mod events;
 pub mod evolve;
 pub mod exit;
 pub mod gates;
+pub mod hooks;
 pub mod hypothesis;
 pub mod layer_a;
 pub mod llm;

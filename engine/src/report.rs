@@ -167,6 +167,9 @@ pub struct VersionSection {
     pub candidate: Option<CandidateRecord>,
     /// The full test's improved and regressed questions (the same view `show` lists).
     pub examples: Examples,
+    /// Its serving state over time, in journal order: pending, approved,
+    /// rejected, quarantined, unquarantined (who, why).
+    pub serving: Vec<String>,
 }
 
 /// A served-pointer move: the rollback records, acceptances, restores.
@@ -323,7 +326,27 @@ impl Walk {
                 self.served_changed(&hash, m);
             }
             Event::RoundFinished(r) => self.round_finished(&r),
-            Event::BestChanged { .. } | Event::HypothesisUpdated { .. } | Event::Escalated { .. } => {}
+            Event::Quarantined { version, cause, reason, who, at } => {
+                self.serving_note(version, format!("quarantined ({cause}) by {who} at {at}: {reason}"));
+            }
+            Event::Unquarantined { version, reason, who, at } => {
+                self.serving_note(version, format!("quarantine lifted by {who} at {at}: {reason}"));
+            }
+            Event::PendingReviewed { version, approved, reason, who, at } => {
+                let verdict = if approved { "approved" } else { "rejected" };
+                self.serving_note(version, format!("{verdict} by {who} at {at}: {reason}"));
+            }
+            Event::BestChanged { .. }
+            | Event::HypothesisUpdated { .. }
+            | Event::Escalated { .. }
+            | Event::EscalationReviewed { .. }
+            | Event::HookFailed { .. } => {}
+        }
+    }
+
+    fn serving_note(&mut self, version: u64, note: String) {
+        if let Some(s) = self.sections.iter_mut().find(|s| s.version == version) {
+            s.serving.push(note);
         }
     }
 
@@ -401,6 +424,7 @@ impl VersionSection {
         note: String,
         diff: String,
     ) -> VersionSection {
+        let origin_is_pending = origin == "pending";
         VersionSection {
             version,
             parent,
@@ -412,6 +436,7 @@ impl VersionSection {
             accuracy: None,
             candidate: None,
             examples: Examples::default(),
+            serving: if origin_is_pending { vec!["pending approval".to_string()] } else { vec![] },
         }
     }
 

@@ -261,3 +261,231 @@ pub fn journal_hand_edit<L: EventLog + ?Sized>(
     log.append(vec![event.to_new()])?;
     Ok(Some(version))
 }
+
+/// The versions a rollback to `target` moves away from: the served one and
+/// every version served since `target` was last served (all of them when it
+/// never was), without `target` itself, in ascending order. `history` is the
+/// served pointer's destinations in journal order.
+pub fn rolled_back_from(history: &[u64], served: u64, target: u64) -> Vec<u64> {
+    let since = history.iter().rposition(|&v| v == target).map_or(0, |i| i + 1);
+    let mut out: std::collections::BTreeSet<u64> = history[since..].iter().copied().collect();
+    if history.iter().all(|&v| v != target) {
+        out.clear();
+    }
+    out.insert(served);
+    out.remove(&target);
+    out.into_iter().collect()
+}
+
+/// The served pointer's destinations in journal order (from the `served_changed` events).
+pub fn served_history<L: EventLog + ?Sized>(log: &L) -> Result<Vec<u64>> {
+    const PAGE: usize = 256;
+    let mut out = Vec::new();
+    let mut from = 0;
+    loop {
+        let page = log.read_range(from, PAGE)?;
+        let Some(last) = page.last() else { break };
+        from = last.seq + 1;
+        out.extend(
+            page.iter()
+                .filter(|r| r.kind == "served_changed")
+                .filter_map(|r| r.payload.get("to").and_then(Value::as_u64)),
+        );
+        if page.len() < PAGE {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// Why an operator's serving command is refused before anything is written.
+pub fn check_servable<L: EventLog + ?Sized>(log: &L, version: u64) -> Result<std::result::Result<(), String>> {
+    let store = Store::new(log);
+    if store.version(version)?.is_none() {
+        return Ok(Err(format!(
+            "no version v{version} in the journal (it has v1..v{}; see `emend log`)",
+            store.max_version()?
+        )));
+    }
+    if let Some(q) = store.quarantined()?.get(&version) {
+        return Ok(Err(format!(
+            "v{version} is quarantined ({}: {}); lift it first with `emend unquarantine v{version} --reason ...`",
+            q["cause"].as_str().unwrap_or("?"),
+            q["reason"].as_str().unwrap_or("")
+        )));
+    }
+    if let Some(r) = store.reviews()?.get(&version) {
+        match r["status"].as_str() {
+            Some("pending") => {
+                return Ok(Err(format!("v{version} is pending approval: serve it with `emend approve v{version}`")));
+            }
+            Some("rejected") => return Ok(Err(format!("v{version} was rejected at review; it is never served"))),
+            _ => {}
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// When the best-ever pointer names a version in `ineligible`, the event that
+/// moves it to the best eligible version with a recorded evaluation under
+/// the same harness and dataset (None when it need not move or nothing qualifies).
+pub fn best_without<L: EventLog + ?Sized>(
+    log: &L,
+    ineligible: &std::collections::BTreeSet<u64>,
+) -> Result<Option<Event>> {
+    let store = Store::new(log);
+    let Some(best) = store.best()? else { return Ok(None) };
+    if !ineligible.contains(&best.version) {
+        return Ok(None);
+    }
+    let mut found: Option<(u64, String, f64)> = None;
+    for v in store.versions()?.into_iter().filter(|v| !ineligible.contains(&v.version)) {
+        let Some(rec) = store.evaluation(&v.hash, &best.harness_hash, &best.dataset_hash)? else { continue };
+        if found.as_ref().is_none_or(|f| rec.summary.accuracy > f.2) {
+            found = Some((v.version, v.hash.clone(), rec.summary.accuracy));
+        }
+    }
+    Ok(found.map(|(version, hash, accuracy)| Event::BestChanged {
+        version,
+        hash,
+        accuracy,
+        harness_hash: best.harness_hash.clone(),
+        dataset_hash: best.dataset_hash.clone(),
+    }))
+}
+
+/// Quarantines `versions` (journal only: the served file does not change).
+/// The best-ever pointer moves off a quarantined version in the same batch.
+pub fn quarantine<L: EventLog + ?Sized>(
+    log: &mut L,
+    versions: &[u64],
+    cause: &str,
+    reason: &str,
+) -> Result<Vec<Event>> {
+    let store = Store::new(&*log);
+    let already = store.quarantined()?;
+    let mut events: Vec<Event> = versions
+        .iter()
+        .filter(|v| !already.contains_key(v))
+        .map(|&version| Event::Quarantined {
+            version,
+            cause: cause.to_string(),
+            reason: reason.to_string(),
+            who: who(),
+            at: now_rfc3339(),
+        })
+        .collect();
+    let mut ineligible = store.ineligible()?;
+    ineligible.extend(versions.iter().copied());
+    events.extend(best_without(&*log, &ineligible)?);
+    if !events.is_empty() {
+        log.append(events.iter().map(Event::to_new).collect())?;
+    }
+    Ok(events)
+}
+
+/// Lifts the quarantine of `version`; when its recorded score (under the
+/// best-ever's harness and dataset) beats the best-ever, the pointer moves
+/// back to it in the same batch.
+pub fn unquarantine<L: EventLog + ?Sized>(log: &mut L, version: u64, reason: &str) -> Result<Vec<Event>> {
+    let store = Store::new(&*log);
+    let mut events = vec![Event::Unquarantined { version, reason: reason.to_string(), who: who(), at: now_rfc3339() }];
+    // A pending or rejected version is not the best-ever, quarantined or not.
+    let eligible = store.reviews()?.get(&version).is_none_or(|r| r["status"] == "approved");
+    if let (Some(b), Some(info), true) = (store.best()?, store.version(version)?, eligible)
+        && let Some(rec) = store.evaluation(&info.hash, &b.harness_hash, &b.dataset_hash)?
+        && rec.summary.accuracy > b.accuracy
+    {
+        events.push(Event::BestChanged {
+            version,
+            hash: info.hash,
+            accuracy: rec.summary.accuracy,
+            harness_hash: b.harness_hash,
+            dataset_hash: b.dataset_hash,
+        });
+    }
+    log.append(events.iter().map(Event::to_new).collect())?;
+    Ok(events)
+}
+
+/// Serves the pending `version`: the review, the served move and (when it beats
+/// the best-ever under the best's harness and dataset) the best-ever move in
+/// one batch, then the served file. Returns the events written.
+pub fn approve<L: EventLog + ?Sized>(
+    project: &Project,
+    schema: &StrategySchema,
+    log: &mut L,
+    version: u64,
+    reason: &str,
+) -> Result<Vec<Event>> {
+    let store = Store::new(&*log);
+    let served = store.served()?.ok_or(EvolveError::NothingServed)?;
+    let info = store
+        .version(version)?
+        .ok_or_else(|| EvolveError::UnknownVersion { version, max: store.max_version().unwrap_or(0) })?;
+    let doc = store.document(&info.hash)?.ok_or_else(|| missing(version))?;
+    artifact_of(schema, &info.hash, doc.clone())?;
+    let (who, at) = (who(), now_rfc3339());
+    let mut best = store.best()?;
+    let mut events = vec![Event::PendingReviewed {
+        version,
+        approved: true,
+        reason: reason.to_string(),
+        who: who.clone(),
+        at: at.clone(),
+    }];
+    if let Some(b) = &best
+        && let Some(rec) = store.evaluation(&info.hash, &b.harness_hash, &b.dataset_hash)?
+        && rec.summary.accuracy > b.accuracy
+    {
+        events.push(Event::BestChanged {
+            version,
+            hash: info.hash.clone(),
+            accuracy: rec.summary.accuracy,
+            harness_hash: b.harness_hash.clone(),
+            dataset_hash: b.dataset_hash.clone(),
+        });
+        best =
+            Some(crate::store::Best { version, hash: info.hash.clone(), accuracy: rec.summary.accuracy, ..b.clone() });
+    }
+    events.push(Event::ServedChanged {
+        from: Some(served.version),
+        to: version,
+        hash: info.hash.clone(),
+        cause: "approve".into(),
+        reason: reason.to_string(),
+        who,
+        pinned: false,
+        best_version: best.as_ref().map(|b| b.version),
+        best_accuracy: best.as_ref().map(|b| b.accuracy),
+        at,
+    });
+    log.append(events.iter().map(Event::to_new).collect())?;
+    write_served(project, version, info.parent, &info.hash, &doc)?;
+    Ok(events)
+}
+
+/// Closes the pending `version` without serving it.
+pub fn reject<L: EventLog + ?Sized>(log: &mut L, version: u64, reason: &str) -> Result<Event> {
+    let event =
+        Event::PendingReviewed { version, approved: false, reason: reason.to_string(), who: who(), at: now_rfc3339() };
+    log.append(vec![event.to_new()])?;
+    Ok(event)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rollback_moves_away_from_every_version_served_since_its_target() {
+        // v1 v2 v3 v4 served in turn; back to v2: v3 and v4 (and the served v4).
+        assert_eq!(rolled_back_from(&[1, 2, 3, 4], 4, 2), vec![3, 4]);
+        // v2 served again later (a restore): only what came after that.
+        assert_eq!(rolled_back_from(&[1, 2, 3, 2, 5], 5, 2), vec![5]);
+        // A target never served (a hand edit): the served version only.
+        assert_eq!(rolled_back_from(&[1, 2, 3], 3, 7), vec![3]);
+        // Back to the served version itself: nothing.
+        assert_eq!(rolled_back_from(&[1, 2], 2, 2), Vec::<u64>::new());
+    }
+}

@@ -215,6 +215,45 @@ impl<'a, L: EventLog + ?Sized> Store<'a, L> {
         Ok(self.log.scan(T_ESCALATIONS, "")?.into_iter().map(|(_, v)| v).collect())
     }
 
+    /// Versions an operator (or a rollback) quarantined: never served
+    /// automatically, never the best-ever. Each with its record.
+    pub fn quarantined(&self) -> Result<BTreeMap<u64, Value>> {
+        Ok(self
+            .log
+            .scan(T_STRATEGIES, "q/")?
+            .into_iter()
+            .filter_map(|(_, v)| v.get("version").and_then(Value::as_u64).map(|n| (n, v)))
+            .collect())
+    }
+
+    /// Versions that went through manual approval, by version: status
+    /// `pending`, `approved` or `rejected`, with the review.
+    pub fn reviews(&self) -> Result<BTreeMap<u64, Value>> {
+        Ok(self
+            .log
+            .scan(T_STRATEGIES, "p/")?
+            .into_iter()
+            .filter_map(|(_, v)| v.get("version").and_then(Value::as_u64).map(|n| (n, v)))
+            .collect())
+    }
+
+    /// Versions that must not be served automatically nor be the best-ever:
+    /// quarantined, pending approval, or rejected.
+    pub fn ineligible(&self) -> Result<BTreeSet<u64>> {
+        let mut out: BTreeSet<u64> = self.quarantined()?.into_keys().collect();
+        for (v, r) in self.reviews()? {
+            if r.get("status").and_then(Value::as_str) != Some("approved") {
+                out.insert(v);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The last hook failure journaled, if any.
+    pub fn last_hook_failure(&self) -> Result<Option<Value>> {
+        Ok(self.log.get(T_POINTERS, "hook_failed")?)
+    }
+
     pub fn max_version(&self) -> Result<u64> {
         Ok(self.versions()?.iter().map(|v| v.version).max().unwrap_or(0))
     }

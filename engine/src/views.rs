@@ -136,6 +136,9 @@ pub struct ShowView {
     pub layer_a: Option<LayerAView>,
     pub hypothesis_now: Option<HypothesisView>,
     pub examples: Examples,
+    /// A version's serving state: its review (pending, approved, rejected) and quarantine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub serving: Option<Value>,
 }
 
 /// Examples of improved and regressed questions `show` lists per side.
@@ -194,6 +197,7 @@ impl ShowView {
             layer_a: None,
             hypothesis_now: None,
             examples: Examples::default(),
+            serving: None,
         }
     }
 
@@ -359,6 +363,14 @@ pub enum LogEntry {
         round: u64,
         reason: String,
     },
+    /// A serving event (pending, quarantine, review, escalation review, hook
+    /// failure), with its sentence.
+    Serving {
+        seq: u64,
+        kind: String,
+        version: Option<u64>,
+        text: String,
+    },
 }
 
 /// `emend log`: rounds with their decisions and rejections, and every
@@ -366,6 +378,11 @@ pub enum LogEntry {
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct LogView {
     pub entries: Vec<LogEntry>,
+}
+
+/// Whether a `strategy_versioned` record has this origin.
+fn origin_is(record: &journal::EventRecord, origin: &str) -> bool {
+    record.payload.get("origin").and_then(Value::as_str) == Some(origin)
 }
 
 impl LogView {
@@ -409,6 +426,36 @@ impl LogView {
                     round,
                     reason: reasons.join("; "),
                 }),
+                Event::StrategyVersioned { version, parent, round, .. } if origin_is(&record, "pending") => {
+                    let text = format!(
+                        "pending: v{version} (child of v{}, round {}) passed every gate and waits for approval",
+                        parent.unwrap_or(0),
+                        round.unwrap_or(0)
+                    );
+                    entries.push(LogEntry::Serving { seq, kind: "pending".into(), version: Some(version), text });
+                }
+                Event::Quarantined { version, cause, reason, who, at } => {
+                    let text = format!("quarantined v{version} ({cause}) by {who} at {at}: {reason}");
+                    entries.push(LogEntry::Serving { seq, kind: "quarantined".into(), version: Some(version), text });
+                }
+                Event::Unquarantined { version, reason, who, at } => {
+                    let text = format!("unquarantined v{version} by {who} at {at}: {reason}");
+                    entries.push(LogEntry::Serving { seq, kind: "unquarantined".into(), version: Some(version), text });
+                }
+                Event::PendingReviewed { version, approved, reason, who, at } => {
+                    let verdict = if approved { "approved" } else { "rejected" };
+                    let text = format!("{verdict} v{version} by {who} at {at}: {reason}");
+                    entries.push(LogEntry::Serving { seq, kind: verdict.into(), version: Some(version), text });
+                }
+                Event::EscalationReviewed { class, resolved, reason, who, at } => {
+                    let verdict = if resolved { "resolved" } else { "reopened" };
+                    let text = format!("escalation {class} {verdict} by {who} at {at}: {reason}");
+                    entries.push(LogEntry::Serving { seq, kind: format!("escalation_{verdict}"), version: None, text });
+                }
+                Event::HookFailed { hook, version, change, error, at } => {
+                    let text = format!("hooks.{hook} failed for v{version} ({change}) at {at}: {error}");
+                    entries.push(LogEntry::Serving { seq, kind: "hook_failed".into(), version: Some(version), text });
+                }
                 _ => {}
             }
         }
@@ -469,6 +516,12 @@ pub struct StatusView {
     /// Rejections by stage over all rounds.
     pub rejected_by: BTreeMap<String, u64>,
     pub escalations: Vec<Value>,
+    /// `serve.approval`: `auto` or `manual`.
+    pub approval: String,
+    pub pending_versions: Vec<u64>,
+    pub quarantined: Vec<Value>,
+    pub reviews: Vec<Value>,
+    pub last_hook_failure: Option<Value>,
     pub llm: LlmView,
 }
 
@@ -511,7 +564,16 @@ impl StatusView {
         }
         let confirm_size = rounds.iter().rev().find_map(|r| r["split"]["confirm"].as_u64());
         let confirm = confirm_view(project, &store.candidates()?, confirm_size);
+        let quarantined = store.quarantined()?;
+        let reviews = store.reviews()?;
+        let pending_versions: Vec<u64> =
+            reviews.iter().filter(|(_, r)| r["status"] == "pending").map(|(v, _)| *v).collect();
         Ok(StatusView {
+            approval: project.config.serve.approval.as_str().to_string(),
+            pending_versions,
+            quarantined: quarantined.into_values().collect(),
+            reviews: reviews.into_values().collect(),
+            last_hook_failure: store.last_hook_failure()?,
             confirm,
             served_version: served.version,
             served_accuracy,

@@ -279,7 +279,9 @@ fn diff_snapshots() {
 #[test]
 fn log_snapshot_after_rollback_and_restore() {
     let (_tmp, dir) = project();
+    let served = json(&dir, &["status", "--json"])["served_version"].as_u64().unwrap();
     ok(&dir, &["rollback", "--to", "v1", "--reason", "production disagrees"]);
+    ok(&dir, &["unquarantine", &format!("v{served}"), "--reason", "production fixed"]);
     ok(&dir, &["restore-best"]);
     let out = ok(&dir, &["log"]);
     snapshot("log_after_rollback", &normalize(&out, &dir));
@@ -310,8 +312,13 @@ fn rollback_status_log_restore_best_verify() {
     assert_eq!((p["from"].as_u64(), p["to"].as_u64(), p["cause"].as_str()), (Some(served), Some(1), Some("rollback")));
     assert_eq!(p["reason"], "production disagrees");
     assert!(p["who"].as_str().unwrap().starts_with(&format!("{USER}@")), "{p}");
-    assert_eq!(p["best_version"], best);
+    // The versions rolled back from are quarantined: the best-ever is now v1.
+    assert_eq!(p["best_version"], 1);
+    assert_eq!(json(&dir, &["status", "--json"])["best_version"], 1);
 
+    // Lifting the best-ever's quarantine makes it the best-ever again.
+    ok(&dir, &["unquarantine", &format!("v{best}"), "--reason", "production fixed"]);
+    assert_eq!(json(&dir, &["status", "--json"])["best_version"], best);
     let out = ok(&dir, &["restore-best"]);
     assert!(out.contains(&format!("served v1 -> v{best}")), "{out}");
     let status = json(&dir, &["status", "--json"]);

@@ -395,6 +395,10 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
             summary.best_accuracy,
             summary.elapsed_ms
         );
+        if !summary.pending_versions.is_empty() {
+            let names: Vec<String> = summary.pending_versions.iter().map(|v| format!("v{v}")).collect();
+            println!("pending approval: {} (see `emend pending`; serve one with `emend approve vN`)", names.join(", "));
+        }
         let tokens = |t: Option<f64>| t.map_or("n/a".to_string(), |t| format!("{t:.1}"));
         println!(
             "mean context tokens: start {}, served {}; {:.2} full-evaluation equivalents used; stopped: {}",

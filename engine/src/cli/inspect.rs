@@ -79,12 +79,50 @@ pub fn render_status(v: &StatusView) -> String {
         );
     }
     render_confirm(&mut out, &v.confirm);
+    let open = v.escalations.iter().filter(|e| e["status"].as_str() != Some("resolved")).count();
     if v.escalations.is_empty() {
         out.push_str("escalations: none\n");
     } else {
-        let _ = writeln!(out, "escalations: {} pending (see `emend escalations`)", v.escalations.len());
+        let _ = writeln!(
+            out,
+            "escalations: {open} open, {} resolved (see `emend escalations`)",
+            v.escalations.len() - open
+        );
     }
+    render_serving(&mut out, v);
     out
+}
+
+/// Approval mode, pending, quarantined and reviewed versions, the last hook failure.
+fn render_serving(out: &mut String, v: &StatusView) {
+    let names = |vs: &mut dyn Iterator<Item = u64>| vs.map(|v| format!("v{v}")).collect::<Vec<_>>().join(", ");
+    let _ = writeln!(out, "approval: {}", v.approval);
+    if !v.pending_versions.is_empty() {
+        let _ =
+            writeln!(out, "pending approval: {} (see `emend pending`)", names(&mut v.pending_versions.iter().copied()));
+    }
+    if !v.quarantined.is_empty() {
+        let _ =
+            writeln!(out, "quarantined: {}", names(&mut v.quarantined.iter().filter_map(|q| q["version"].as_u64())));
+    }
+    for status in ["approved", "rejected"] {
+        let mut vs =
+            v.reviews.iter().filter(|r| r["status"] == status).filter_map(|r| r["version"].as_u64()).peekable();
+        if vs.peek().is_some() {
+            let _ = writeln!(out, "{status}: {}", names(&mut vs));
+        }
+    }
+    if let Some(h) = &v.last_hook_failure {
+        let _ = writeln!(
+            out,
+            "last hook failure: hooks.{} for v{} ({}) at {}: {}",
+            h["hook"].as_str().unwrap_or("?"),
+            h["version"],
+            h["change"].as_str().unwrap_or("?"),
+            h["at"].as_str().unwrap_or("?"),
+            h["error"].as_str().unwrap_or("?")
+        );
+    }
 }
 
 /// The confirm part, the next test's power and the holdout budget.
@@ -129,7 +167,20 @@ pub fn escalations(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
         println!("no escalations");
     } else {
         for e in &list {
-            println!("{} (round {}): blocked 3 times as out of scope", e["class"].as_str().unwrap_or("?"), e["round"]);
+            println!(
+                "{} (round {}): blocked 3 times as out of scope [{}]",
+                e["class"].as_str().unwrap_or("?"),
+                e["round"],
+                e["status"].as_str().unwrap_or("open")
+            );
+            if let Some(r) = e.get("review") {
+                println!(
+                    "  reviewed by {} at {}: {}",
+                    r["who"].as_str().unwrap_or("?"),
+                    r["at"].as_str().unwrap_or("?"),
+                    r["reason"].as_str().unwrap_or("")
+                );
+            }
             for r in e["reasons"].as_array().into_iter().flatten() {
                 println!("  {}", r.as_str().unwrap_or(""));
             }
@@ -378,6 +429,7 @@ pub fn render_log(view: &LogView) -> String {
                 writeln!(out, "escalated {class} in round {round}: {reason}")
             }
             LogEntry::HandEdit { version, reason, .. } => writeln!(out, "hand edit journaled as v{version}: {reason}"),
+            LogEntry::Serving { text, .. } => writeln!(out, "{text}"),
         };
     }
     out

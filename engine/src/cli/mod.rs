@@ -9,6 +9,7 @@ mod evolve;
 mod inspect;
 mod report;
 mod review;
+mod serve;
 mod shell;
 mod term;
 mod validate;
@@ -62,8 +63,18 @@ enum Command {
     Diagnose(inspect::JsonArg),
     /// The UCB1 hypothesis tree: visits, mean reward, UCB score, status.
     Hypotheses(inspect::JsonArg),
-    /// Candidate classes blocked three times as out of scope, waiting for a person.
-    Escalations(inspect::JsonArg),
+    /// Candidate classes blocked three times as out of scope, waiting for a person; `resolve` / `reopen` one.
+    Escalations(serve::EscalationsArgs),
+    /// Versions that passed every gate and wait for approval (serve.approval: manual), with their evidence.
+    Pending(serve::PendingArgs),
+    /// Serve a pending version (journaled; runs hooks.on_served).
+    Approve(serve::ReviewArgs),
+    /// Close a pending version without serving it (--reason required).
+    Reject(serve::ReviewArgs),
+    /// Mark a version as bad: never served automatically, never the best-ever (--reason required).
+    Quarantine(serve::ReviewArgs),
+    /// Lift a version's quarantine.
+    Unquarantine(serve::ReviewArgs),
     /// Readable history: rounds, acceptances, rejections with reasons, rollbacks.
     Log(inspect::LogArgs),
     /// What changed and why: a version's or candidate's diff, motivation, gates and statistics.
@@ -125,7 +136,15 @@ pub fn main() -> ExitCode {
         Command::Status(args) => inspect::status(&args, project),
         Command::Diagnose(args) => inspect::diagnose(&args, project),
         Command::Hypotheses(args) => inspect::hypotheses(&args, project),
-        Command::Escalations(args) => inspect::escalations(&args, project),
+        Command::Escalations(args) => match &args.action {
+            None => inspect::escalations(&inspect::JsonArg { json: args.json }, project),
+            Some(action) => serve::escalation(action, project),
+        },
+        Command::Pending(args) => serve::pending(&args, project),
+        Command::Approve(args) => serve::approve(&args, project),
+        Command::Reject(args) => serve::reject(&args, project),
+        Command::Quarantine(args) => serve::quarantine(&args, project),
+        Command::Unquarantine(args) => serve::unquarantine(&args, project),
         Command::Log(args) => inspect::log(&args, project),
         Command::Show(args) => review::show(&args, project),
         Command::Diff(args) => review::diff(&args, project),

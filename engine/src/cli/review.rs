@@ -153,6 +153,10 @@ fn bold(t: &str) -> String {
     styled(HEADING, t)
 }
 
+fn s_(v: &Value) -> &str {
+    v.as_str().unwrap_or("?")
+}
+
 fn render_question(out: &mut String, q: &QuestionView) {
     let stages = match (&q.before, &q.after) {
         (Some(b), Some(a)) => format!("  stage: {b} -> {a}"),
@@ -410,11 +414,44 @@ pub fn show(args: &ShowArgs, project_dir: Option<&Path>) -> CmdResult {
         }
         return Ok(exit::OK);
     }
-    let v = explain(&project, &log, &target)?;
+    let mut v = explain(&project, &log, &target)?;
+    // The version's serving state: pending/approved/rejected review and quarantine.
+    let serving = match &target {
+        Target::Version { version, .. } => {
+            let store = Store::new(&log);
+            let review = store.reviews().map_err(common::store_failure)?.remove(version);
+            let quarantine = store.quarantined().map_err(common::store_failure)?.remove(version);
+            Some(json!({"review": review, "quarantine": quarantine}))
+        }
+        Target::Candidate { .. } => None,
+    };
+    v.serving = serving.clone();
     if args.json {
         common::print_json(&serde_json::to_value(&v).expect("views serialize"));
     } else {
         term::print_stdout(&render_show(&v), args.no_color);
+        if let Some(s) = serving {
+            let r = &s["review"];
+            if !r.is_null() {
+                let by = &r["review"];
+                let who = if by.is_null() {
+                    String::new()
+                } else {
+                    format!(" by {} at {}: {}", s_(&by["who"]), s_(&by["at"]), s_(&by["reason"]))
+                };
+                println!("serving: {}{who}", s_(&r["status"]));
+            }
+            let q = &s["quarantine"];
+            if !q.is_null() {
+                println!(
+                    "serving: quarantined ({}) by {} at {}: {}",
+                    s_(&q["cause"]),
+                    s_(&q["who"]),
+                    s_(&q["at"]),
+                    s_(&q["reason"])
+                );
+            }
+        }
     }
     Ok(exit::OK)
 }
@@ -603,21 +640,45 @@ fn do_rollback(
         }
         return Ok(exit::OK);
     }
+    // An operator cannot serve a quarantined, pending or rejected version by rollback.
+    if let Err(msg) = engine::served::check_servable(&log, target).map_err(common::evolve_failure)? {
+        return Err(Failure::bad_input(anyhow::anyhow!(msg)));
+    }
     let edit = guard_hand_edit(project, &schema, &mut log, force)?;
     let mut reason = reason.to_string();
     if let Some(HandEdit::Kept(msg)) = &edit {
         eprintln!("warning: {msg}");
         reason.push_str(" (the hand-edited served file was not a valid strategy; it was kept beside the journal)");
     }
+    // A rollback quarantines what it rolls back from (journaled before the move), so that
+    // neither auto-restore nor the best-ever pointer brings it back.
+    let quarantined: Vec<u64> = if cause == "rollback" {
+        let history = engine::served::served_history(&log).map_err(common::evolve_failure)?;
+        let from = engine::served::rolled_back_from(&history, served.version, target);
+        let why = format!("rolled back to v{target}: {reason}");
+        engine::served::quarantine(&mut log, &from, "rollback", &why).map_err(common::evolve_failure)?;
+        from
+    } else {
+        vec![]
+    };
     let event = evolve::apply_rollback(project, &schema, &mut log, target, cause, &reason, pin)
         .map_err(common::evolve_failure)?;
+    let change = if cause == "rollback" { engine::hooks::Change::Rollback } else { engine::hooks::Change::RestoreBest };
+    let hook = match &event {
+        engine::events::Event::ServedChanged { from, to, hash, .. } if from != &Some(*to) => {
+            engine::hooks::on_served(project, &mut log, *from, *to, hash, change)
+        }
+        _ => None,
+    };
     let v = serde_json::to_value(&event).expect("events serialize");
     if json_out {
         let journaled = match &edit {
             Some(HandEdit::Journaled(v)) => Some(*v),
             _ => None,
         };
-        common::print_json(&json!({"record": v, "hand_edit_version": journaled}));
+        common::print_json(
+            &json!({"record": v, "hand_edit_version": journaled, "quarantined": quarantined, "hook_failure": hook}),
+        );
         return Ok(exit::OK);
     }
     if let Some(HandEdit::Journaled(k)) = edit {
@@ -635,6 +696,13 @@ fn do_rollback(
         v["who"].as_str().unwrap_or(""),
         project.strategy_path().display()
     );
+    if !quarantined.is_empty() {
+        let names: Vec<String> = quarantined.iter().map(|q| format!("v{q}")).collect();
+        println!(
+            "quarantined {}: never served automatically again (`emend unquarantine vN` lifts it)",
+            names.join(", ")
+        );
+    }
     if served.version == target {
         println!("v{target} was already served; the record {}", if pin { "pins it" } else { "unpins it" });
     }
@@ -685,6 +753,7 @@ mod tests {
             layer_a: None,
             hypothesis_now: None,
             examples: Examples::default(),
+            serving: None,
         }
     }
 

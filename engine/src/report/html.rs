@@ -380,6 +380,7 @@ fn version(v: &VersionSection) -> Markup {
             }
             p.muted { "hash " code { (v.hash) } }
             @if !v.note.is_empty() { p { (v.note) } }
+            @for line in &v.serving { p.serving { "serving: " (line) } }
             @if let Some(c) = &v.candidate {
                 (gate_record(c))
                 (examples("improved", v.examples.improved_total, &v.examples.improved))

@@ -1,0 +1,301 @@
+//! Serving under human control: `pending`, `approve`, `reject`,
+//! `quarantine`, `unquarantine` and `escalations resolve|reopen`. Every
+//! command journals who, when and why; a change of the served version runs
+//! `hooks.on_served` (a failed hook is journaled and reported, exit 0).
+
+use std::path::Path;
+
+use engine::events::{Event, who};
+use engine::exit;
+use engine::hooks::{self, Change};
+use engine::hypothesis::Status;
+use engine::served;
+use engine::store::Store;
+use journal::EventLog;
+use serde_json::{Value, json};
+
+use super::common;
+use super::{CmdResult, Failure};
+
+fn version_arg(spec: &str) -> Result<u64, Failure> {
+    spec.strip_prefix('v')
+        .unwrap_or(spec)
+        .parse::<u64>()
+        .map_err(|_| Failure::bad_input(anyhow::anyhow!("{spec}: expected a version like v3")))
+}
+
+fn bad(msg: String) -> Failure {
+    Failure::bad_input(anyhow::anyhow!(msg))
+}
+
+#[derive(Debug, clap::Args)]
+pub struct PendingArgs {
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Versions waiting for approval, with the evidence of the test that made them.
+pub fn pending(args: &PendingArgs, project_dir: Option<&Path>) -> CmdResult {
+    let project = common::project(project_dir)?;
+    let log = common::reader(&project)?;
+    let store = Store::new(&log);
+    let candidates = store.candidates().map_err(common::store_failure)?;
+    let mut list = Vec::new();
+    for (v, r) in store.reviews().map_err(common::store_failure)? {
+        if r["status"] != "pending" {
+            continue;
+        }
+        let c = candidates.iter().find(|c| c.accepted_version == Some(v));
+        let mut changed: Vec<Value> = vec![];
+        if let Some(c) = c {
+            for ch in c.change.iter().chain(c.more_changes.iter()) {
+                changed.push(json!({"path": ch.path, "from": ch.from, "to": ch.to}));
+            }
+        }
+        let full = c.and_then(|c| c.full.as_ref());
+        list.push(json!({
+            "version": v,
+            "parent": r["parent"],
+            "round": r["round"],
+            "candidate": c.map(|c| c.id.clone()),
+            "delta": c.and_then(|c| c.delta),
+            "alpha": c.and_then(|c| c.alpha),
+            "ci": full.map(|f| json!([f.ci_low, f.ci_high])),
+            "changed": changed,
+        }));
+    }
+    if args.json {
+        common::print_json(&json!({ "pending": list }));
+        return Ok(exit::OK);
+    }
+    if list.is_empty() {
+        println!("no pending versions");
+    }
+    for p in &list {
+        let changes: Vec<String> = p["changed"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| format!("{} {} -> {}", c["path"].as_str().unwrap_or("?"), c["from"], c["to"]))
+            .collect();
+        println!(
+            "v{} (child of v{}, round {}, candidate {}): confirm delta {}, alpha {}, CI {}; {}",
+            p["version"],
+            p["parent"],
+            p["round"],
+            p["candidate"].as_str().unwrap_or("?"),
+            p["delta"].as_f64().map_or("?".into(), |d| format!("{d:+.4}")),
+            p["alpha"].as_f64().map_or("?".into(), |a| format!("{a:.3e}")),
+            p["ci"].as_array().map_or("?".into(), |c| format!(
+                "[{:+.4}, {:+.4}]",
+                c[0].as_f64().unwrap_or(f64::NAN),
+                c[1].as_f64().unwrap_or(f64::NAN)
+            )),
+            changes.join(", ")
+        );
+    }
+    if !list.is_empty() {
+        println!("serve one with `emend approve vN`, close one with `emend reject vN --reason ...`");
+    }
+    Ok(exit::OK)
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ReviewArgs {
+    /// The version (vN).
+    pub version: String,
+    /// Why (journaled).
+    #[arg(long)]
+    pub reason: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn pending_status(log: &dyn EventLog, v: u64) -> Result<String, Failure> {
+    let reviews = Store::new(log).reviews().map_err(common::store_failure)?;
+    match reviews.get(&v) {
+        Some(r) => Ok(r["status"].as_str().unwrap_or("?").to_string()),
+        None => Err(bad(format!("v{v} is not pending approval (see `emend pending`)"))),
+    }
+}
+
+pub fn approve(args: &ReviewArgs, project_dir: Option<&Path>) -> CmdResult {
+    let project = common::project(project_dir)?;
+    let v = version_arg(&args.version)?;
+    let schema = common::schema(&project)?;
+    let mut log = common::writer(&project)?;
+    match pending_status(&log, v)?.as_str() {
+        "pending" => {}
+        other => return Err(bad(format!("v{v} is not pending: it was {other}"))),
+    }
+    if let Some(q) = Store::new(&log).quarantined().map_err(common::store_failure)?.get(&v) {
+        return Err(bad(format!("v{v} is quarantined ({}); unquarantine it first", q["reason"])));
+    }
+    let state = engine::evolve::served_file_state(&project, &schema, &log).map_err(common::evolve_failure)?;
+    if let engine::evolve::FileState::HandEdited { file_hash } = state {
+        return Err(bad(format!(
+            "{}: edited by hand (hash {file_hash:.12}); refusing to replace it (see `emend rollback --force`)",
+            project.strategy_path().display()
+        )));
+    }
+    let reason = args.reason.clone().unwrap_or_else(|| format!("approved by {}", who()));
+    let events = served::approve(&project, &schema, &mut log, v, &reason).map_err(common::evolve_failure)?;
+    let Some(Event::ServedChanged { from, hash, .. }) = events.last().cloned() else {
+        return Err(Failure::failed(anyhow::anyhow!("approve wrote no served change")));
+    };
+    let hook = hooks::on_served(&project, &mut log, from, v, &hash, Change::Approved);
+    if args.json {
+        common::print_json(&json!({"approved": v, "from": from, "events": events, "hook_failure": hook}));
+    } else {
+        println!(
+            "approved: served v{} -> v{v} ({reason})\n{} written",
+            from.unwrap_or(0),
+            project.strategy_path().display()
+        );
+    }
+    Ok(exit::OK)
+}
+
+pub fn reject(args: &ReviewArgs, project_dir: Option<&Path>) -> CmdResult {
+    let project = common::project(project_dir)?;
+    let v = version_arg(&args.version)?;
+    let reason = args.reason.clone().ok_or_else(|| bad("reject: --reason is required".into()))?;
+    let mut log = common::writer(&project)?;
+    match pending_status(&log, v)?.as_str() {
+        "pending" => {}
+        other => return Err(bad(format!("v{v} is not pending: it was {other}"))),
+    }
+    let event = served::reject(&mut log, v, &reason).map_err(common::evolve_failure)?;
+    if args.json {
+        common::print_json(&json!({"rejected": v, "event": event}));
+    } else {
+        println!("rejected v{v} ({reason}); it will never be served");
+    }
+    Ok(exit::OK)
+}
+
+pub fn quarantine(args: &ReviewArgs, project_dir: Option<&Path>) -> CmdResult {
+    let project = common::project(project_dir)?;
+    let v = version_arg(&args.version)?;
+    let reason = args.reason.clone().ok_or_else(|| bad("quarantine: --reason is required".into()))?;
+    let mut log = common::writer(&project)?;
+    let store = Store::new(&log);
+    if store.version(v).map_err(common::store_failure)?.is_none() {
+        return Err(bad(format!("no version v{v} in the journal")));
+    }
+    let served_now = store.served().map_err(common::store_failure)?.map(|s| s.version);
+    if served_now == Some(v) {
+        return Err(bad(format!(
+            "v{v} is served; roll back from it (`emend rollback --to vN --reason ...`), which quarantines it"
+        )));
+    }
+    if store.quarantined().map_err(common::store_failure)?.contains_key(&v) {
+        return Err(bad(format!("v{v} is already quarantined")));
+    }
+    let events = served::quarantine(&mut log, &[v], "operator", &reason).map_err(common::evolve_failure)?;
+    if args.json {
+        common::print_json(&json!({"quarantined": [v], "events": events}));
+    } else {
+        println!("quarantined v{v} ({reason}): never served automatically, never the best-ever");
+        for e in &events {
+            if let Event::BestChanged { version, accuracy, .. } = e {
+                println!("best-ever is now v{version} ({accuracy:.4})");
+            }
+        }
+    }
+    Ok(exit::OK)
+}
+
+pub fn unquarantine(args: &ReviewArgs, project_dir: Option<&Path>) -> CmdResult {
+    let project = common::project(project_dir)?;
+    let v = version_arg(&args.version)?;
+    let reason = args.reason.clone().unwrap_or_else(|| format!("lifted by {}", who()));
+    let mut log = common::writer(&project)?;
+    if !Store::new(&log).quarantined().map_err(common::store_failure)?.contains_key(&v) {
+        return Err(bad(format!("v{v} is not quarantined")));
+    }
+    let events = served::unquarantine(&mut log, v, &reason).map_err(common::evolve_failure)?;
+    if args.json {
+        common::print_json(&json!({"unquarantined": v, "events": events}));
+    } else {
+        println!("v{v} is no longer quarantined ({reason}); it may be served and be the best-ever again");
+        if events.len() > 1 {
+            println!("best-ever is v{v} again");
+        }
+    }
+    Ok(exit::OK)
+}
+
+#[derive(Debug, clap::Args)]
+pub struct EscalationsArgs {
+    #[command(subcommand)]
+    pub action: Option<EscalationAction>,
+    /// Print JSON on stdout (the list).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum EscalationAction {
+    /// Close an escalation (e.g. after a schema change): its direction may be proposed again.
+    Resolve {
+        /// The escalated class (a hypothesis key such as `retrieve.top_k::increase`).
+        key: String,
+        #[arg(long)]
+        reason: String,
+    },
+    /// Open a resolved escalation again: its direction is held back again.
+    Reopen {
+        key: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+}
+
+/// `escalations resolve|reopen`: the review, and the hypothesis node opened or held back, in one batch.
+pub fn escalation(action: &EscalationAction, project_dir: Option<&Path>) -> CmdResult {
+    let project = common::project(project_dir)?;
+    let mut log = common::writer(&project)?;
+    let (key, resolved, reason) = match action {
+        EscalationAction::Resolve { key, reason } => (key, true, reason.clone()),
+        EscalationAction::Reopen { key, reason } => {
+            (key, false, reason.clone().unwrap_or_else(|| format!("reopened by {}", who())))
+        }
+    };
+    let store = Store::new(&log);
+    let list = store.escalations().map_err(common::store_failure)?;
+    let Some(e) = list.iter().find(|e| e["class"] == key.as_str()) else {
+        let known: Vec<&str> = list.iter().filter_map(|e| e["class"].as_str()).collect();
+        return Err(bad(format!(
+            "no escalation {key} (escalations: {})",
+            if known.is_empty() { "none".into() } else { known.join(", ") }
+        )));
+    };
+    let open = e["status"].as_str() != Some("resolved");
+    if resolved != open {
+        return Err(bad(format!("escalation {key} is already {}", if open { "open" } else { "resolved" })));
+    }
+    let mut events = vec![Event::EscalationReviewed {
+        class: key.clone(),
+        resolved,
+        reason: reason.clone(),
+        who: who(),
+        at: engine::events::now_rfc3339(),
+    }];
+    if let Some(mut node) = store.tree().map_err(common::store_failure)?.get(key.as_str()).cloned() {
+        if resolved {
+            node.status = if node.evidence_for > 0 { Status::Confirmed } else { Status::Active };
+            node.blocked = 0;
+        } else {
+            node.status = Status::Escalated;
+        }
+        events.push(Event::HypothesisUpdated { node });
+    }
+    log.append(events.iter().map(Event::to_new).collect()).map_err(common::journal_failure)?;
+    println!(
+        "escalation {key} {} ({reason}){}",
+        if resolved { "resolved" } else { "reopened" },
+        if resolved { "; its direction may be proposed again" } else { "; its direction is held back again" }
+    );
+    Ok(exit::OK)
+}
