@@ -375,7 +375,8 @@ pub fn memory_of(task: &CollisionTask) -> Memory {
 }
 
 /// The strategy with only its BM25 channel: dense and expansion weights 0,
-/// expansion off, no rerank, no recency decay. Same BM25 parameters, pool and top_k.
+/// expansion off, no rerank, no recency decay; a MiniLM channel is not built.
+/// Same BM25 parameters, pool and top_k.
 pub fn bm25_only(strategy: &Strategy) -> Strategy {
     let mut s = strategy.clone();
     s.retrieve.weights.dense = 0.0;
@@ -383,6 +384,11 @@ pub fn bm25_only(strategy: &Strategy) -> Strategy {
     s.retrieve.expansion.enabled = false;
     s.retrieve.rerank_top_n = 0;
     s.retrieve.recency_half_life_days = 0.0;
+    // A model's channel is not built at all (its weight is 0 anyway); the
+    // trigram channel stays, so trigram figures are as they were.
+    if s.index.dense_kind == DenseKind::Minilm {
+        s.index.dense_kind = DenseKind::None;
+    }
     s
 }
 
