@@ -204,8 +204,25 @@ impl RaySpec {
         a.push("--address".into());
         a.push(self.address.clone());
         a.push("--".into());
-        a.extend(spec.argv.iter().cloned());
+        a.extend(spec.argv.iter().map(|arg| self.worker_arg(spec, arg)));
         a
+    }
+
+    /// A command argument as the worker sees it. Without a configured workdir
+    /// the command runs in a fresh directory on the worker, so an argument
+    /// naming a file relative to the project (as `init` writes them, e.g.
+    /// `examples/adapter.py`) is made absolute; other arguments travel as they are.
+    fn worker_arg(&self, spec: &CommandSpec, arg: &str) -> String {
+        let path = Path::new(arg);
+        if self.workdir.is_some() || arg.contains('{') || arg.starts_with('-') || path.is_absolute() {
+            return arg.to_string();
+        }
+        let joined = spec.workdir.join(path);
+        if joined.is_file() {
+            std::path::absolute(&joined).unwrap_or(joined).display().to_string()
+        } else {
+            arg.to_string()
+        }
     }
 }
 
