@@ -375,7 +375,7 @@ pub fn memory_of(task: &CollisionTask) -> Memory {
 }
 
 /// The strategy with only its BM25 channel: dense and expansion weights 0,
-/// expansion off, no rerank, no recency decay; a MiniLM channel is not built.
+/// expansion off, no rerank, no recency decay, no dense channel built.
 /// Same BM25 parameters, pool and top_k.
 pub fn bm25_only(strategy: &Strategy) -> Strategy {
     let mut s = strategy.clone();
@@ -384,11 +384,8 @@ pub fn bm25_only(strategy: &Strategy) -> Strategy {
     s.retrieve.expansion.enabled = false;
     s.retrieve.rerank_top_n = 0;
     s.retrieve.recency_half_life_days = 0.0;
-    // A model's channel is not built at all (its weight is 0 anyway); the
-    // trigram channel stays, so trigram figures are as they were.
-    if s.index.dense_kind == DenseKind::Minilm {
-        s.index.dense_kind = DenseKind::None;
-    }
+    // No dense channel is built at all (its weight is 0 anyway).
+    s.index.dense_kind = DenseKind::None;
     s
 }
 
