@@ -52,4 +52,4 @@ pub use mcnemar::{EXACT_BELOW, McNemar, McNemarTest, mcnemar};
 pub use onesided::{BetterTest, better_p_value, better_test, lower_bound, minimum_detectable_effect, power};
 pub use pairing::{CategoryDelta, Outcome, Pair, Paired, PairingError, Side, pair};
 pub use split::{Split, SplitError, TaskKey, split};
-pub use verdict::{Cost, Rule, RuleKind, ThresholdError, Thresholds, Verdict, verdict};
+pub use verdict::{Cost, Rule, RuleKind, ThresholdError, Thresholds, Verdict, category_floor, keeps_category, verdict};

@@ -8,7 +8,8 @@
 //! - `mcnemar_p_below_alpha`: McNemar p < alpha (the round's alpha, see
 //!   [`AlphaSchedule`](super::AlphaSchedule));
 //! - `ci_excludes_zero`: the bootstrap interval's lower end > 0;
-//! - `category_non_regression`, one per category: delta >= -epsilon_c;
+//! - `category_non_regression`, one per category: delta >= -max(epsilon_c,
+//!   1 / n_c) (see [`category_floor`]);
 //! - `cost_within_bound`, when a cost bound is set: mean context tokens grow by
 //!   at most the bound. A bound without measurements fails (a check that was
 //!   asked for and could not run is not a pass).
@@ -20,6 +21,26 @@ use serde::{Deserialize, Serialize};
 use super::bootstrap::BootstrapCi;
 use super::mcnemar::McNemar;
 use super::pairing::Paired;
+
+/// The largest accuracy drop a category of `n` questions may show: `epsilon_c`,
+/// or one question when one question is more than that (`1 / n`). A category
+/// of 11 questions cannot drop by less than 9.1 pp, so a floor of 2 pp would
+/// veto any change that costs it a single question however much it gains
+/// elsewhere: that is noise, not a regression. Two questions lost net are
+/// never within the floor when `2 / n > epsilon_c`.
+pub fn category_floor(n: usize, epsilon_c: f64) -> f64 {
+    if n == 0 { epsilon_c } else { epsilon_c.max(1.0 / n as f64) }
+}
+
+/// True when a category of `n` questions going from `base` to `cand` correct
+/// stays within [`category_floor`].
+pub fn keeps_category(base: usize, cand: usize, n: usize, epsilon_c: f64) -> bool {
+    if n == 0 {
+        return true;
+    }
+    let delta = (cand as f64 - base as f64) / n as f64;
+    delta >= -category_floor(n, epsilon_c) - 1e-12
+}
 
 /// The gate's thresholds for one comparison.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -190,19 +211,20 @@ pub fn verdict(
         },
     ];
     for (category, c) in paired.per_category() {
+        let floor = category_floor(c.n, thresholds.epsilon_c);
         rules.push(Rule {
             name: RuleKind::CategoryNonRegression,
             category: Some(category.clone()),
             value: c.delta,
-            threshold: -thresholds.epsilon_c,
-            pass: c.delta >= -thresholds.epsilon_c,
+            threshold: -floor,
+            pass: keeps_category(c.base_correct, c.cand_correct, c.n, thresholds.epsilon_c),
             detail: format!(
                 "category {category:?}: {} -> {} of {} correct, delta {} pp (needs >= {} pp)",
                 c.base_correct,
                 c.cand_correct,
                 c.n,
                 pp(c.delta),
-                pp(-thresholds.epsilon_c)
+                pp(-floor)
             ),
         });
     }
@@ -334,6 +356,25 @@ mod tests {
         assert_eq!(v.rules[3].category.as_deref(), Some("a"));
         assert_eq!(v.rules[3].threshold, -0.02);
         assert!((v.rules[5].value - 0.05).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_small_category_may_lose_one_question_but_not_two() {
+        // 11 questions: one lost is the smallest measurable drop (9.1 pp), two is a regression.
+        assert!(keeps_category(2, 1, 11, 0.02));
+        assert!(!keeps_category(3, 1, 11, 0.02));
+        // 200 questions: the floor is epsilon_c itself (4 questions), one question is within it.
+        assert!(keeps_category(100, 96, 200, 0.02));
+        assert!(!keeps_category(100, 95, 200, 0.02));
+        assert!((category_floor(11, 0.02) - 1.0 / 11.0).abs() < 1e-12);
+        assert_eq!(category_floor(200, 0.02), 0.02);
+        // In the verdict: a big gain with one question lost in an 11-question category is kept.
+        let p = paired(&[("big", [40, 2, 100, 40]), ("small", [0, 1, 1, 9])]);
+        let v = run(&p, &ci(0.05, 0.2), &T, Some(&CHEAP));
+        assert!(failing(&v).is_empty(), "{:?}", failing(&v));
+        let p = paired(&[("big", [40, 2, 100, 40]), ("small", [0, 2, 1, 8])]);
+        let v = run(&p, &ci(0.05, 0.2), &T, Some(&CHEAP));
+        assert_eq!(failing(&v), ["category_non_regression:small"]);
     }
 
     #[test]
