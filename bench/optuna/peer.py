@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import hashlib
 import json
 import math
 import os
@@ -138,7 +139,14 @@ def field_space(schema: dict, start: dict) -> tuple[list[Field], list[str]]:
             raise BadInput(f"start strategy: no field {path} (x-evolvable in the schema)") from None
         types = node.get("type")
         if "enum" in node:
-            fields.append(Field(path, "enum", choices=list(node["enum"])))
+            choices = list(node["enum"])
+            # Options that need a model (x-needs-model) are sampled only when
+            # it is installed, exactly as emend's own search does.
+            model = node.get("x-needs-model")
+            if model and not os.environ.get("EMEND_MINILM_DIR"):
+                choices = [c for c in choices if c != model]
+                skipped.append(f"{path}={model} (needs the {model} model; set EMEND_MINILM_DIR to include it)")
+            fields.append(Field(path, "enum", choices=choices))
         elif types == "boolean":
             fields.append(Field(path, "bool", choices=[False, True]))
         elif types in ("integer", "number"):
@@ -314,8 +322,40 @@ def emend_side(args, emend: str, schema: dict, search: Path, held: Path, ceiling
 # Optuna TPE
 
 
+def tpe_key(args, emend: str, search: Path, held: Path, ceiling: int, seed: int) -> str:
+    """What a TPE run depends on: the data parts, schema, start strategy, budget,
+    ceiling, seed, the installed Optuna and the evaluating harness (its hash, as
+    `emend eval` reports it: a binary whose loop changed evaluates alike)."""
+    import optuna
+
+    h = hashlib.sha256()
+    for path in (search, held, Path(args.schema), Path(args.start)):
+        h.update(hashlib.sha256(path.read_bytes()).digest())
+    probe = json.loads(run([emend, "eval", "--strategy", str(args.start), "--tasks", str(search), "--json"]))
+    h.update(json.dumps([args.tpe_budget, ceiling, seed, optuna.__version__, probe["harness_hash"]]).encode())
+    return h.hexdigest()
+
+
 def tpe_side(args, emend: str, schema: dict, start: dict, fields: list[Field], search: Path, held: Path,
              ceiling: int, seed: int, work: Path) -> dict:
+    """TPE's row; with --tpe-cache DIR, read from DIR when a run with identical
+    inputs (same bytes, see tpe_key) is recorded there, written there otherwise."""
+    cache = Path(args.tpe_cache) / f"{tpe_key(args, emend, search, held, ceiling, seed)}.json" if args.tpe_cache else None
+    if cache is not None and cache.is_file():
+        row = json.loads(cache.read_text())
+        row["cached"] = str(cache)
+        return row
+    row = tpe_run(args, emend, schema, start, fields, search, held, ceiling, seed, work)
+    if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(".tmp")
+        tmp.write_text(json.dumps(row, indent=2) + "\n")
+        tmp.replace(cache)
+    return row
+
+
+def tpe_run(args, emend: str, schema: dict, start: dict, fields: list[Field], search: Path, held: Path,
+            ceiling: int, seed: int, work: Path) -> dict:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -421,6 +461,10 @@ def main() -> int:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--ceilings", default="1000,2000")
     ap.add_argument("--out", default=str(REPO / "target" / "bench-optuna"), help="directory of results.md and results.json")
+    ap.add_argument("--tpe-cache", default=None,
+                    help="directory of recorded TPE runs: a run whose inputs are byte-identical is read, not repeated")
+    ap.add_argument("--tpe-only", action="store_true",
+                    help="run (or, with --tpe-cache, record) the TPE side only, and write no results")
     ap.add_argument("--keep-work", action="store_true", help="keep the temporary directory (projects, strategies)")
     args = ap.parse_args()
 
@@ -472,22 +516,29 @@ def main() -> int:
             rows = []
             for s in seeds:
                 t = time.monotonic()
-                e = emend_side(args, args.emend, schema, search, held, c, s, work)
-                te = time.monotonic() - t
-                t = time.monotonic()
                 p = tpe_side(args, args.emend, schema, start, fields, search, held, c, s, work)
                 tp = time.monotonic() - t
+                if args.tpe_only:
+                    print(f"ceiling {c} seed {s}: TPE held-out {p['heldout_accuracy']:.4f} ({tp:.0f} s)", file=sys.stderr)
+                    continue
+                t = time.monotonic()
+                e = emend_side(args, args.emend, schema, search, held, c, s, work)
+                te = time.monotonic() - t
                 e["seconds"], p["seconds"] = round(te, 1), round(tp, 1)
                 print(f"ceiling {c} seed {s}: emend held-out {e['heldout_accuracy']:.4f} ({e['evaluations_used']:.2f} evals, "
                       f"{te:.0f} s); TPE held-out {p['heldout_accuracy']:.4f} ({p['evaluations_used']} evals, {tp:.0f} s)",
                       file=sys.stderr)
                 rows.append({"seed": s, "emend": e, "tpe": p})
+            if args.tpe_only:
+                continue
             result["ceilings"].append({
                 "ceiling": c,
                 "runs": rows,
                 "median": {side: medians([r[side] for r in rows]) for side in ("emend", "tpe")},
             })
         result["seconds"] = round(time.monotonic() - t0, 1)
+        if args.tpe_only:
+            return 0
     except RunFailed as e:
         print(f"error: {e}", file=sys.stderr)
         print(f"work directory kept: {work}", file=sys.stderr)
