@@ -396,6 +396,14 @@ pub struct LoopConfig {
     pub seed: u64,
     #[serde(default = "d_ucb")]
     pub ucb_c: f64,
+    /// The search proposer (many multi-field candidates screened by
+    /// successive halving on the search part); on by default.
+    #[serde(default = "d_search")]
+    pub search: bool,
+}
+
+fn d_search() -> bool {
+    true
 }
 
 fn d_rounds() -> u32 {
@@ -410,7 +418,7 @@ fn d_ucb() -> f64 {
 
 impl Default for LoopConfig {
     fn default() -> Self {
-        LoopConfig { rounds: d_rounds(), candidates: d_candidates(), seed: 0, ucb_c: d_ucb() }
+        LoopConfig { rounds: d_rounds(), candidates: d_candidates(), seed: 0, ucb_c: d_ucb(), search: d_search() }
     }
 }
 

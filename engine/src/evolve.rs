@@ -17,7 +17,7 @@ use serde::Serialize;
 use crate::artifact::{Artifact, ArtifactError};
 use crate::backend::{Backend, BackendError};
 use crate::candidate::{FullRecord, Outcome, Rule, RuleRecord, StoppedBy};
-use crate::config::{ClusterMode, Project};
+use crate::config::{ClusterMode, Project, ProtocolChoice};
 use crate::confirm::{ConfirmState, Parts};
 use crate::decide::{self, Applied, Decision, Policy, Serving, Stamp, Tested, Verdict};
 use crate::events::{CandidateRecord, EvalSummary, Event, QuestionResult, RoundRecord, SplitRecord, now_rfc3339, who};
@@ -31,6 +31,7 @@ use crate::propose::{Ask, ModelRewrite, Proposed, Proposer, RuleEvolver, Told};
 use crate::records::{evaluated_event, question_results, summarize};
 use crate::schema::StrategySchema;
 use crate::screen::{self, Screen, Screened, Stage, Stop};
+use crate::searcher::{SearchProposer, SearchSettings};
 use crate::served::missing;
 use crate::stats;
 use crate::store::{Best, Recorded, Store, StoreError};
@@ -244,6 +245,8 @@ struct History {
 struct Past {
     effects: BTreeMap<String, DimensionEffect>,
     rejected_moves: BTreeSet<(String, String, String)>,
+    /// The LORD++ alpha the round's first confirm test will run at.
+    next_alpha: f64,
 }
 
 /// One candidate of a round.
@@ -253,6 +256,8 @@ struct Trial {
     artifact: Option<Artifact>,
     /// The candidate's results on the confirm part.
     full: Option<Vec<QuestionResult>>,
+    /// Its results on the whole search part, when its proposer evaluated them.
+    known: Option<Vec<QuestionResult>>,
     node: Hypothesis,
     /// The number fed back into the search (UCB reward): the probe's
     /// search-part delta, or after an accept the holdout's answer.
@@ -270,7 +275,7 @@ impl Trial {
         record.outcome = outcome;
         record.rejected_by = Some(by);
         record.reason = reason;
-        Trial { record, artifact: None, full: None, node, feedback: None }
+        Trial { record, artifact: None, full: None, known: None, node, feedback: None }
     }
 
     fn error(&mut self, reason: String) {
@@ -290,6 +295,8 @@ struct Screening {
     passed: Vec<(usize, f64)>,
     escalations: Vec<Event>,
     probes: u64,
+    /// Probes whose results the proposer already held (they cost nothing).
+    free_probes: u64,
     /// Questions in the round's probe sample.
     probe_size: usize,
     /// The alpha of the round's first confirm test (0 when none ran).
@@ -309,6 +316,24 @@ struct RoundOutcome {
     evaluations_used: f64,
 }
 
+impl RoundOutcome {
+    /// A round that journaled nothing but spent evaluations looking.
+    fn empty(evaluations_used: f64) -> RoundOutcome {
+        RoundOutcome {
+            candidates: 0,
+            probes: 0,
+            full: 0,
+            accepted: None,
+            pending: None,
+            restored: false,
+            hook_failures: Vec::new(),
+            rejected_by: BTreeMap::new(),
+            escalations: 0,
+            evaluations_used,
+        }
+    }
+}
+
 /// The escalation a blocked hypothesis raises (None until it is blocked often enough).
 fn escalate(node: &mut Hypothesis, round: u64, reason: String) -> Option<Event> {
     node.block().then(|| Event::Escalated { class: node.key.clone(), round, reasons: vec![reason] })
@@ -325,7 +350,9 @@ fn stop_step(stop: &Stop, record: &CandidateRecord) -> Step {
     }
 }
 
-/// No category may end more than epsilon below the journal's first version.
+/// No category may end more than its floor ([`stats::category_floor`]:
+/// epsilon, or one question of a small category) below the journal's first
+/// version, on the same confirm questions.
 fn start_rules(start: &EvalSummary, cand: &EvalSummary, epsilon: f64) -> Vec<RuleRecord> {
     start
         .per_category
@@ -334,14 +361,14 @@ fn start_rules(start: &EvalSummary, cand: &EvalSummary, epsilon: f64) -> Vec<Rul
             let start_acc = if *n == 0 { 0.0 } else { *c as f64 / *n as f64 };
             let (cn, cc) = cand.per_category.get(cat).copied().unwrap_or((0, 0));
             let cand_acc = if cn == 0 { 0.0 } else { cc as f64 / cn as f64 };
-            let delta = cand_acc - start_acc;
+            let floor = stats::category_floor(*n, epsilon);
             RuleRecord {
                 name: Rule::CategoryVsFirstVersion,
                 category: Some(cat.clone()),
-                value: delta,
-                threshold: -epsilon,
-                pass: delta >= -epsilon - 1e-12,
-                detail: format!("{cat}: {cand_acc:.4} vs {start_acc:.4} for v1 (needs >= -{:.2} pp)", epsilon * 100.0),
+                value: cand_acc - start_acc,
+                threshold: -floor,
+                pass: cand_acc - start_acc >= -floor - 1e-12,
+                detail: format!("{cat}: {cand_acc:.4} vs {start_acc:.4} for v1 (needs >= -{:.2} pp)", floor * 100.0),
             }
         })
         .collect()
@@ -565,8 +592,20 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         let mut parts: Option<Parts> = None;
         let mut replay: Option<Replay> = None;
         // The model's rewrite first, when it handles a direction; the schema's moves otherwise.
-        let mut proposers: [Box<dyn Proposer>; 2] = [Box::new(ModelRewrite), Box::new(RuleEvolver)];
+        let mut proposers: Vec<Box<dyn Proposer>> = vec![Box::new(ModelRewrite)];
+        let cfg = &self.project.config;
+        let search = cfg.loop_.search && cfg.harness.protocol == ProtocolChoice::Endpoint;
+        if search {
+            proposers.push(Box::new(SearchProposer::new(SearchSettings {
+                seed: cfg.loop_.seed,
+                cost_bound: cfg.gates.cost_bound,
+                epsilon_c: cfg.gates.epsilon_c,
+                ..SearchSettings::default()
+            })));
+        }
+        proposers.push(Box::new(RuleEvolver { candidates: !search }));
         let mut used = 0.0;
+        let cfg_probe_size = self.project.config.gates.probe_size;
         for _ in 0..opts.rounds {
             if opts.max_evals.is_some_and(|m| used >= m) {
                 summary.stopped = Stopped::MaxEvals;
@@ -611,6 +650,12 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                 used += p.cost(k);
                 replay = Some(r);
             }
+            // A round needs at least one probe and one confirm test.
+            let least = p.cost(cfg_probe_size.min(p.search.len())) + p.cost(p.confirm_ids.len());
+            if opts.max_evals.is_some_and(|m| m - used < least - 1e-9) {
+                summary.stopped = Stopped::MaxEvals;
+                break;
+            }
             let input = RoundInput {
                 round,
                 observed: &observed,
@@ -625,6 +670,17 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                 break;
             };
             used += outcome.evaluations_used;
+            if outcome.candidates == 0 {
+                // A search that found nothing worth testing journals no round
+                // and spends no alpha; the searcher tries again until its
+                // patience runs out, and then spends nothing: exhausted.
+                if outcome.evaluations_used > 0.0 {
+                    progress(Progress::Searched { round, evaluations_used: outcome.evaluations_used });
+                    continue;
+                }
+                summary.stopped = Stopped::Exhausted;
+                break;
+            }
             summary.rounds += 1;
             summary.last_round = round;
             summary.candidates += outcome.candidates;
@@ -684,10 +740,14 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         let (best, mut events) = self.ensure_best(input.observed, &mut used)?;
         let store = self.store();
         let mut history = History { tree: store.tree()?, seen: store.seen_hashes()? };
-        let past = Past { effects: store.effects()?, rejected_moves: store.rejected_moves()? };
         let pinned = store.served()?.ok_or_else(|| missing(input.observed.version))?.pinned;
         let cfg = &self.project.config;
         let mut confirm = ConfirmState::replay(&cfg.gates, cfg.loop_.seed, &store.candidates()?);
+        let past = Past {
+            effects: store.effects()?,
+            rejected_moves: store.rejected_moves()?,
+            next_alpha: confirm.lord.next_alpha(),
+        };
         let search_results = input.parts.search_of(&input.observed.results);
         let diagnosis = layer_a::diagnose(&search_results, 5);
         let mut screening = self.screen_round(
@@ -704,10 +764,13 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             .trials
             .iter()
             .any(|t| t.record.hash.is_some() && t.record.rejected_by != Some(StoppedBy::Gate(Gate::Novelty)));
+        // What the proposers spent screening counts even when nothing came of it.
+        let spent: f64 = proposers.iter_mut().map(|p| p.spent()).sum();
         if !proposed {
-            return Ok(None);
+            return Ok(if spent > 0.0 { Some(RoundOutcome::empty(spent)) } else { None });
         }
-        used += input.parts.cost(screening.probe_size) * screening.probes as f64;
+        used += spent;
+        used += input.parts.cost(screening.probe_size) * (screening.probes - screening.free_probes) as f64;
         self.full_tests(input, &mut screening, &mut confirm, progress);
         used += input.parts.cost(input.parts.confirm_ids.len())
             * screening.trials.iter().filter(|t| t.full.is_some()).count() as f64;
@@ -749,8 +812,11 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         // so that the journal holds its full evaluation.
         let completed = match decision.winner {
             Some(w) => {
-                let c = self.complete(input.parts, &screening.trials[w.trial])?;
-                used += input.parts.cost(input.parts.search.len());
+                let t = &screening.trials[w.trial];
+                if t.known.as_ref().is_none_or(|k| k.len() != input.parts.search.len()) {
+                    used += input.parts.cost(input.parts.search.len());
+                }
+                let c = self.complete(input.parts, t)?;
                 Some((w.trial, c))
             }
             None => None,
@@ -797,6 +863,12 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
     fn complete(&self, parts: &Parts, t: &Trial) -> Result<Vec<QuestionResult>> {
         let artifact = t.artifact.as_ref().expect("the winner keeps its artifact");
         let ids: Vec<String> = parts.search.iter().cloned().collect();
+        if let Some(known) = t.known.as_ref().filter(|k| k.len() == ids.len()) {
+            let mut all = known.clone();
+            all.extend(t.full.as_ref().expect("the winner was tested").iter().cloned());
+            all.sort_by(|a, b| a.id.cmp(&b.id));
+            return Ok(all);
+        }
         let eval = self.backend.evaluate(artifact, Some(&ids)).map_err(EvolveError::Winner)?;
         if eval.outcomes.iter().any(|o| o.error.is_some()) || eval.n() != ids.len() {
             return Err(EvolveError::Winner(BackendError::Failed(format!(
@@ -849,13 +921,20 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         };
         let probe_cost = input.parts.cost(probe_ids.len());
         let mut out = Screening { probe_size: probe_ids.len(), ..Screening::default() };
+        for p in proposers.iter_mut() {
+            p.start_round();
+        }
         let (mut produced, mut blocked, mut attempts) = (0usize, 0usize, 0usize);
         for plan in &plans {
             if produced >= input.opts.candidates {
                 break;
             }
-            // The budget: the next probe must fit in what is left.
-            if budget_left.is_some_and(|b| (out.probes + 1) as f64 * probe_cost > b + 1e-9) && !out.trials.is_empty() {
+            // The budget: the next probe and one confirm test must fit in what is left.
+            let confirm_cost = input.parts.cost(input.parts.confirm_ids.len());
+            if budget_left
+                .is_some_and(|b| (out.probes - out.free_probes + 1) as f64 * probe_cost + confirm_cost > b + 1e-9)
+                && !out.trials.is_empty()
+            {
                 break;
             }
             let proposed = {
@@ -869,12 +948,26 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                     diagnosis,
                     tree: &history.tree,
                     effects: &past.effects,
+                    seen: &history.seen,
                     rejected_moves: &past.rejected_moves,
                     roles: &roles,
                     backend: self.backend,
+                    plans: &plans,
+                    total_questions: input.parts.n,
+                    next_alpha: past.next_alpha,
+                    // What is left once the probes so far and one confirm test are paid.
+                    budget_left: budget_left.map(|b| {
+                        b - (out.probes - out.free_probes) as f64 * probe_cost
+                            - input.parts.cost(input.parts.confirm_ids.len())
+                    }),
                 };
-                proposers.iter_mut().find_map(|p| p.ask(&ask, plan, &node)).expect("the rule evolver always answers")
+                let Some(proposed) = proposers.iter_mut().find_map(|p| p.ask(&ask, plan, &node)) else {
+                    continue;
+                };
+                proposed
             };
+            // A searched candidate is the round's one candidate.
+            let searched = matches!(proposed, Proposed::Candidate { known: Some(_), .. });
             if matches!(proposed, Proposed::Blocked { .. }) {
                 if blocked >= input.opts.candidates {
                     continue;
@@ -902,6 +995,9 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             };
             let produces = self.trial(plan, proposed, &screen, history, &mut out, progress);
             produced += usize::from(produces);
+            if searched {
+                break;
+            }
         }
         out
     }
@@ -920,17 +1016,18 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         let mut node =
             history.tree.get(&plan.key).cloned().unwrap_or_else(|| Hypothesis::new(&plan.path, plan.direction));
         let id = format!("r{round}c{}", out.trials.len() + 1);
-        let mut say = |id: &str, change: Option<&planner::Change>, step: Step| {
+        let mut say = |id: &str, change: Option<(&planner::Change, usize)>, step: Step| {
             progress(Progress::Candidate {
                 round,
                 id: id.to_string(),
                 hypothesis: plan.key.clone(),
-                change: change.cloned(),
+                change: change.map(|c| c.0.clone()),
+                more: change.map_or(0, |c| c.1),
                 step,
             })
         };
         let base = base_record(&id, round, plan, screen.served);
-        let (value, mut changes, data) = match proposed {
+        let (value, mut changes, data, known) = match proposed {
             Proposed::Failed { reason } => {
                 say(&id, None, Step::Errored { reason: reason.clone() });
                 let reason = format!("the evolver failed: {reason}");
@@ -953,9 +1050,10 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                 history.tree.insert(node.key.clone(), node);
                 return false;
             }
-            Proposed::Candidate { value, changes, data } => (value, changes, data),
+            Proposed::Candidate { value, changes, data, known } => (value, changes, data, known),
         };
         let change = changes.remove(0);
+        let more = changes.len();
         let hash = crate::artifact::content_hash(&value);
         let mut record = CandidateRecord {
             hash: Some(hash.clone()),
@@ -973,21 +1071,24 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             hypothesis: history.tree.get(&plan.key),
             data: data.as_ref(),
         };
+        let searched = known.is_some();
         let screened = screen::screen(screen, &candidate, &mut record, &mut history.seen);
         let stop = match screened {
             Screened::Passed { candidate, probe_delta } => {
-                say(&id, Some(&change), Step::Passed { probe_delta });
+                say(&id, Some((&change, more)), Step::Passed { probe_delta });
                 out.passed.push((out.trials.len(), probe_delta));
-                out.trials.push(Trial { record, artifact: Some(*candidate), full: None, node, feedback: None });
+                out.trials.push(Trial { record, artifact: Some(*candidate), full: None, known, node, feedback: None });
                 out.probes += 1;
+                out.free_probes += u64::from(searched);
                 return true;
             }
             Screened::Stopped(stop) => stop,
         };
         if matches!(stop.stage, Stage::Probe | Stage::CriticModel) {
             out.probes += 1;
+            out.free_probes += u64::from(searched);
         }
-        say(&id, Some(&change), stop_step(&stop, &record));
+        say(&id, Some((&change, more)), stop_step(&stop, &record));
         after_stop(&stop, &mut node, data.is_some(), round, history, out);
         let produces = stop.by != StoppedBy::Gate(Gate::Novelty);
         out.trials.push(Trial::stopped(record, node, stop.outcome, stop.by, stop.reason));
@@ -1028,6 +1129,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                         id: t.record.id.clone(),
                         hypothesis: t.record.hypothesis.clone(),
                         change: t.record.change.clone(),
+                        more: t.record.more_changes.len(),
                         step: Step::FullEvaluated,
                     });
                 }

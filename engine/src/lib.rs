@@ -30,6 +30,7 @@ pub mod report;
 pub mod schema;
 pub mod screen;
 pub mod search;
+pub mod searcher;
 pub mod served;
 pub mod store;
 pub mod views;

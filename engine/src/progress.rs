@@ -19,10 +19,15 @@ pub enum Progress {
         id: String,
         /// The hypothesis (direction) key.
         hypothesis: String,
-        /// The change, once there is one.
+        /// The change, once there is one (the first of a multi-field candidate's).
         change: Option<Change>,
+        /// How many more fields the candidate changes.
+        more: usize,
         step: Step,
     },
+    /// A round's search screened candidates on the search part and found none
+    /// worth a confirm test: nothing is journaled, no alpha is spent.
+    Searched { round: u64, evaluations_used: f64 },
     /// The round's decision, applied.
     Decided { round: u64, accepted: Option<Accepted>, restored: Option<u64>, served_accuracy: f64, candidates: usize },
 }
@@ -77,8 +82,11 @@ impl fmt::Display for Progress {
                 "round {round}: served v{version} accuracy {accuracy:.4}{}",
                 if *reused { " (recorded evaluation)" } else { "" }
             ),
-            Progress::Candidate { id, hypothesis, change, step, .. } => {
-                let head = change.as_ref().map_or_else(|| hypothesis.clone(), change_line);
+            Progress::Candidate { id, hypothesis, change, more, step, .. } => {
+                let mut head = change.as_ref().map_or_else(|| hypothesis.clone(), change_line);
+                if *more > 0 {
+                    head.push_str(&format!(" (+{more} more field{})", if *more == 1 { "" } else { "s" }));
+                }
                 write!(f, "  {id} ")?;
                 match step {
                     Step::Errored { reason } => write!(f, "{head}: errored ({reason})"),
@@ -92,6 +100,11 @@ impl fmt::Display for Progress {
                     Step::FullEvaluated => f.write_str("full evaluation done"),
                 }
             }
+            Progress::Searched { round, evaluations_used } => write!(
+                f,
+                "round {round}: the search found nothing worth a confirm test \
+                 ({evaluations_used:.2} full-evaluation equivalents screened; nothing journaled)"
+            ),
             Progress::Decided { round, accepted, restored, served_accuracy, candidates } => {
                 match (accepted, restored) {
                     (Some(a), _) => write!(
@@ -120,6 +133,7 @@ mod tests {
             id: "r2c1".into(),
             hypothesis: "retrieve.top_k:increase".into(),
             change: Some(change.clone()),
+            more: 0,
             step,
         };
         assert_eq!(
@@ -136,6 +150,7 @@ mod tests {
             id: "r2c2".into(),
             hypothesis: "answer.prompt:rewrite".into(),
             change: None,
+            more: 0,
             step: Step::Blocked { reason: "needs role x".into() },
         };
         assert_eq!(blocked.to_string(), "  r2c2 answer.prompt:rewrite: blocked, out of scope (needs role x)");

@@ -35,12 +35,22 @@ pub struct Ask<'a> {
     pub tree: &'a BTreeMap<String, Hypothesis>,
     /// Per strategy field: how its past changes fared.
     pub effects: &'a BTreeMap<String, DimensionEffect>,
+    /// Hashes of every strategy the journal has evaluated (the novelty gate's set).
+    pub seen: &'a BTreeSet<String>,
     /// `(path, from, to)` moves evaluated and rejected before.
     pub rejected_moves: &'a BTreeSet<(String, String, String)>,
     /// LLM roles strategies may use.
     pub roles: &'a [String],
     /// Evaluates a strategy on every question or on a list of question ids.
     pub backend: &'a dyn Backend,
+    /// The round's ranked directions (the one asked about is among them).
+    pub plans: &'a [Plan],
+    /// Questions in the whole task set (an evaluation of k costs k / n).
+    pub total_questions: usize,
+    /// The alpha of the round's first confirm test (LORD++).
+    pub next_alpha: f64,
+    /// Full-evaluation equivalents left under `--max-evals`, if set.
+    pub budget_left: Option<f64>,
 }
 
 /// A proposer's answer for one direction.
@@ -52,6 +62,9 @@ pub enum Proposed {
         changes: Vec<Change>,
         /// Dataset text a model saw while proposing it (the gates check the proposal against it).
         data: Option<DataText>,
+        /// The candidate's results on the whole search part, when the proposer
+        /// already evaluated it there (the probe and the winner's completion reuse them).
+        known: Option<Vec<QuestionResult>>,
     },
     /// The move is out of scope (e.g. it needs an LLM role that is not configured).
     Blocked { reason: String },
@@ -92,20 +105,42 @@ pub trait Proposer {
     /// What became of the round's proposals. The loop's own learning (the
     /// hypothesis tree) is journaled; a proposer with state of its own keeps it here.
     fn tell(&mut self, _told: &[Told]) {}
+
+    /// Full-evaluation equivalents this proposer spent evaluating since it was
+    /// last asked (the round adds them to its budget).
+    fn spent(&mut self) -> f64 {
+        0.0
+    }
+
+    /// A new round begins (also a round that journals nothing because its
+    /// search found nothing, whose number the next round takes again).
+    fn start_round(&mut self) {}
 }
 
-/// The schema's own moves (`planner::evolve`): answers every direction.
-pub struct RuleEvolver;
+/// The schema's own moves (`planner::evolve`).
+///
+/// With `candidates` false it only says which directions are out of scope
+/// (blocked: they need a model that is not installed, a role that is not
+/// configured) or exhausted (at a bound, or at a value that already means
+/// "off"), and leaves every move to a proposer that screens its candidates
+/// itself ([`crate::searcher::SearchProposer`]): one field moved at a time is
+/// what that proposer's line points already screen.
+pub struct RuleEvolver {
+    pub candidates: bool,
+}
 
 impl Proposer for RuleEvolver {
     fn ask(&mut self, ask: &Ask<'_>, plan: &Plan, _node: &Hypothesis) -> Option<Proposed> {
-        Some(match planner::evolve(ask.schema, &ask.served.value, plan, ask.tree.get(&plan.key), ask.roles) {
-            Proposal::Candidate { value, change } => {
-                Proposed::Candidate { value: *value, changes: vec![change], data: None }
-            }
-            Proposal::Blocked { reason } => Proposed::Blocked { reason },
-            Proposal::Exhausted { reason } => Proposed::Exhausted { reason },
-        })
+        match planner::evolve(ask.schema, &ask.served.value, plan, ask.tree.get(&plan.key), ask.roles) {
+            Proposal::Candidate { value, change } => self.candidates.then(|| Proposed::Candidate {
+                value: *value,
+                changes: vec![change],
+                data: None,
+                known: None,
+            }),
+            Proposal::Blocked { reason } => Some(Proposed::Blocked { reason }),
+            Proposal::Exhausted { reason } => Some(Proposed::Exhausted { reason }),
+        }
     }
 }
 
@@ -152,7 +187,7 @@ impl Proposer for ModelRewrite {
         let value = apply_patch(&ask.served.value, &patch.path, patch.value.clone());
         let from = schema::get_path(&ask.served.value, &patch.path).cloned().unwrap_or(Value::Null);
         let change = Change { path: patch.path, from, to: patch.value };
-        Some(Proposed::Candidate { value, changes: vec![change], data: Some(data) })
+        Some(Proposed::Candidate { value, changes: vec![change], data: Some(data), known: None })
     }
 }
 

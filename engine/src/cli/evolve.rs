@@ -513,6 +513,7 @@ fn render(p: &Progress) -> (anstyle::Style, String, String) {
         Progress::Decided { round, .. } => {
             (term::DECISION, p.to_string(), format!("round {round} decided; observing the served strategy"))
         }
+        Progress::Searched { round, .. } => (plain, p.to_string(), format!("round {round}: searching again")),
     }
 }
 

@@ -1,0 +1,557 @@
+//! The search proposer: many multi-field candidates screened cheaply on the
+//! search part, the best one sent on to the gates and the confirm test.
+//!
+//! Each round it answers the first direction the planner ranked (once per
+//! round). The fields it moves are those the round's plans implicate (Layer A
+//! and the UCB1 tree choose the dimensions), and every candidate stays within
+//! one step of the served strategy: no field moves by more than its
+//! `x-max-delta`, so the value-range gate holds by construction. Candidates:
+//!
+//! - line points: the top plans' moves, singly and bundled (with the fields
+//!   an invariant would otherwise block), at half and at full step;
+//! - TPE points: a TPE sampler ([`crate::search::Tpe`]) fitted to every
+//!   candidate this proposer has scored, restricted to the step box around
+//!   the served strategy.
+//!
+//! They are screened by successive halving on nested seeded samples of the
+//! search part ([`crate::search::successive_halving`]); every question
+//! evaluated is counted in full-evaluation equivalents ([`Proposer::spent`])
+//! and no question is evaluated twice for the same strategy. The survivor,
+//! evaluated on the whole search part, is proposed only when it beats the
+//! served strategy there by at least `min_gain` questions; its search-part
+//! results travel with it, so the probe and the winner's completion cost
+//! nothing more. After `patience` searches around the same served strategy
+//! find nothing, it stays quiet until the served strategy changes.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+use crate::artifact;
+use crate::events::QuestionResult;
+use crate::hypothesis::Hypothesis;
+use crate::planner::{Change, Plan};
+use crate::propose::{Ask, Proposed, Proposer};
+use crate::records::question_results;
+use crate::schema::{Direction, FieldKind, StrategySchema, get_path};
+use crate::search::{self, Domain, Move, Space, Tpe, TpeConfig};
+use crate::stats::TaskKey;
+
+/// How hard the search proposer looks.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SearchSettings {
+    /// Candidates screened per round (line points first, TPE points after).
+    pub candidates: usize,
+    /// Questions in the first rung.
+    pub first_rung: usize,
+    /// Each rung keeps `1 / eta` of its candidates.
+    pub eta: usize,
+    /// The smallest gain on the search part worth proposing, as a share of
+    /// its questions (smaller steps rarely survive the confirm test).
+    pub min_gain: f64,
+    /// Fruitless searches around one served strategy before the proposer goes quiet.
+    pub patience: u32,
+    /// `gates.cost_bound`: a candidate whose mean context tokens grow by more
+    /// than this share on a rung's sample is infeasible (scores 0 there).
+    pub cost_bound: Option<f64>,
+    /// `gates.epsilon_c`: the proposed candidate loses no category by more
+    /// than this on the search part.
+    pub epsilon_c: f64,
+    pub seed: u64,
+    /// Fields a TPE point may move at once.
+    pub keep: usize,
+}
+
+impl Default for SearchSettings {
+    fn default() -> Self {
+        SearchSettings {
+            candidates: 16,
+            first_rung: 24,
+            eta: 3,
+            min_gain: 0.025,
+            patience: 8,
+            cost_bound: None,
+            epsilon_c: 1.0,
+            seed: 0,
+            keep: 8,
+        }
+    }
+}
+
+/// The search proposer's state within one `evolve` run.
+pub struct SearchProposer {
+    settings: SearchSettings,
+    /// Every strategy scored so far, with its estimated search-part accuracy.
+    scored: Vec<(Value, f64)>,
+    /// Per strategy hash: its results on the questions evaluated so far.
+    results: BTreeMap<String, BTreeMap<String, QuestionResult>>,
+    /// Full-evaluation equivalents spent since the last `spent()`.
+    spent: f64,
+    /// Set once the proposer answered in the current round.
+    asked: bool,
+    /// (served hash, fruitless searches around it).
+    misses: (String, u32),
+    number: u64,
+    /// Searches run so far (each draws its own order of the search part).
+    searches: u64,
+}
+
+impl SearchProposer {
+    pub fn new(settings: SearchSettings) -> SearchProposer {
+        SearchProposer {
+            settings,
+            scored: Vec::new(),
+            results: BTreeMap::new(),
+            spent: 0.0,
+            asked: false,
+            misses: (String::new(), 0),
+            number: 0,
+            searches: 0,
+        }
+    }
+}
+
+/// The fields the search may move: every field a ranked plan names (the
+/// diagnosis implicates it and its direction is still open) that a sampler
+/// can draw and the backend can run.
+fn focus_paths(ask: &Ask<'_>) -> Vec<String> {
+    let mut paths: Vec<String> = ask
+        .plans
+        .iter()
+        .filter(|plan| {
+            ask.schema.field(&plan.path).is_some_and(|f| {
+                f.evolvable && f.kind != FieldKind::Text && f.needs_role.as_ref().is_none_or(|r| ask.roles.contains(r))
+            })
+        })
+        .map(|plan| plan.path.clone())
+        .collect();
+    paths.sort();
+    paths.dedup();
+    paths
+}
+
+/// Bundles that answer every observed failure label at once: the first
+/// `depth` open numeric moves of each label's symptom list (labels by count),
+/// with the moves of fields an invariant would otherwise block. A move whose
+/// effect is masked by another stage's limit (more retrieved items that the
+/// context budget then drops) is screened together with that limit's move.
+fn label_bundles(ask: &Ask<'_>, depth: usize) -> Vec<Vec<Move>> {
+    let open: BTreeSet<(&str, Direction)> = ask.plans.iter().map(|p| (p.path.as_str(), p.direction)).collect();
+    let mut labels: Vec<(&String, &usize)> = ask.diagnosis.counts.iter().filter(|(_, n)| **n > 0).collect();
+    labels.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    (1..=depth)
+        .map(|d| {
+            let mut bundle: Vec<Move> = Vec::new();
+            for (label, _) in &labels {
+                let links = ask.schema.symptoms().get(label.as_str()).into_iter().flatten();
+                let numeric = links.filter(|l| {
+                    matches!(l.direction, Direction::Increase | Direction::Decrease)
+                        && open.contains(&(l.path.as_str(), l.direction))
+                });
+                for link in numeric.take(d) {
+                    for m in search::invariant_bundle(ask.schema, &Move::new(link.path.clone(), link.direction)) {
+                        if !bundle.iter().any(|b| b.path == m.path) {
+                            bundle.push(m);
+                        }
+                    }
+                }
+            }
+            bundle
+        })
+        .filter(|b| !b.is_empty())
+        .collect()
+}
+
+/// `space` narrowed to one step around `doc`: numbers within `x-max-delta` of
+/// their current value, options a missing model needs removed.
+fn step_box(schema: &StrategySchema, space: Space, doc: &Value, roles: &[String]) -> Space {
+    let params = space
+        .params
+        .into_iter()
+        .filter_map(|mut p| {
+            let field = schema.field(&p.path)?;
+            let current = get_path(doc, &p.path)?;
+            match &mut p.domain {
+                Domain::Int { low, high } => {
+                    let (x, d) = (current.as_f64()?, field.max_delta.unwrap_or(f64::INFINITY));
+                    *low = (*low).max((x - d).ceil() as i64);
+                    *high = (*high).min((x + d).floor() as i64);
+                    (low < high).then_some(p)
+                }
+                Domain::Float { low, high } => {
+                    let (x, d) = (current.as_f64()?, field.max_delta.unwrap_or(f64::INFINITY));
+                    *low = low.max(x - d);
+                    *high = high.min(x + d);
+                    (low < high).then_some(p)
+                }
+                Domain::Categorical(options) => {
+                    if let Some(model) = &field.needs_model
+                        && !roles.contains(model)
+                    {
+                        options.retain(|o| o.as_str() != Some(model.as_str()));
+                    }
+                    (options.len() > 1).then_some(p)
+                }
+            }
+        })
+        .collect();
+    Space { params }
+}
+
+/// `point` with at most `keep` of its coordinates (a seeded choice) taken
+/// from the sampler and the rest left at `current`: a candidate that moves a
+/// few fields can be told from noise, one that moves all of them rarely can.
+fn sparse(point: &[f64], current: &[f64], seed: u64, keep: usize) -> Vec<f64> {
+    use rand::SeedableRng;
+    use rand::seq::SliceRandom;
+    let mut rng = rand::rngs::ChaCha8Rng::seed_from_u64(seed);
+    let mut moved: Vec<usize> = (0..point.len()).filter(|&i| point[i] != current[i]).collect();
+    moved.shuffle(&mut rng);
+    let mut out = current.to_vec();
+    for &i in moved.iter().take(keep.max(1)) {
+        out[i] = point[i];
+    }
+    out
+}
+
+/// Numbers rounded to their `x-step` grid through the served value, so a
+/// reviewer reads `0.85`, not `0.8731...`, and `700`, not `672`.
+fn snap(schema: &StrategySchema, served: &Value, doc: &mut Value, space: &Space) {
+    for p in &space.params {
+        let (low, high) = match p.domain {
+            Domain::Float { low, high } => (low, high),
+            Domain::Int { low, high } => (low as f64, high as f64),
+            Domain::Categorical(_) => continue,
+        };
+        let (Some(step), Some(x0)) =
+            (schema.field(&p.path).and_then(|f| f.step), get_path(served, &p.path).and_then(Value::as_f64))
+        else {
+            continue;
+        };
+        let Some(x) = get_path(doc, &p.path).and_then(Value::as_f64) else { continue };
+        let mut y = x0 + ((x - x0) / step).round() * step;
+        if y < low - 1e-9 {
+            y += step;
+        }
+        if y > high + 1e-9 {
+            y -= step;
+        }
+        let y = (y * 1e9).round() / 1e9;
+        let value = if (y - x0).abs() < 1e-12 {
+            get_path(served, &p.path).cloned().unwrap_or(Value::from(y))
+        } else if matches!(p.domain, Domain::Int { .. }) {
+            Value::from(y.round() as i64)
+        } else {
+            Value::from(y)
+        };
+        crate::schema::set_path(doc, &p.path, value);
+    }
+}
+
+/// Every field whose value differs between `from` and `to`, as changes; the
+/// plan's own field first when it moved, then by path.
+fn changes_between(space: &Space, schema: &StrategySchema, from: &Value, to: &Value, first: &str) -> Vec<Change> {
+    let mut paths: Vec<String> = space.params.iter().map(|p| p.path.clone()).collect();
+    for inv in schema.invariants() {
+        paths.push(inv.left.clone());
+    }
+    paths.sort();
+    paths.dedup();
+    let mut out: Vec<Change> = paths
+        .into_iter()
+        .filter_map(|path| {
+            let (a, b) = (get_path(from, &path)?, get_path(to, &path)?);
+            let same = a == b || (a.is_number() && a.as_f64() == b.as_f64());
+            (!same).then(|| Change { path, from: a.clone(), to: b.clone() })
+        })
+        .collect();
+    out.sort_by_key(|c| c.path != first);
+    out
+}
+
+/// True when every numeric field of `to` is within its `x-max-delta` of `from`.
+fn within_step(schema: &StrategySchema, changes: &[Change]) -> bool {
+    changes.iter().all(|c| {
+        let max = schema.field(&c.path).and_then(|f| f.max_delta);
+        match (c.from.as_f64(), c.to.as_f64(), max) {
+            (Some(a), Some(b), Some(m)) => (b - a).abs() <= m + 1e-9,
+            _ => true,
+        }
+    })
+}
+
+impl SearchProposer {
+    /// The round's candidates: line points along the top plans, then TPE points.
+    fn candidates(&mut self, ask: &Ask<'_>, space: &Space, top: &[&Plan]) -> Vec<Value> {
+        let served = &ask.served.value;
+        let mut docs: Vec<Value> = Vec::new();
+        let moves: Vec<Move> = top
+            .iter()
+            .filter(|p| space.params.iter().any(|q| q.path == p.path))
+            .map(|p| Move::new(p.path.clone(), p.direction))
+            .collect();
+        let mut bundles: Vec<Vec<Move>> = label_bundles(ask, 2);
+        for mv in moves.iter().take(2) {
+            bundles.push(search::invariant_bundle(ask.schema, mv));
+        }
+        for b in &bundles {
+            // Multipliers of `x-step`: infinity is the full `x-max-delta` step.
+            let steps: Vec<f64> =
+                if b.iter().all(|m| m.direction == Direction::Toggle) { vec![1.0] } else { vec![f64::INFINITY, 2.0] };
+            for (_, point) in search::line_points(ask.schema, served, b, &steps).unwrap_or_default() {
+                docs.push(point);
+            }
+        }
+        let in_box: Vec<search::Trial> = self
+            .scored
+            .iter()
+            .filter_map(|(doc, score)| {
+                let point = space.encode(doc).ok()?;
+                let inside = space.params.iter().zip(&point).all(|(p, &x)| match &p.domain {
+                    Domain::Int { low, high } => x >= *low as f64 && x <= *high as f64,
+                    Domain::Float { low, high } => x >= *low - 1e-9 && x <= *high + 1e-9,
+                    Domain::Categorical(o) => (x as usize) < o.len(),
+                });
+                inside.then_some(search::Trial { point, score: *score })
+            })
+            .collect();
+        let Ok(current) = space.encode(served) else { return docs };
+        let tpe = Tpe::new(space.clone(), TpeConfig { seed: self.settings.seed, ..TpeConfig::default() });
+        let mut tries = 0;
+        while docs.len() < self.settings.candidates && tries < 8 * self.settings.candidates {
+            tries += 1;
+            self.number += 1;
+            let point =
+                sparse(&tpe.ask(&in_box, self.number), &current, self.settings.seed ^ self.number, self.settings.keep);
+            let Ok(mut doc) = space.decode(served, &point) else { continue };
+            snap(ask.schema, served, &mut doc, space);
+            if search::repair(ask.schema, &mut doc).is_err() || self.results.contains_key(&artifact::content_hash(&doc))
+            {
+                continue;
+            }
+            docs.push(doc);
+        }
+        let mut seen: BTreeSet<String> = BTreeSet::new();
+        seen.insert(artifact::content_hash(served));
+        // A strategy this proposer screened before is not screened again: its
+        // score is already in the sampler's history, and a search that found
+        // nothing must look somewhere else next time.
+        docs.retain(|d| {
+            let changes = changes_between(space, ask.schema, served, d, "");
+            let hash = artifact::content_hash(d);
+            within_step(ask.schema, &changes)
+                && ask.schema.check(d).is_empty()
+                && !ask.seen.contains(&hash)
+                && !self.results.contains_key(&hash)
+                && seen.insert(hash)
+        });
+        docs.truncate(self.settings.candidates);
+        docs
+    }
+
+    /// Results of `doc` on `ids`, evaluating only the questions not yet known.
+    fn evaluate(&mut self, ask: &Ask<'_>, doc: &Value, ids: &[String]) -> Result<Vec<bool>, String> {
+        let hash = artifact::content_hash(doc);
+        let known = self.results.entry(hash.clone()).or_default();
+        let missing: Vec<String> = ids.iter().filter(|id| !known.contains_key(*id)).cloned().collect();
+        if !missing.is_empty() {
+            let short = &hash[..12.min(hash.len())];
+            let art = artifact::from_value("search candidate", doc.clone(), ask.schema)
+                .map_err(|e| format!("search candidate {short}: {e}"))?;
+            let eval =
+                ask.backend.evaluate(&art, Some(&missing)).map_err(|e| format!("search candidate {short}: {e}"))?;
+            if let Some(o) = eval.outcomes.iter().find(|o| o.error.is_some()) {
+                return Err(format!(
+                    "search candidate {short}: question {}: {}",
+                    o.id,
+                    o.error.as_deref().unwrap_or_default()
+                ));
+            }
+            if eval.n() != missing.len() {
+                return Err(format!("search candidate {short}: {} of {} questions evaluated", eval.n(), missing.len()));
+            }
+            self.spent += missing.len() as f64 / ask.total_questions.max(1) as f64;
+            for r in question_results(&eval) {
+                known.insert(r.id.clone(), r);
+            }
+        }
+        Ok(ids.iter().map(|id| known.get(id).is_some_and(|r| r.correct)).collect())
+    }
+
+    /// True when `doc`'s mean context tokens on `ids` exceed the served
+    /// strategy's by more than the cost bound.
+    fn too_costly(&self, ask: &Ask<'_>, doc: &Value, ids: &[String]) -> bool {
+        let Some(bound) = self.settings.cost_bound else { return false };
+        let Some(known) = self.results.get(&artifact::content_hash(doc)) else { return false };
+        let served: BTreeMap<&str, f64> =
+            ask.results.iter().map(|r| (r.id.as_str(), r.tokens.unwrap_or(0.0))).collect();
+        let (mut a, mut b) = (0.0, 0.0);
+        for id in ids {
+            a += served.get(id.as_str()).copied().unwrap_or(0.0);
+            b += known.get(id).and_then(|r| r.tokens).unwrap_or(0.0);
+        }
+        a > 0.0 && b / a - 1.0 > bound
+    }
+
+    /// True when `doc` keeps every category of the search part within the
+    /// confirm test's floor ([`crate::stats::keeps_category`]).
+    fn keeps_categories(&self, ask: &Ask<'_>, doc: &Value) -> bool {
+        let Some(known) = self.results.get(&artifact::content_hash(doc)) else { return false };
+        let mut per: BTreeMap<&str, (usize, usize, usize)> = BTreeMap::new();
+        for r in ask.results {
+            let e = per.entry(r.category.as_str()).or_default();
+            e.0 += 1;
+            e.1 += usize::from(r.correct);
+            e.2 += usize::from(known.get(&r.id).is_some_and(|k| k.correct));
+        }
+        per.values().all(|&(n, served, cand)| crate::stats::keeps_category(served, cand, n, self.settings.epsilon_c))
+    }
+
+    /// True when `doc`'s gain over the served strategy on the whole search
+    /// part would pass the confirm test itself: the one-sided exact test of
+    /// its improved against its regressed questions at the next confirm
+    /// alpha. The confirm part is as large as the search part, so a gain that
+    /// could not be seen there would spend alpha on a test it cannot pass
+    /// (and the winner of a search overstates its gain, never understates it).
+    fn visible(&self, ask: &Ask<'_>, doc: &Value) -> bool {
+        let Some(known) = self.results.get(&artifact::content_hash(doc)) else { return false };
+        let (mut improved, mut regressed) = (0u64, 0u64);
+        for r in ask.results {
+            match (r.correct, known.get(&r.id).map(|k| k.correct)) {
+                (false, Some(true)) => improved += 1,
+                (true, Some(false)) => regressed += 1,
+                _ => {}
+            }
+        }
+        crate::stats::better_p_value(improved, regressed) <= ask.next_alpha
+    }
+
+    fn fruitless(&mut self, served_hash: &str) -> Option<Proposed> {
+        if self.misses.0 == served_hash {
+            self.misses.1 += 1;
+        } else {
+            self.misses = (served_hash.to_string(), 1);
+        }
+        None
+    }
+}
+
+impl Proposer for SearchProposer {
+    fn ask(&mut self, ask: &Ask<'_>, plan: &Plan, _node: &Hypothesis) -> Option<Proposed> {
+        if self.asked {
+            return None;
+        }
+        self.asked = true;
+        let served_hash = artifact::content_hash(&ask.served.value);
+        if self.misses.0 == served_hash && self.misses.1 >= self.settings.patience {
+            return None;
+        }
+        let paths = focus_paths(ask);
+        let only: Vec<&str> = paths.iter().map(String::as_str).collect();
+        let space = Space::from_schema(ask.schema, &ask.served.value, Some(&only)).ok()?;
+        let space = step_box(ask.schema, space, &ask.served.value, ask.roles);
+        if space.params.is_empty() {
+            return self.fruitless(&served_hash);
+        }
+        let top: Vec<&Plan> = ask.plans.iter().take(4).collect();
+        let docs = self.candidates(ask, &space, &top);
+        if docs.is_empty() {
+            return self.fruitless(&served_hash);
+        }
+        let keys: Vec<TaskKey> = ask
+            .results
+            .iter()
+            .map(|r| TaskKey::new(r.id.clone(), r.conversation.clone().unwrap_or_default(), r.category.clone()))
+            .collect();
+        // A new seeded order each search: the first rungs see other questions,
+        // so one unlucky sample does not decide every search around a strategy.
+        self.searches += 1;
+        let order = search::nested_order(&keys, self.settings.seed ^ self.searches.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let sizes = search::ladder(order.len(), self.settings.first_rung, self.settings.eta);
+        // Fit the plan to what is left of the budget: fewer candidates, never a smaller last rung.
+        let mut count = docs.len();
+        while let Some(left) = ask.budget_left {
+            let cost = search::cost_of(&search::plan(count, &sizes, self.settings.eta), ask.total_questions);
+            if cost <= left || count <= 1 {
+                break;
+            }
+            count -= 1;
+        }
+        let docs = &docs[..count];
+        if ask.budget_left.is_some_and(|left| {
+            search::cost_of(&search::plan(count, &sizes, self.settings.eta), ask.total_questions) > left
+        }) {
+            return None;
+        }
+        let served_correct: BTreeMap<&str, bool> = ask.results.iter().map(|r| (r.id.as_str(), r.correct)).collect();
+        let served_full = served_correct.values().filter(|c| **c).count() as f64 / order.len().max(1) as f64;
+        let served_on = |k: usize| order[..k].iter().filter(|id| served_correct[id.as_str()]).count() as f64 / k as f64;
+        let mut failed: Option<String> = None;
+        let halving = search::successive_halving(
+            docs.len(),
+            &order,
+            &sizes,
+            self.settings.eta,
+            ask.total_questions,
+            |_, _| None,
+            |c, ids| match self.evaluate(ask, &docs[c], ids) {
+                Ok(v) if self.too_costly(ask, &docs[c], ids) => vec![false; v.len()],
+                Ok(v) => v,
+                Err(e) => {
+                    failed.get_or_insert(e);
+                    vec![false; ids.len()]
+                }
+            },
+        );
+        if let Some(reason) = failed {
+            return Some(Proposed::Failed { reason });
+        }
+        // Every candidate's score at the largest rung it reached, corrected by
+        // the served strategy's score on the same sample, feeds the sampler.
+        let mut best_rung: BTreeMap<usize, (usize, f64)> = BTreeMap::new();
+        for rung in &halving.rungs {
+            for &(c, s) in &rung.scores {
+                best_rung.insert(c, (rung.size, s));
+            }
+        }
+        for (c, (size, s)) in &best_rung {
+            self.scored.push((docs[*c].clone(), served_full + s - served_on(*size)));
+        }
+        let full: Vec<usize> = halving.ranking.iter().copied().filter(|&c| best_rung[&c].0 == order.len()).collect();
+        let Some(winner) = full.into_iter().find(|&c| self.keeps_categories(ask, &docs[c])) else {
+            tracing::info!(candidates = docs.len(), "search: no candidate keeps every category");
+            return self.fruitless(&served_hash);
+        };
+        let (size, score) = best_rung[&winner];
+        let gain = score - served_on(size);
+        tracing::info!(
+            candidates = docs.len(),
+            rung = size,
+            gain,
+            visible = self.visible(ask, &docs[winner]),
+            cost = halving.cost,
+            "search around {}",
+            &served_hash[..12]
+        );
+        if size < order.len() || gain < self.settings.min_gain || !self.visible(ask, &docs[winner]) {
+            return self.fruitless(&served_hash);
+        }
+        let value = docs[winner].clone();
+        let hash = artifact::content_hash(&value);
+        let known: Vec<QuestionResult> =
+            self.results.get(&hash).map(|m| m.values().cloned().collect()).unwrap_or_default();
+        let changes = changes_between(&space, ask.schema, &ask.served.value, &value, &plan.path);
+        if changes.is_empty() {
+            return self.fruitless(&served_hash);
+        }
+        Some(Proposed::Candidate { value, changes, data: None, known: Some(known) })
+    }
+
+    fn spent(&mut self) -> f64 {
+        std::mem::take(&mut self.spent)
+    }
+
+    fn start_round(&mut self) {
+        self.asked = false;
+    }
+}
