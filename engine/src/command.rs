@@ -15,8 +15,9 @@
 //! field. An evaluation either has an outcome for every question or is an
 //! error: a strategy is never judged on partial outcomes.
 
+mod error;
+
 use std::collections::{BTreeMap, HashMap};
-use std::fmt::Write as _;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
@@ -27,10 +28,13 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::artifact::{self, Artifact};
-use crate::backend::{Backend, BackendError, SetupError};
+use crate::backend::{Backend, BackendError, FileAction, SetupError};
 use crate::config::{CommandHarness, Project};
 use crate::outcome::{Evaluation, OutcomeRecord};
 use crate::schema::{self, Dialect, StrategySchema};
+
+pub(crate) use error::more_failed_shards;
+pub use error::{FieldProblem, LineProblem, OutcomeFileError, ShardFailed, ShardFailure};
 
 /// The protocol version: in every task shard, and part of the harness hash.
 pub const PROTOCOL: &str = "emend-command/1";
@@ -467,7 +471,7 @@ impl CommandBackend {
                             .position
                             .get(id)
                             .copied()
-                            .ok_or_else(|| BackendError::Failed(format!("question {id} is not in the task set")))
+                            .ok_or_else(|| BackendError::UnknownQuestion { id: id.clone() })
                     })
                     .collect::<Result<Vec<_>, _>>()?;
                 p.sort_unstable();
@@ -481,10 +485,11 @@ impl CommandBackend {
         if positions.is_empty() {
             return Ok(Vec::new());
         }
-        let dir = tempfile::Builder::new()
-            .prefix("emend-eval-")
-            .tempdir()
-            .map_err(|e| BackendError::Failed(format!("cannot create a temporary directory: {e}")))?;
+        let dir = tempfile::Builder::new().prefix("emend-eval-").tempdir().map_err(|source| BackendError::Io {
+            path: std::env::temp_dir(),
+            action: FileAction::CreateTempDir,
+            source,
+        })?;
         let strategy = dir.path().join("strategy.json");
         let mut doc = artifact.value.clone();
         if let Some(m) = doc.as_object_mut() {
@@ -493,8 +498,11 @@ impl CommandBackend {
             }
         }
         let text = serde_json::to_string_pretty(&doc).expect("a strategy serializes");
-        std::fs::write(&strategy, text)
-            .map_err(|e| BackendError::Failed(format!("{}: cannot write: {e}", strategy.display())))?;
+        std::fs::write(&strategy, text).map_err(|source| BackendError::Io {
+            path: strategy.clone(),
+            action: FileAction::Write,
+            source,
+        })?;
 
         let shards = split(positions, self.spec.shards);
         let count = shards.len();
@@ -529,49 +537,46 @@ impl CommandBackend {
         });
         let mut outcomes = Vec::with_capacity(positions.len());
         let mut failures = Vec::new();
-        for (i, slot) in results.into_iter().enumerate() {
+        for slot in results {
             match slot.into_inner().expect("no worker panics holding the lock") {
                 Some(Ok(records)) => outcomes.extend(records),
-                Some(Err(ShardError::Failed(m))) => failures.push(format!("shard {}/{count}: {m}", i + 1)),
+                Some(Err(ShardError::Failed(failed))) => failures.push(failed),
                 Some(Err(ShardError::Cancelled)) | None => {}
             }
         }
-        match failures.len() {
-            0 => Ok(outcomes),
-            1 => Err(BackendError::Failed(failures.remove(0))),
-            n => Err(BackendError::Failed(format!("{} (and {} more failed shards)", failures.remove(0), n - 1))),
+        let others = failures.len().saturating_sub(1);
+        match failures.into_iter().next() {
+            None => Ok(outcomes),
+            Some(failed) => Err(BackendError::Shard { failed: Box::new(failed), others }),
         }
     }
 
-    /// One shard: an attempt, and one retry when the process failed.
+    /// One shard: an attempt, and one retry when the failure may be bad luck
+    /// ([`ShardFailure::is_retried`]).
     fn run_shard(&self, job: &ShardJob<'_>, cancel: &AtomicBool) -> ShardResult {
+        let failed = |first_attempt: Option<ShardFailure>, kind| {
+            ShardError::Failed(ShardFailed {
+                shard: job.index,
+                count: job.count,
+                first_attempt: first_attempt.map(Box::new),
+                kind,
+            })
+        };
         let tasks = job.dir.join(format!("shard-{}.json", job.index));
-        std::fs::write(&tasks, self.tasks.render_shard(job.index, job.count, job.positions))
-            .map_err(|e| ShardError::Failed(format!("{}: cannot write: {e}", tasks.display())))?;
+        std::fs::write(&tasks, self.tasks.render_shard(job.index, job.count, job.positions)).map_err(|source| {
+            failed(None, ShardFailure::Io { path: tasks.clone(), action: FileAction::Write, source })
+        })?;
         let first = match self.attempt(job, &tasks, 1, cancel) {
             Ok(records) => return Ok(records),
             Err(Attempt::Cancelled) => return Err(ShardError::Cancelled),
-            Err(Attempt::Output(m)) => return Err(ShardError::Failed(m)),
-            Err(Attempt::Process(f)) => f,
+            Err(Attempt::Failed(kind)) if !kind.is_retried() => return Err(failed(None, kind)),
+            Err(Attempt::Failed(kind)) => kind,
         };
-        tracing::warn!("shard {}/{}: {}; retrying once", job.index, job.count, first.cause);
+        tracing::warn!("shard {}/{}: {first}; retrying once", job.index, job.count);
         match self.attempt(job, &tasks, 2, cancel) {
             Ok(records) => Ok(records),
             Err(Attempt::Cancelled) => Err(ShardError::Cancelled),
-            Err(Attempt::Output(m)) => {
-                Err(ShardError::Failed(format!("{m} (on the retry; first attempt: {})", first.cause)))
-            }
-            Err(Attempt::Process(second)) => {
-                let mut m = if second.cause == first.cause {
-                    format!("{} after retry", second.cause)
-                } else {
-                    format!("{} after retry (first attempt: {})", second.cause, first.cause)
-                };
-                if let Some(stderr) = second.stderr {
-                    let _ = write!(m, "; stderr: {}", if stderr.is_empty() { "(empty)" } else { &stderr });
-                }
-                Err(ShardError::Failed(m))
-            }
+            Err(Attempt::Failed(kind)) => Err(failed(Some(first), kind)),
         }
     }
 
@@ -585,11 +590,11 @@ impl CommandBackend {
         // Each attempt gets its own directory, so a retry never reads what a
         // killed first attempt (or a process it left behind) wrote.
         let adir = job.dir.join(format!("shard-{}-attempt-{attempt}", job.index));
-        let io = |what: &Path, e: std::io::Error| Attempt::Output(format!("{}: {e}", what.display()));
-        std::fs::create_dir(&adir).map_err(|e| io(&adir, e))?;
+        let io = |path: &Path, action, source| Attempt::Failed(ShardFailure::Io { path: path.into(), action, source });
+        std::fs::create_dir(&adir).map_err(|e| io(&adir, FileAction::CreateDir, e))?;
         let out = adir.join(OUT_FILE);
         let stderr_path = adir.join("stderr.log");
-        let stderr = std::fs::File::create(&stderr_path).map_err(|e| io(&stderr_path, e))?;
+        let stderr = std::fs::File::create(&stderr_path).map_err(|e| io(&stderr_path, FileAction::Create, e))?;
         let (argv, timeout) = match &self.executor {
             Executor::Local => (self.spec.argv_for(job.strategy, tasks, &out), self.spec.timeout),
             Executor::Ray(ray) => (ray.argv(&self.spec, job.strategy, tasks, &out), self.spec.timeout + RAY_GRACE),
@@ -602,31 +607,25 @@ impl CommandBackend {
             .stdout(Stdio::null())
             .stderr(Stdio::from(stderr));
         let started = Instant::now();
+        let failed = |kind| Err(Attempt::Failed(kind));
         let status = match run_with_timeout(&mut cmd, timeout, cancel) {
             Ok(status) => status,
             Err(RunError::Cancelled) => return Err(Attempt::Cancelled),
-            Err(RunError::Spawn(e)) => {
-                return Err(Attempt::Process(ProcessFailure {
-                    cause: format!("cannot start {:?} in {}: {e}", argv[0], self.spec.workdir.display()),
-                    stderr: None,
-                }));
+            Err(RunError::Spawn(source)) => {
+                let (program, workdir) = (argv[0].clone(), self.spec.workdir.clone());
+                return failed(ShardFailure::Spawn { program, workdir, source });
             }
             Err(RunError::TimedOut) => {
-                return Err(Attempt::Process(ProcessFailure {
-                    cause: format!("timed out after {timeout:?} (killed)"),
-                    stderr: Some(stderr_tail(&stderr_path)),
-                }));
+                return failed(ShardFailure::TimedOut { after: timeout, stderr: stderr_tail(&stderr_path) });
             }
         };
         if !status.success() {
-            return Err(Attempt::Process(ProcessFailure {
-                cause: describe_status(status),
-                stderr: Some(stderr_tail(&stderr_path)),
-            }));
+            return failed(ShardFailure::Exited { status, stderr: stderr_tail(&stderr_path) });
         }
         let ran = started.elapsed();
-        let text = read_output(&out)?;
-        let checked = check_outcomes(&self.validator, &self.tasks, job.positions, &text).map_err(Attempt::Output)?;
+        let output = |e: OutcomeFileError| Attempt::Failed(e.into());
+        let text = read_output(&out).map_err(output)?;
+        let checked = check_outcomes(&self.validator, &self.tasks, job.positions, &text).map_err(output)?;
         tracing::debug!(
             "shard {}/{} attempt {attempt}: command {:.1} ms, reading and checking {} records {:.1} ms",
             job.index,
@@ -636,7 +635,7 @@ impl CommandBackend {
             (started.elapsed() - ran).as_secs_f64() * 1e3
         );
         if let Some(unanswered) = checked.unanswered {
-            return Err(Attempt::Process(ProcessFailure { cause: unanswered, stderr: None }));
+            return failed(unanswered);
         }
         Ok(checked.records)
     }
@@ -716,23 +715,13 @@ struct ShardJob<'a> {
 type ShardResult = Result<Vec<OutcomeRecord>, ShardError>;
 
 enum ShardError {
-    /// Why the shard failed, without the `shard i/n: ` prefix.
-    Failed(String),
+    Failed(ShardFailed),
     /// Another shard failed first; this one stopped.
     Cancelled,
 }
 
-/// A process that failed in a way a second run may not repeat.
-struct ProcessFailure {
-    cause: String,
-    /// The tail of stderr, when the process ran.
-    stderr: Option<String>,
-}
-
 enum Attempt {
-    Process(ProcessFailure),
-    /// The command ran but its output breaks the protocol: not retried.
-    Output(String),
+    Failed(ShardFailure),
     Cancelled,
 }
 
@@ -778,31 +767,6 @@ fn run_with_timeout(cmd: &mut Command, timeout: Duration, cancel: &AtomicBool) -
     }
 }
 
-fn describe_status(status: ExitStatus) -> String {
-    if let Some(code) = status.code() {
-        return format!("exit status {code}");
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::ExitStatusExt;
-        if let Some(sig) = status.signal() {
-            let name = match sig {
-                1 => " (SIGHUP)",
-                2 => " (SIGINT)",
-                6 => " (SIGABRT)",
-                7 => " (SIGBUS)",
-                9 => " (SIGKILL)",
-                11 => " (SIGSEGV)",
-                13 => " (SIGPIPE)",
-                15 => " (SIGTERM)",
-                _ => "",
-            };
-            return format!("killed by signal {sig}{name}");
-        }
-    }
-    status.to_string()
-}
-
 /// The last few KiB of a stderr file, on one line (lines joined by ` | `).
 fn stderr_tail(path: &Path) -> String {
     let Ok(mut f) = std::fs::File::open(path) else { return String::new() };
@@ -823,25 +787,22 @@ fn stderr_tail(path: &Path) -> String {
     lines.join(" | ")
 }
 
-fn read_output(out: &Path) -> Result<String, Attempt> {
-    let meta = std::fs::metadata(out).map_err(|e| {
-        Attempt::Output(if e.kind() == std::io::ErrorKind::NotFound {
-            format!("the command exited 0 but wrote no {OUT_FILE} (the {{out}} path)")
+fn read_output(out: &Path) -> Result<String, OutcomeFileError> {
+    let meta = std::fs::metadata(out).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            OutcomeFileError::NotWritten
         } else {
-            format!("{OUT_FILE}: cannot read: {e}")
-        })
+            OutcomeFileError::Unreadable { source }
+        }
     })?;
     if meta.len() > MAX_OUTPUT_BYTES {
-        return Err(Attempt::Output(format!(
-            "{OUT_FILE}: {} bytes; an outcomes file is at most {MAX_OUTPUT_BYTES} bytes",
-            meta.len()
-        )));
+        return Err(OutcomeFileError::TooLarge { bytes: meta.len() });
     }
-    let bytes = std::fs::read(out).map_err(|e| Attempt::Output(format!("{OUT_FILE}: cannot read: {e}")))?;
+    let bytes = std::fs::read(out).map_err(|source| OutcomeFileError::Unreadable { source })?;
     String::from_utf8(bytes).map_err(|e| {
-        let at = e.utf8_error().valid_up_to();
-        let line = e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
-        Attempt::Output(format!("{OUT_FILE}:{line}: not UTF-8 text (invalid byte at offset {at})"))
+        let offset = e.utf8_error().valid_up_to();
+        let line = e.as_bytes()[..offset].iter().filter(|&&b| b == b'\n').count() + 1;
+        OutcomeFileError::NotUtf8 { line, offset }
     })
 }
 
@@ -851,7 +812,7 @@ pub struct Checked {
     /// One per question of the shard, in file order.
     pub records: Vec<OutcomeRecord>,
     /// Set when some records carry an `error`: the shard is retried.
-    pub unanswered: Option<String>,
+    pub unanswered: Option<ShardFailure>,
 }
 
 /// Checks a shard's outcomes file (`text`) against the protocol: every line
@@ -863,60 +824,52 @@ fn check_outcomes(
     tasks: &TaskSet,
     positions: &[usize],
     text: &str,
-) -> Result<Checked, String> {
+) -> Result<Checked, OutcomeFileError> {
     let expected: HashMap<&str, &Task> =
         positions.iter().map(|&p| (tasks.tasks[p].id.as_str(), &tasks.tasks[p])).collect();
     let lines: Vec<(usize, &str)> =
         text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).map(|(i, l)| (i + 1, l)).collect();
     // Lines are independent up to their ids, which are compared afterwards.
-    let checked: Vec<Result<OutcomeRecord, String>> =
+    let checked: Vec<Result<OutcomeRecord, LineProblem>> =
         lines.iter().map(|(_, l)| check_record(validator, &expected, l)).collect();
-    let mut seen: HashMap<&str, usize> = HashMap::with_capacity(positions.len());
+    let mut seen: HashMap<String, usize> = HashMap::with_capacity(positions.len());
     let mut records = Vec::with_capacity(positions.len());
-    let mut first_bad: Option<String> = None;
+    let mut first_bad: Option<(usize, LineProblem)> = None;
     let mut bad_lines = 0usize;
-    let mut unanswered: Vec<(usize, &str, &str)> = Vec::new();
-    for (&(lineno, _), result) in lines.iter().zip(&checked) {
-        let problem = match result {
-            Err(m) => m.clone(),
-            Ok(record) => match seen.get(record.id.as_str()) {
-                Some(first) => format!("field \"id\": duplicate {:?} (first on line {first})", record.id),
-                None => {
-                    seen.insert(&record.id, lineno);
-                    if let Some(e) = &record.error {
-                        unanswered.push((lineno, &record.id, e));
-                    }
-                    continue;
+    let mut first_unanswered: Option<(usize, String, String)> = None;
+    let mut unanswered = 0usize;
+    for (&(lineno, _), result) in lines.iter().zip(checked) {
+        let result = result.and_then(|record| match seen.get(&record.id) {
+            Some(&first_line) => Err(LineProblem::Duplicate { id: record.id, first_line }),
+            None => {
+                seen.insert(record.id.clone(), lineno);
+                Ok(record)
+            }
+        });
+        match result {
+            Ok(record) => {
+                if let Some(e) = &record.error {
+                    unanswered += 1;
+                    first_unanswered.get_or_insert_with(|| (lineno, record.id.clone(), e.clone()));
                 }
-            },
-        };
-        bad_lines += 1;
-        first_bad.get_or_insert_with(|| format!("{OUT_FILE}:{lineno}: {problem}"));
+                records.push(record);
+            }
+            Err(problem) => {
+                bad_lines += 1;
+                first_bad.get_or_insert((lineno, problem));
+            }
+        }
     }
-    if let Some(first) = first_bad {
-        return Err(if bad_lines > 1 { format!("{first} (and {} more bad lines)", bad_lines - 1) } else { first });
+    if let Some((line, problem)) = first_bad {
+        return Err(OutcomeFileError::BadLine { line, problem, others: bad_lines - 1 });
     }
-    let missing: Vec<&str> =
-        positions.iter().map(|&p| tasks.tasks[p].id.as_str()).filter(|id| !seen.contains_key(id)).collect();
+    let missing: Vec<String> =
+        positions.iter().map(|&p| &tasks.tasks[p].id).filter(|id| !seen.contains_key(id.as_str())).cloned().collect();
     if !missing.is_empty() {
-        let shown: Vec<&str> = missing.iter().take(MAX_MISSING_SHOWN).copied().collect();
-        let more = missing.len().saturating_sub(MAX_MISSING_SHOWN);
-        return Err(format!(
-            "{OUT_FILE}: {} of {} questions missing: {}{}",
-            missing.len(),
-            positions.len(),
-            shown.join(", "),
-            if more > 0 { format!(" (and {more} more)") } else { String::new() }
-        ));
+        return Err(OutcomeFileError::Missing { missing, expected: positions.len() });
     }
-    let unanswered = unanswered.first().map(|(line, id, e)| {
-        let more = unanswered.len() - 1;
-        format!(
-            "{OUT_FILE}:{line}: question {id} not answered: {e}{}",
-            if more > 0 { format!(" (and {more} more unanswered)") } else { String::new() }
-        )
-    });
-    records.extend(checked.into_iter().flatten());
+    let unanswered =
+        first_unanswered.map(|(line, id, error)| ShardFailure::Unanswered { line, id, error, others: unanswered - 1 });
     Ok(Checked { records, unanswered })
 }
 
@@ -926,48 +879,40 @@ fn check_record(
     validator: &jsonschema::Validator,
     expected: &HashMap<&str, &Task>,
     line: &str,
-) -> Result<OutcomeRecord, String> {
+) -> Result<OutcomeRecord, LineProblem> {
     let value: Value = serde_json::from_str(line).map_err(|e| {
-        let mut m = e.to_string();
-        if let Some(at) = m.rfind(" at line ") {
-            m.truncate(at);
+        let mut message = e.to_string();
+        if let Some(at) = message.rfind(" at line ") {
+            message.truncate(at);
         }
-        format!("not valid JSON (column {}): {m}", e.column())
+        LineProblem::NotJson { column: e.column(), message }
     })?;
     if !validator.is_valid(&value) {
-        let mut problems: Vec<(String, String)> = validator
+        let mut problems: Vec<FieldProblem> = validator
             .iter_errors(&value)
             .flat_map(|e| schema::explain(&e, Dialect::Json))
-            .map(|p| (p.path, p.message))
+            .map(|p| FieldProblem { field: p.path, message: p.message })
             .collect();
         problems.sort();
         problems.dedup();
-        let text: Vec<String> = problems
-            .iter()
-            .take(3)
-            .map(|(field, m)| if field.is_empty() { m.clone() } else { format!("field {field:?}: {m}") })
-            .collect();
-        return Err(text.join("; "));
+        return Err(LineProblem::Schema { problems });
     }
     let id = value["id"].as_str().expect("the schema requires a string id");
     let Some(task) = expected.get(id) else {
-        return Err(format!("field \"id\": {id:?} is not a question of this shard"));
+        return Err(LineProblem::NotInShard { id: id.to_string() });
     };
     let category = value["category"].as_str().expect("the schema requires a string category");
     if category != task.category {
-        return Err(format!(
-            "field \"category\": expected {:?} (the task's category), got {category:?}",
-            task.category
-        ));
+        return Err(LineProblem::WrongCategory { expected: task.category.to_string(), got: category.to_string() });
     }
     let conversation = value["conversation"].as_str().expect("the schema requires a string conversation");
     if conversation != task.conversation {
-        return Err(format!(
-            "field \"conversation\": expected {:?} (the question's sample_id), got {conversation:?}",
-            task.conversation
-        ));
+        return Err(LineProblem::WrongConversation {
+            expected: task.conversation.clone(),
+            got: conversation.to_string(),
+        });
     }
-    serde_json::from_value::<OutcomeRecord>(value).map_err(|e| format!("does not fit an outcome record: {e}"))
+    serde_json::from_value::<OutcomeRecord>(value).map_err(|source| LineProblem::NotARecord { source })
 }
 
 #[cfg(test)]
@@ -1059,7 +1004,7 @@ mod tests {
         assert_eq!(ok.records.len(), 3);
         assert!(ok.unanswered.is_none());
 
-        let check = |lines: &[String]| check_outcomes(&v, &t, &all, &lines.join("\n")).unwrap_err();
+        let check = |lines: &[String]| check_outcomes(&v, &t, &all, &lines.join("\n")).unwrap_err().to_string();
         let bad = r#"{"id": "c1#2", "conversation": "c1", "category": "temporal", "correct": "yes"}"#.to_string();
         assert_eq!(
             check(&[good[0].clone(), bad]),
@@ -1093,11 +1038,25 @@ mod tests {
             r#"out.jsonl:1: field "conversation": expected "c1" (the question's sample_id), got "c2""#
         );
         assert_eq!(check(&[good[0].clone()]), "out.jsonl: 2 of 3 questions missing: c1#2, c2#0");
+        let typed = check_outcomes(&v, &t, &all, &[good[1].clone(), good[0].clone(), good[1].clone()].join("\n"));
+        assert!(
+            matches!(
+                typed,
+                Err(OutcomeFileError::BadLine {
+                    line: 3,
+                    problem: LineProblem::Duplicate { first_line: 1, .. },
+                    others: 0
+                })
+            ),
+            "{typed:?}"
+        );
         assert_eq!(check(&["x".into(), good[0].clone(), "y".into()]).split(" (and").nth(1), Some(" 1 more bad lines)"));
 
         let err = json!({"id": "c1#2", "conversation": "c1", "category": "temporal", "correct": false, "error": "model timed out"});
         let r = check_outcomes(&v, &t, &all, &[good[0].clone(), err.to_string(), good[2].clone()].join("\n")).unwrap();
-        assert_eq!(r.unanswered.as_deref(), Some("out.jsonl:2: question c1#2 not answered: model timed out"));
+        let unanswered = r.unanswered.expect("one question is unanswered");
+        assert!(unanswered.is_retried());
+        assert_eq!(unanswered.to_string(), "out.jsonl:2: question c1#2 not answered: model timed out");
     }
 
     #[test]

@@ -956,11 +956,28 @@ pub fn render_config(
     harness_command: Option<&[String]>,
     schema: Option<&Path>,
 ) -> String {
-    let g = GateConfig::default();
-    let l = LoopConfig::default();
-    let quote = |s: &str| serde_json::to_string(s).expect("string renders");
     let mut out = String::new();
     out.push_str("# emend project configuration. Paths are relative to this file's directory.\n\n");
+    render_harness(&mut out, tasks, harness_command, schema);
+    out.push_str(&format!(
+        "\n# The served strategy; emend rewrites it atomically on every accepted change.\nstrategy: {}\n",
+        quote(&strategy.display().to_string())
+    ));
+    render_gates(&mut out, &GateConfig::default());
+    render_loop(&mut out, &LoopConfig::default());
+    out.push_str(SERVE_DOC);
+    out.push_str(ROLES_DOC);
+    out.push_str("roles: {}\n");
+    out
+}
+
+/// A YAML string: JSON's quoting is YAML's.
+fn quote(s: &str) -> String {
+    serde_json::to_string(s).expect("string renders")
+}
+
+/// The `harness:` section; with `harness_command`, of `kind: command`.
+fn render_harness(out: &mut String, tasks: &str, harness_command: Option<&[String]>, schema: Option<&Path>) {
     out.push_str("harness:\n");
     match harness_command {
         None => out.push_str(
@@ -1003,10 +1020,10 @@ pub fn render_config(
         out.push_str("    # Seconds before a shard is killed and retried once.\n    timeout_secs: 600\n");
         out.push_str("    # Task shards, and how many run at once.\n    shards: 1\n    concurrency: 1\n");
     }
-    out.push_str(&format!(
-        "\n# The served strategy; emend rewrites it atomically on every accepted change.\nstrategy: {}\n",
-        quote(&strategy.display().to_string())
-    ));
+}
+
+/// The `gates:` section at the defaults `g`.
+fn render_gates(out: &mut String, g: &GateConfig) {
     out.push_str("\ngates:\n");
     out.push_str(&format!(
         "  # Stage-1 probe: reject when accuracy falls more than this below the served strategy.\n  delta1: {}\n",
@@ -1049,15 +1066,15 @@ pub fn render_config(
         "  # Thresholdout budget of the confirm part (numbers fed back into the search).\n  holdout_budget: {}\n",
         g.holdout_budget
     ));
+}
+
+/// The `loop:` section at the defaults `l`.
+fn render_loop(out: &mut String, l: &LoopConfig) {
     out.push_str("\nloop:\n");
     out.push_str(&format!("  # Rounds per `emend evolve` unless --rounds says otherwise.\n  rounds: {}\n", l.rounds));
     out.push_str(&format!("  # Candidates proposed per round.\n  candidates: {}\n", l.candidates));
     out.push_str("  # Seed of every random choice (probe samples, bootstrap).\n  seed: 0\n");
     out.push_str(&format!("  # UCB1 exploration constant c0.\n  ucb_c: {}\n", l.ucb_c));
-    out.push_str(SERVE_DOC);
-    out.push_str(ROLES_DOC);
-    out.push_str("roles: {}\n");
-    out
 }
 
 #[cfg(test)]

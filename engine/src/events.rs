@@ -392,13 +392,7 @@ impl Projector for EngineProjector {
                 let key = evaluation_key(&strategy_hash, &harness_hash, &dataset_hash);
                 state.put(T_EVALUATIONS, &key, json!({"summary": summary, "questions": questions, "seq": record.seq}));
                 state.put(T_LAYER_A, &key, to_value(&diagnosis));
-                for q in &questions {
-                    state.put(
-                        T_QUESTIONS,
-                        &format!("{}|{}", q.id, strategy_hash),
-                        json!({"correct": q.correct, "label": q.label, "harness": harness_hash, "dataset": dataset_hash, "seq": record.seq}),
-                    );
-                }
+                project_question_history(state, record.seq, &strategy_hash, &harness_hash, &dataset_hash, &questions);
             }
             Event::ServedChanged { to, hash, cause, pinned, reason, .. } => {
                 state.put(
@@ -414,35 +408,7 @@ impl Projector for EngineProjector {
                     json!({"version": version, "hash": hash, "accuracy": accuracy, "harness_hash": harness_hash, "dataset_hash": dataset_hash}),
                 );
             }
-            Event::CandidateJudged(c) => {
-                let key = format!("{}/{}", round_key(c.round), c.id);
-                state.put(T_CANDIDATES, &key, to_value(&c));
-                if let (Some(hash), Some(doc)) = (&c.hash, &c.document)
-                    && state.get(T_STRATEGIES, &hash_key(hash)).is_none()
-                {
-                    state.put(T_STRATEGIES, &hash_key(hash), json!({"document": doc, "version": null}));
-                }
-                // The gate funnel of the round.
-                let audit_key = round_key(c.round);
-                let mut audit = state.get(T_AUDITS, &audit_key).unwrap_or_else(|| json!({}));
-                let stage = c.rejected_by.map_or_else(|| "accepted".to_string(), |s| s.to_string());
-                let count = audit.get(&stage).and_then(Value::as_u64).unwrap_or(0) + 1;
-                audit[stage.as_str()] = json!(count);
-                state.put(T_AUDITS, &audit_key, audit);
-                // The dimension's effect record.
-                if let Some(change) = &c.change {
-                    let mut effect: DimensionEffect =
-                        state.get(T_EFFECTS, &change.path).map(serde_json::from_value).transpose()?.unwrap_or_default();
-                    effect.tried += 1;
-                    if c.outcome == Outcome::Accepted {
-                        effect.accepted += 1;
-                    } else if c.delta.is_some_and(|d| d <= 0.0) {
-                        effect.reverted += 1;
-                    }
-                    effect.total_delta += c.delta.unwrap_or(0.0);
-                    state.put(T_EFFECTS, &change.path, to_value(&effect));
-                }
-            }
+            Event::CandidateJudged(c) => project_candidate(state, &c)?,
             Event::HypothesisUpdated { node } => {
                 state.put(T_TREE, &node.key.clone(), to_value(&node));
             }
@@ -455,12 +421,11 @@ impl Projector for EngineProjector {
             }
             // An escalation without `status` is open (journals before reviews existed project the same).
             Event::EscalationReviewed { class, resolved, reason, who, at } => {
-                let mut e = state.get(T_ESCALATIONS, &class).ok_or_else(|| {
+                let review = json!({"resolved": resolved, "reason": reason, "who": who, "at": at, "seq": record.seq});
+                let status = if resolved { "resolved" } else { "open" };
+                record_review(state, T_ESCALATIONS, &class, status, review).ok_or_else(|| {
                     ProjectError::from(format!("event {}: escalation {class} was never raised", record.seq))
                 })?;
-                e["status"] = json!(if resolved { "resolved" } else { "open" });
-                e["review"] = json!({"resolved": resolved, "reason": reason, "who": who, "at": at, "seq": record.seq});
-                state.put(T_ESCALATIONS, &class, e);
             }
             Event::Quarantined { version, cause, reason, who, at } => {
                 state.put(
@@ -473,12 +438,10 @@ impl Projector for EngineProjector {
                 state.remove(T_STRATEGIES, &quarantine_key(version));
             }
             Event::PendingReviewed { version, approved, reason, who, at } => {
-                let mut p = state
-                    .get(T_STRATEGIES, &pending_key(version))
+                let review = json!({"reason": reason, "who": who, "at": at, "seq": record.seq});
+                let status = if approved { "approved" } else { "rejected" };
+                record_review(state, T_STRATEGIES, &pending_key(version), status, review)
                     .ok_or_else(|| ProjectError::from(format!("event {}: v{version} was never pending", record.seq)))?;
-                p["status"] = json!(if approved { "approved" } else { "rejected" });
-                p["review"] = json!({"reason": reason, "who": who, "at": at, "seq": record.seq});
-                state.put(T_STRATEGIES, &pending_key(version), p);
             }
             Event::HookFailed { hook, version, change, error, at } => {
                 state.put(
@@ -487,18 +450,91 @@ impl Projector for EngineProjector {
                     json!({"hook": hook, "version": version, "change": change, "error": error, "at": at, "seq": record.seq}),
                 );
             }
-            Event::RoundFinished(r) => {
-                state.put(T_ROUNDS, &round_key(r.round), to_value(&r));
-                state.put(
-                    T_SCOREBOARD,
-                    &round_key(r.round),
-                    json!({"round": r.round, "served_version": r.served_version_after, "served_accuracy": r.served_accuracy,
-                           "best_version": r.best_version, "best_accuracy": r.best_accuracy, "accepted": r.accepted}),
-                );
-            }
+            Event::RoundFinished(r) => project_round(state, &r),
         }
         Ok(())
     }
+}
+
+/// One row per question of an evaluation, keyed by question and strategy.
+fn project_question_history(
+    state: &mut dyn ProjectionState,
+    seq: u64,
+    strategy_hash: &str,
+    harness_hash: &str,
+    dataset_hash: &str,
+    questions: &[QuestionResult],
+) {
+    for q in questions {
+        state.put(
+            T_QUESTIONS,
+            &format!("{}|{}", q.id, strategy_hash),
+            json!({"correct": q.correct, "label": q.label, "harness": harness_hash, "dataset": dataset_hash, "seq": seq}),
+        );
+    }
+}
+
+/// A finished round: its record, and its line of the scoreboard.
+fn project_round(state: &mut dyn ProjectionState, r: &RoundRecord) {
+    state.put(T_ROUNDS, &round_key(r.round), to_value(r));
+    state.put(
+        T_SCOREBOARD,
+        &round_key(r.round),
+        json!({"round": r.round, "served_version": r.served_version_after, "served_accuracy": r.served_accuracy,
+               "best_version": r.best_version, "best_accuracy": r.best_accuracy, "accepted": r.accepted}),
+    );
+}
+
+/// A judged candidate: its record, its strategy document (when no version holds
+/// it yet), its stage in the round's gate funnel, and its dimension's effect.
+fn project_candidate(state: &mut dyn ProjectionState, c: &CandidateRecord) -> Result<(), ProjectError> {
+    let key = format!("{}/{}", round_key(c.round), c.id);
+    state.put(T_CANDIDATES, &key, to_value(c));
+    if let (Some(hash), Some(doc)) = (&c.hash, &c.document)
+        && state.get(T_STRATEGIES, &hash_key(hash)).is_none()
+    {
+        state.put(T_STRATEGIES, &hash_key(hash), json!({"document": doc, "version": null}));
+    }
+    count_in_funnel(state, c);
+    if let Some(change) = &c.change {
+        let effect: DimensionEffect =
+            state.get(T_EFFECTS, &change.path).map(serde_json::from_value).transpose()?.unwrap_or_default();
+        state.put(T_EFFECTS, &change.path, to_value(&with_candidate(effect, c)));
+    }
+    Ok(())
+}
+
+/// Counts `c` in its round's gate funnel: at the stage that rejected it, or as accepted.
+fn count_in_funnel(state: &mut dyn ProjectionState, c: &CandidateRecord) {
+    let audit_key = round_key(c.round);
+    let mut audit = state.get(T_AUDITS, &audit_key).unwrap_or_else(|| json!({}));
+    let stage = c.rejected_by.map_or_else(|| "accepted".to_string(), |s| s.to_string());
+    let count = audit.get(&stage).and_then(Value::as_u64).unwrap_or(0) + 1;
+    audit[stage.as_str()] = json!(count);
+    state.put(T_AUDITS, &audit_key, audit);
+}
+
+/// A dimension's effect record with candidate `c` of that dimension added: a candidate
+/// that was not accepted and did not help (delta at most 0) counts as reverted.
+fn with_candidate(mut effect: DimensionEffect, c: &CandidateRecord) -> DimensionEffect {
+    effect.tried += 1;
+    if c.outcome == Outcome::Accepted {
+        effect.accepted += 1;
+    } else if c.delta.is_some_and(|d| d <= 0.0) {
+        effect.reverted += 1;
+    }
+    effect.total_delta += c.delta.unwrap_or(0.0);
+    effect
+}
+
+/// Sets the `status` and `review` of the entry at `key` of `tree`; `None` when there
+/// is no such entry (a review of something never raised).
+fn record_review(state: &mut dyn ProjectionState, tree: &str, key: &str, status: &str, review: Value) -> Option<()> {
+    let mut entry = state.get(tree, key)?;
+    entry["status"] = json!(status);
+    entry["review"] = review;
+    state.put(tree, key, entry);
+    Some(())
 }
 
 /// UTC now as RFC 3339, whole seconds (`2026-11-29T14:03:23Z`).
@@ -594,5 +630,63 @@ mod tests {
         assert_eq!(j.get(T_STRATEGIES, "v/0000000001").unwrap().unwrap()["hash"], "ab");
         assert_eq!(j.get(T_STRATEGIES, "h/ab").unwrap().unwrap()["document"]["x"], 1);
         assert!(j.verify().unwrap().is_ok());
+    }
+
+    fn judged(outcome: Outcome, delta: Option<f64>) -> CandidateRecord {
+        CandidateRecord {
+            id: "c1".into(),
+            round: 1,
+            hash: None,
+            parent_version: 1,
+            parent_hash: "p".into(),
+            hypothesis: "retrieval.top_k::increase".into(),
+            change: Some(Change { path: "retrieval.top_k".into(), from: json!(5), to: json!(8) }),
+            document: None,
+            motivation: BTreeMap::new(),
+            actionability: 0.5,
+            ucb: 1.0,
+            gates: vec![],
+            critic: None,
+            probe: None,
+            full: None,
+            outcome,
+            rejected_by: None,
+            reason: String::new(),
+            delta,
+            alpha: None,
+            accepted_version: None,
+            more_changes: vec![],
+        }
+    }
+
+    #[test]
+    fn a_dimension_effect_counts_a_candidate_that_did_not_help_as_reverted() {
+        let effect = [
+            judged(Outcome::Accepted, Some(0.05)),
+            judged(Outcome::Rejected, Some(0.0)),
+            judged(Outcome::Rejected, Some(0.01)),
+            judged(Outcome::Errored, None),
+        ]
+        .iter()
+        .fold(DimensionEffect::default(), with_candidate);
+        assert_eq!((effect.tried, effect.accepted, effect.reverted), (4, 1, 1));
+        assert!((effect.total_delta - 0.06).abs() < 1e-12, "{}", effect.total_delta);
+    }
+
+    #[test]
+    fn a_review_marks_its_escalation_and_a_review_of_nothing_is_refused() {
+        let mut j = MemoryJournal::new(EngineProjector);
+        let review = |class: &str| Event::EscalationReviewed {
+            class: class.into(),
+            resolved: true,
+            reason: "schema changed".into(),
+            who: "ann".into(),
+            at: "2026-12-01T00:00:00Z".into(),
+        };
+        assert!(j.append(vec![review("prompt").to_new()]).is_err(), "never raised");
+        let raised = Event::Escalated { class: "prompt".into(), round: 3, reasons: vec!["out of scope".into()] };
+        j.append(vec![raised.to_new(), review("prompt").to_new()]).unwrap();
+        let e = j.get(T_ESCALATIONS, "prompt").unwrap().unwrap();
+        assert_eq!((&e["status"], &e["review"]["who"], &e["round"]), (&json!("resolved"), &json!("ann"), &json!(3)));
     }
 }

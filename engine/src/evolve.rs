@@ -474,14 +474,8 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             return Ok((rec.questions, true));
         }
         let eval = self.backend.evaluate(artifact, None).map_err(|source| EvolveError::Served { version, source })?;
-        if let Some(o) = eval.outcomes.iter().find(|o| o.error.is_some()) {
-            let source = BackendError::Failed(format!(
-                "{} of {} questions could not be evaluated (first: {}: {})",
-                eval.errors(),
-                eval.n(),
-                o.id,
-                o.error.as_deref().unwrap_or("")
-            ));
+        if eval.outcomes.iter().any(|o| o.error.is_some()) {
+            let source = BackendError::incomplete(&eval, eval.n());
             return Err(EvolveError::Served { version, source });
         }
         let results = question_results(&eval);
@@ -871,11 +865,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         }
         let eval = self.backend.evaluate(artifact, Some(&ids)).map_err(EvolveError::Winner)?;
         if eval.outcomes.iter().any(|o| o.error.is_some()) || eval.n() != ids.len() {
-            return Err(EvolveError::Winner(BackendError::Failed(format!(
-                "{} of {} questions answered",
-                eval.outcomes.iter().filter(|o| o.error.is_none()).count(),
-                ids.len()
-            ))));
+            return Err(EvolveError::Winner(BackendError::incomplete(&eval, ids.len())));
         }
         let mut all = question_results(&eval);
         all.extend(t.full.as_ref().expect("the winner was tested").iter().cloned());

@@ -245,7 +245,18 @@ mod tests {
         }
         fn evaluate(&self, _: &Artifact, subset: Option<&[String]>) -> Result<Evaluation, BackendError> {
             if self.fail {
-                return Err(BackendError::Failed("down".into()));
+                // The external harness's command timing out twice, as an unreachable system does.
+                let timed_out = || crate::command::ShardFailure::TimedOut {
+                    after: std::time::Duration::from_secs(30),
+                    stderr: "down".into(),
+                };
+                let failed = crate::command::ShardFailed {
+                    shard: 1,
+                    count: 1,
+                    first_attempt: Some(Box::new(timed_out())),
+                    kind: timed_out(),
+                };
+                return Err(BackendError::Shard { failed: Box::new(failed), others: 0 });
             }
             let ids: Vec<String> =
                 subset.map_or_else(|| self.questions().into_iter().map(|q| q.0).collect(), <[_]>::to_vec);
@@ -366,7 +377,10 @@ mod tests {
         let (s, record) = run(&Fake { correct: 10, fail: true }, 6, "retrieval_gap", &mut BTreeSet::new());
         let s = stop(s);
         assert_eq!((s.by, s.stage, s.outcome), (StoppedBy::Errored, Stage::Probe, Outcome::Errored));
-        assert_eq!(s.reason, "probe evaluation failed: down");
+        assert_eq!(
+            s.reason,
+            "probe evaluation failed: shard 1/1: timed out after 30s (killed) after retry; stderr: down"
+        );
         assert!(record.probe.is_none());
     }
 

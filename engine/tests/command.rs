@@ -501,4 +501,6 @@ runpy.run_path(ADAPTER, run_name="__main__")
     let (code, _, err) = emend(&dir, &["evolve", "--rounds", "1", "--quiet"]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("shard 1/1: exit status 2 after retry; stderr: database unreachable"), "{err}");
+    // The failure keeps its typed cause as its source, and the line says it once.
+    assert_eq!(err.matches("database unreachable").count(), 1, "{err}");
 }

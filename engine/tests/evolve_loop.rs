@@ -78,7 +78,9 @@ impl Backend for Scripted {
         if let Some((path, value)) = &self.fail_when
             && get_path(&a.value, path) == Some(value)
         {
-            return Err(BackendError::Failed(format!("scripted failure for {path} = {value}")));
+            // As the built-in harness refuses a strategy value it cannot run.
+            let refused = harness::EvalError::Strategy { field: path, message: format!("scripted failure at {value}") };
+            return Err(BackendError::Harness(refused));
         }
         let cap = (self.capacity)(&a.value);
         let outcomes = (0..N)

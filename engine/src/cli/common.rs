@@ -60,6 +60,22 @@ pub fn classified(class: ErrorClass, error: impl Into<anyhow::Error>) -> Failure
     Failure { code, error: error.into() }
 }
 
+/// An error and its causes on one line, joined by `: ` as `{:#}` joins them, except that a
+/// cause whose text is already in the line is not repeated: many errors keep their cause
+/// as their source and also say it in their own message, because the loop journals that
+/// one message (an errored candidate's reason) without its chain.
+pub fn error_line(error: &anyhow::Error) -> String {
+    let mut line = error.to_string();
+    for cause in error.chain().skip(1) {
+        let text = cause.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+    }
+    line
+}
+
 pub fn journal_failure(e: JournalError) -> Failure {
     classified(e.exit_class(), e)
 }
@@ -131,4 +147,32 @@ pub fn write_output(flag: &str, path: &Path, bytes: &[u8]) -> Result<(), Failure
     check_output_dir(flag, path)?;
     engine::artifact::write_atomic(path, bytes)
         .map_err(|e| Failure::failed(anyhow::anyhow!("{flag} {}: cannot write: {e}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("evaluating v1 failed: {source}")]
+    struct Says {
+        source: std::io::Error,
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("reading the journal")]
+    struct Keeps {
+        #[source]
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn a_cause_is_printed_once_whether_or_not_its_error_says_it() {
+        let io = || std::io::Error::other("disk on fire");
+        let said = anyhow::Error::new(Says { source: io() }).context("emend.yaml");
+        assert_eq!(format!("{said:#}"), "emend.yaml: evaluating v1 failed: disk on fire: disk on fire");
+        assert_eq!(error_line(&said), "emend.yaml: evaluating v1 failed: disk on fire");
+        let kept = anyhow::Error::new(Keeps { source: io() });
+        assert_eq!(error_line(&kept), "reading the journal: disk on fire");
+    }
 }

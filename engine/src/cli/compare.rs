@@ -358,6 +358,26 @@ fn human(base: &str, cand: &str, c: &Comparison, thresholds: &Thresholds, cost: 
         ci.resamples,
         ci.seed
     );
+    let _ = writeln!(w, "{}", mcnemar_line(m));
+    if let Some(k) = cost {
+        let _ = writeln!(
+            w,
+            "cost      mean context tokens {:.1} -> {:.1} ({:+.2}%)",
+            k.baseline_mean_tokens,
+            k.candidate_mean_tokens,
+            k.growth() * 100.0
+        );
+    }
+    let _ = writeln!(w);
+    let _ = write!(w, "{}", category_table(p));
+    let _ = writeln!(w);
+    let _ = write!(w, "{}", verdict_section(c, thresholds));
+    out
+}
+
+/// Which McNemar test decided (exact below [`stats::EXACT_BELOW`] discordant pairs), its
+/// p-value, and the other test's for comparison.
+fn mcnemar_line(m: &stats::McNemar) -> String {
     let discordant = m.improved + m.regressed;
     let test = match m.test {
         stats::McNemarTest::Exact => {
@@ -372,17 +392,11 @@ fn human(base: &str, cand: &str, c: &Comparison, thresholds: &Thresholds, cost: 
         (stats::McNemarTest::Exact, Some(chi)) => format!("  (chi-square p = {})", p_value(chi)),
         (stats::McNemarTest::Exact, None) => String::new(),
     };
-    let _ = writeln!(w, "McNemar   {test}: p = {}{other}", p_value(m.p_value));
-    if let Some(k) = cost {
-        let _ = writeln!(
-            w,
-            "cost      mean context tokens {:.1} -> {:.1} ({:+.2}%)",
-            k.baseline_mean_tokens,
-            k.candidate_mean_tokens,
-            k.growth() * 100.0
-        );
-    }
-    let _ = writeln!(w);
+    format!("McNemar   {test}: p = {}{other}", p_value(m.p_value))
+}
+
+/// Accuracy per category, baseline against candidate.
+fn category_table(p: &stats::Paired) -> String {
     let rows = p
         .per_category()
         .iter()
@@ -396,12 +410,13 @@ fn human(base: &str, cand: &str, c: &Comparison, thresholds: &Thresholds, cost: 
             ]
         })
         .collect();
-    let _ = write!(
-        w,
-        "{}",
-        term::table(&["category", "n", "baseline", "candidate", "delta"], rows, &[false, true, true, true, true])
-    );
-    let _ = writeln!(w);
+    term::table(&["category", "n", "baseline", "candidate", "delta"], rows, &[false, true, true, true, true])
+}
+
+/// The decision and every rule with its verdict.
+fn verdict_section(c: &Comparison, thresholds: &Thresholds) -> String {
+    let mut out = String::new();
+    let w = &mut out;
     let failed = c.verdict.failed().count();
     let decision = if c.verdict.accept {
         format!("ACCEPT (all {} rules pass", c.verdict.rules.len())

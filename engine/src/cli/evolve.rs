@@ -90,6 +90,39 @@ fn relative_argv(argv: &[String], project_abs: &Path) -> Vec<String> {
 const STATE_GITIGNORE: &str = "# Written by emend init: the journal, caches and lock are local state.\n*\n";
 
 pub fn init(args: &InitArgs) -> CmdResult {
+    let plan = plan_init(args)?;
+    // From here on a failure removes what this command created.
+    let dir = &args.dir;
+    let created = Created::new(dir);
+    std::fs::create_dir_all(dir).map_err(|e| Failure::failed(anyhow::anyhow!("{}: {e}", dir.display())))?;
+    let backend = match write_project(&plan, args) {
+        Ok(backend) => backend,
+        Err(failure) => {
+            created.undo(&plan.project);
+            return Err(failure);
+        }
+    };
+    print_initialized(&plan, backend.questions().len(), args.json);
+    Ok(exit::OK)
+}
+
+/// What `emend init` will write, checked before anything is: the configuration, the
+/// schema and the first version.
+struct InitPlan {
+    project: Project,
+    /// The text of emend.yaml.
+    config: String,
+    /// `harness.tasks` as emend.yaml holds it.
+    tasks: String,
+    schema: StrategySchema,
+    /// `harness.schema` as emend.yaml holds it; None for the built-in schema.
+    schema_rel: Option<PathBuf>,
+    /// Where the first version comes from, as `init` reports it.
+    origin: String,
+    start: artifact::Artifact,
+}
+
+fn plan_init(args: &InitArgs) -> Result<InitPlan, Failure> {
     let dir = &args.dir;
     if dir.join(config::CONFIG_FILE).exists() {
         return Err(Failure::bad_input(anyhow::anyhow!(
@@ -100,15 +133,7 @@ pub fn init(args: &InitArgs) -> CmdResult {
     // Paths given on the command line are relative to where the user stands.
     // emend.yaml holds them relative to its own directory, as its first line says.
     let project_abs = absolute_dir(dir);
-    let tasks = if args.tasks == "builtin" {
-        args.tasks.clone()
-    } else {
-        let file = absolute(Path::new(&args.tasks));
-        if !file.is_file() {
-            return Err(Failure::bad_input(anyhow::anyhow!("--tasks {}: no such file", args.tasks)));
-        }
-        artifact::relative_path(&project_abs, &file)
-    };
+    let tasks = tasks_setting(&args.tasks, &project_abs)?;
     let schema_path = args.schema.as_deref().map(absolute);
     let schema = match &schema_path {
         Some(p) => StrategySchema::from_path(p).map_err(Failure::bad_input)?,
@@ -125,88 +150,108 @@ pub fn init(args: &InitArgs) -> CmdResult {
         )));
     }
     let schema_rel = schema_path.as_deref().map(|p| PathBuf::from(artifact::relative_path(&project_abs, p)));
-    // Read with the strategy size and depth bounds.
-    let (origin, start) = match &args.strategy {
-        Some(p) => (p.display().to_string(), artifact::load_file(p, &schema).map_err(Failure::bad_input)?),
-        None => {
-            let origin = "strategies/default.yaml (built in)".to_string();
-            let start = artifact::from_yaml(&origin, DEFAULT_STRATEGY, &schema).map_err(Failure::bad_input)?;
-            (origin, start)
-        }
-    };
+    let (origin, start) = starting_strategy(args.strategy.as_deref(), &schema)?;
     let strategy_rel = PathBuf::from("strategies/served.yaml");
     let argv = args.harness_command.as_ref().map(|argv| relative_argv(argv, &project_abs));
-    let mut rendered = config::render_config(&tasks, &strategy_rel, argv.as_deref(), schema_rel.as_deref());
+    let mut config = config::render_config(&tasks, &strategy_rel, argv.as_deref(), schema_rel.as_deref());
     if let Some(convs) = &args.conversations {
         let list =
             convs.iter().map(|c| serde_json::to_string(c).expect("string renders")).collect::<Vec<_>>().join(", ");
-        rendered = rendered.replacen("  conversations: null\n", &format!("  conversations: [{list}]\n"), 1);
+        config = config.replacen("  conversations: null\n", &format!("  conversations: [{list}]\n"), 1);
     }
     // Check the configuration and the task set before writing anything.
-    let parsed = config::parse_config(&rendered)
+    let parsed = config::parse_config(&config)
         .map_err(|m| Failure::failed(anyhow::anyhow!("generated emend.yaml is invalid: {m}")))?;
     let project = Project { dir: dir.clone(), config: parsed };
-    // From here on a failure removes what this command created.
-    let created = Created::new(dir);
-    std::fs::create_dir_all(dir).map_err(|e| Failure::failed(anyhow::anyhow!("{}: {e}", dir.display())))?;
-    let written = (|| -> Result<Box<dyn engine::backend::Backend>, Failure> {
-        // The task set and harness are checked before anything is written into the directory.
-        let backend = init_backend(&project, &schema, args)?;
-        artifact::write_atomic(&project.config_path(), rendered.as_bytes()).map_err(Failure::failed)?;
-        let mut log = common::writer(&project)?;
-        let state = dir.join(config::STATE_DIR).join(".gitignore");
-        artifact::write_atomic(&state, STATE_GITIGNORE.as_bytes())
-            .map_err(|e| Failure::failed(anyhow::anyhow!("{}: {e}", state.display())))?;
-        if args.schema.is_none() {
-            // For editors (the served file's modeline) and other tools; `harness.schema: null`
-            // still means the built-in schema, so editing this copy changes nothing.
-            let copy = dir.join(artifact::PROJECT_SCHEMA_FILE);
-            let parent = copy.parent().expect("a file under schema/");
-            std::fs::create_dir_all(parent)
-                .map_err(|e| Failure::failed(anyhow::anyhow!("{}: {e}", parent.display())))?;
-            artifact::write_atomic(&copy, engine::schema::BUILTIN_SCHEMA.as_bytes())
-                .map_err(|e| Failure::failed(anyhow::anyhow!("{}: {e}", copy.display())))?;
+    Ok(InitPlan { project, config, tasks, schema, schema_rel, origin, start })
+}
+
+/// `--tasks` as emend.yaml holds it: `builtin`, or the file relative to the project.
+fn tasks_setting(tasks: &str, project_abs: &Path) -> Result<String, Failure> {
+    if tasks == "builtin" {
+        return Ok(tasks.to_string());
+    }
+    let file = absolute(Path::new(tasks));
+    if !file.is_file() {
+        return Err(Failure::bad_input(anyhow::anyhow!("--tasks {tasks}: no such file")));
+    }
+    Ok(artifact::relative_path(project_abs, &file))
+}
+
+/// The first version, `--strategy` or the built-in default, read with the strategy
+/// size and depth bounds, and where it came from.
+fn starting_strategy(
+    strategy: Option<&Path>,
+    schema: &StrategySchema,
+) -> Result<(String, artifact::Artifact), Failure> {
+    match strategy {
+        Some(p) => Ok((p.display().to_string(), artifact::load_file(p, schema).map_err(Failure::bad_input)?)),
+        None => {
+            let origin = "strategies/default.yaml (built in)".to_string();
+            let start = artifact::from_yaml(&origin, DEFAULT_STRATEGY, schema).map_err(Failure::bad_input)?;
+            Ok((origin, start))
         }
-        evolve::initialize(&mut log, &start, &format!("initialized from {origin}")).map_err(common::evolve_failure)?;
-        evolve::write_served(&project, 1, None, &start.hash, &evolve::strip_metadata(&start.value))
-            .map_err(common::evolve_failure)?;
-        Ok(backend)
-    })();
-    let backend = match written {
-        Ok(backend) => backend,
-        Err(failure) => {
-            created.undo(&project);
-            return Err(failure);
-        }
-    };
-    let n = backend.questions().len();
-    if args.json {
+    }
+}
+
+/// Writes the project into its (existing) directory: emend.yaml, the journal with v1,
+/// the served file and, without `--schema`, a copy of the built-in schema. The task
+/// set and harness are checked (the backend built) before anything is written.
+fn write_project(plan: &InitPlan, args: &InitArgs) -> Result<Box<dyn engine::backend::Backend>, Failure> {
+    let (dir, project) = (&args.dir, &plan.project);
+    let backend = init_backend(project, &plan.schema, args)?;
+    artifact::write_atomic(&project.config_path(), plan.config.as_bytes()).map_err(Failure::failed)?;
+    let mut log = common::writer(project)?;
+    let state = dir.join(config::STATE_DIR).join(".gitignore");
+    artifact::write_atomic(&state, STATE_GITIGNORE.as_bytes())
+        .map_err(|e| Failure::failed(anyhow::anyhow!("{}: {e}", state.display())))?;
+    if args.schema.is_none() {
+        // For editors (the served file's modeline) and other tools; `harness.schema: null`
+        // still means the built-in schema, so editing this copy changes nothing.
+        let copy = dir.join(artifact::PROJECT_SCHEMA_FILE);
+        let parent = copy.parent().expect("a file under schema/");
+        std::fs::create_dir_all(parent).map_err(|e| Failure::failed(anyhow::anyhow!("{}: {e}", parent.display())))?;
+        artifact::write_atomic(&copy, engine::schema::BUILTIN_SCHEMA.as_bytes())
+            .map_err(|e| Failure::failed(anyhow::anyhow!("{}: {e}", copy.display())))?;
+    }
+    let start = &plan.start;
+    evolve::initialize(&mut log, start, &format!("initialized from {}", plan.origin))
+        .map_err(common::evolve_failure)?;
+    evolve::write_served(project, 1, None, &start.hash, &evolve::strip_metadata(&start.value))
+        .map_err(common::evolve_failure)?;
+    Ok(backend)
+}
+
+/// What `emend init` reports: the files it wrote and the size of the task set.
+fn print_initialized(plan: &InitPlan, questions: usize, json: bool) {
+    let (project, dir) = (&plan.project, &plan.project.dir);
+    let schema_rel = plan.schema_rel.as_deref();
+    if json {
         common::print_json(&json!({
             "project": dir.display().to_string(),
             "config": project.config_path().display().to_string(),
             "strategy": project.strategy_path().display().to_string(),
             "journal": project.journal_dir().display().to_string(),
-            "schema": project.resolve(schema_rel.as_deref().unwrap_or(Path::new(artifact::PROJECT_SCHEMA_FILE))).display().to_string(),
+            "schema": project.resolve(schema_rel.unwrap_or(Path::new(artifact::PROJECT_SCHEMA_FILE))).display().to_string(),
             "served_version": 1,
-            "served_hash": start.hash,
-            "questions": n,
+            "served_hash": plan.start.hash,
+            "questions": questions,
         }));
-    } else {
-        println!("initialized emend project in {}", dir.display());
-        println!("  {}  (settings, every one commented)", project.config_path().display());
-        println!("  {}  (v1, hash {:.12}, from {origin})", project.strategy_path().display(), start.hash);
-        println!("  {}  (journal; .emend/ ignores itself for git)", project.journal_dir().display());
-        match &schema_rel {
-            Some(p) => println!("  {}  (strategy schema, named in the served file)", project.resolve(p).display()),
-            None => println!(
-                "  {}  (a copy of the built-in strategy schema, for editors)",
-                dir.join(artifact::PROJECT_SCHEMA_FILE).display()
-            ),
-        }
-        println!("  task set: {tasks} ({n} questions)");
-        println!("next: cd {} && emend evolve", dir.display());
+        return;
     }
-    Ok(exit::OK)
+    println!("initialized emend project in {}", dir.display());
+    println!("  {}  (settings, every one commented)", project.config_path().display());
+    println!("  {}  (v1, hash {:.12}, from {})", project.strategy_path().display(), plan.start.hash, plan.origin);
+    println!("  {}  (journal; .emend/ ignores itself for git)", project.journal_dir().display());
+    match schema_rel {
+        Some(p) => println!("  {}  (strategy schema, named in the served file)", project.resolve(p).display()),
+        None => println!(
+            "  {}  (a copy of the built-in strategy schema, for editors)",
+            dir.join(artifact::PROJECT_SCHEMA_FILE).display()
+        ),
+    }
+    println!("  task set: {} ({questions} questions)", plan.tasks);
+    println!("next: cd {} && emend evolve", dir.display());
 }
 
 /// The backend a new project would use; its errors name the flag that gave the bad input.

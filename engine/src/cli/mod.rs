@@ -38,7 +38,8 @@ impl Failure {
     }
 }
 
-/// Result of a command: `Ok(code)` is printed nothing more; `Err` is printed as `error: {:#}`.
+/// Result of a command: `Ok(code)` is printed nothing more; `Err` is printed as `error: ` and
+/// its chain on one line ([`common::error_line`]).
 pub type CmdResult = Result<u8, Failure>;
 
 #[derive(Debug, Parser)]
@@ -165,7 +166,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
-            let message = format!("{:#}", failure.error);
+            let message = common::error_line(&failure.error);
             eprintln!("error: {message}");
             if json && !common::json_printed() {
                 shell::print_json_error(&message, failure.code);

@@ -611,21 +611,7 @@ fn do_rollback(
     let schema = common::schema(project)?;
     let mut log = common::writer(project)?;
     let store = Store::new(&log);
-    let target = match destination {
-        Destination::Version(v) => v,
-        Destination::Best => store
-            .best()
-            .map_err(common::store_failure)?
-            .map(|b| b.version)
-            .ok_or_else(|| Failure::bad_input(anyhow::anyhow!("no best-ever version yet (no round has run)")))?,
-    };
-    // An unknown version is refused before anything is written.
-    if store.version(target).map_err(common::store_failure)?.is_none() {
-        return Err(Failure::bad_input(anyhow::anyhow!(
-            "no version v{target} in the journal (it has v1..v{}; see `emend log`)",
-            store.max_version().unwrap_or(0)
-        )));
-    }
+    let target = rollback_target(&store, destination)?;
     let served = store
         .served()
         .map_err(common::store_failure)?
@@ -650,14 +636,8 @@ fn do_rollback(
         eprintln!("warning: {msg}");
         reason.push_str(" (the hand-edited served file was not a valid strategy; it was kept beside the journal)");
     }
-    // A rollback quarantines what it rolls back from (journaled before the move), so that
-    // neither auto-restore nor the best-ever pointer brings it back.
-    let quarantined: Vec<u64> = if cause == "rollback" {
-        let history = engine::served::served_history(&log).map_err(common::evolve_failure)?;
-        let from = engine::served::rolled_back_from(&history, served.version, target);
-        let why = format!("rolled back to v{target}: {reason}");
-        engine::served::quarantine(&mut log, &from, "rollback", &why).map_err(common::evolve_failure)?;
-        from
+    let quarantined = if cause == "rollback" {
+        quarantine_rolled_back_from(&mut log, served.version, target, &reason)?
     } else {
         vec![]
     };
@@ -670,46 +650,122 @@ fn do_rollback(
         }
         _ => None,
     };
-    let v = serde_json::to_value(&event).expect("events serialize");
+    let done = RolledBack {
+        cause,
+        reason,
+        record: serde_json::to_value(&event).expect("events serialize"),
+        edit,
+        quarantined,
+        hook,
+        target,
+        already_served: served.version == target,
+        pin,
+    };
     if json_out {
-        let journaled = match &edit {
+        common::print_json(&done.json());
+    } else {
+        print!("{}", done.human(project));
+    }
+    Ok(exit::OK)
+}
+
+/// The version a rollback goes to; an unknown version is refused before anything is written.
+fn rollback_target(store: &Store<'_, journal::SledJournal>, destination: Destination) -> Result<u64, Failure> {
+    let target = match destination {
+        Destination::Version(v) => v,
+        Destination::Best => store
+            .best()
+            .map_err(common::store_failure)?
+            .map(|b| b.version)
+            .ok_or_else(|| Failure::bad_input(anyhow::anyhow!("no best-ever version yet (no round has run)")))?,
+    };
+    if store.version(target).map_err(common::store_failure)?.is_none() {
+        return Err(Failure::bad_input(anyhow::anyhow!(
+            "no version v{target} in the journal (it has v1..v{}; see `emend log`)",
+            store.max_version().unwrap_or(0)
+        )));
+    }
+    Ok(target)
+}
+
+/// Quarantines what a rollback from `served` to `target` rolls back from (journaled
+/// before the move), so that neither auto-restore nor the best-ever pointer brings it back.
+fn quarantine_rolled_back_from(
+    log: &mut journal::SledJournal,
+    served: u64,
+    target: u64,
+    reason: &str,
+) -> Result<Vec<u64>, Failure> {
+    let history = engine::served::served_history(&*log).map_err(common::evolve_failure)?;
+    let from = engine::served::rolled_back_from(&history, served, target);
+    let why = format!("rolled back to v{target}: {reason}");
+    engine::served::quarantine(log, &from, "rollback", &why).map_err(common::evolve_failure)?;
+    Ok(from)
+}
+
+/// What a rollback or restore-best did, for its report.
+struct RolledBack<'a> {
+    /// `rollback` or `restore_best`.
+    cause: &'a str,
+    reason: String,
+    /// The journaled `served_changed` event.
+    record: serde_json::Value,
+    edit: Option<HandEdit>,
+    quarantined: Vec<u64>,
+    /// Why the `on_served` hook failed, if it ran and failed.
+    hook: Option<String>,
+    target: u64,
+    /// The target was served already: the record only pins or unpins it.
+    already_served: bool,
+    pin: bool,
+}
+
+impl RolledBack<'_> {
+    fn json(&self) -> serde_json::Value {
+        let journaled = match &self.edit {
             Some(HandEdit::Journaled(v)) => Some(*v),
             _ => None,
         };
-        common::print_json(
-            &json!({"record": v, "hand_edit_version": journaled, "quarantined": quarantined, "hook_failure": hook}),
+        json!({"record": self.record, "hand_edit_version": journaled, "quarantined": self.quarantined, "hook_failure": self.hook})
+    }
+
+    fn human(&self, project: &Project) -> String {
+        let v = &self.record;
+        let mut out = String::new();
+        if let Some(HandEdit::Journaled(k)) = self.edit {
+            out += &format!(
+                "the hand-edited served file was journaled as v{k} before it was replaced (see `emend show v{k}`)\n"
+            );
+        }
+        let best = match (v["best_version"].as_u64(), v["best_accuracy"].as_f64()) {
+            (Some(b), Some(a)) => format!("; best-ever is v{b} ({a:.4})"),
+            _ => String::new(),
+        };
+        out += &format!(
+            "{}: served v{} -> v{} by {} ({}){best}\n{} written\n",
+            self.cause.replace('_', " "),
+            v["from"],
+            v["to"],
+            v["who"].as_str().unwrap_or(""),
+            self.reason,
+            project.strategy_path().display()
         );
-        return Ok(exit::OK);
+        if !self.quarantined.is_empty() {
+            let names: Vec<String> = self.quarantined.iter().map(|q| format!("v{q}")).collect();
+            out += &format!(
+                "quarantined {}: never served automatically again (`emend unquarantine vN` lifts it)\n",
+                names.join(", ")
+            );
+        }
+        if self.already_served {
+            let what = if self.pin { "pins it" } else { "unpins it" };
+            out += &format!("v{} was already served; the record {what}\n", self.target);
+        }
+        if self.pin {
+            out += "pinned: best-ever auto-restore is suspended until `emend restore-best` or an accepted change\n";
+        }
+        out
     }
-    if let Some(HandEdit::Journaled(k)) = edit {
-        println!("the hand-edited served file was journaled as v{k} before it was replaced (see `emend show v{k}`)");
-    }
-    let best = match (v["best_version"].as_u64(), v["best_accuracy"].as_f64()) {
-        (Some(b), Some(a)) => format!("; best-ever is v{b} ({a:.4})"),
-        _ => String::new(),
-    };
-    println!(
-        "{}: served v{} -> v{} by {} ({reason}){best}\n{} written",
-        cause.replace('_', " "),
-        v["from"],
-        v["to"],
-        v["who"].as_str().unwrap_or(""),
-        project.strategy_path().display()
-    );
-    if !quarantined.is_empty() {
-        let names: Vec<String> = quarantined.iter().map(|q| format!("v{q}")).collect();
-        println!(
-            "quarantined {}: never served automatically again (`emend unquarantine vN` lifts it)",
-            names.join(", ")
-        );
-    }
-    if served.version == target {
-        println!("v{target} was already served; the record {}", if pin { "pins it" } else { "unpins it" });
-    }
-    if pin {
-        println!("pinned: best-ever auto-restore is suspended until `emend restore-best` or an accepted change");
-    }
-    Ok(exit::OK)
 }
 
 pub fn rollback(args: &RollbackArgs, project_dir: Option<&Path>) -> CmdResult {
