@@ -60,6 +60,13 @@ pub struct SearchSettings {
     pub seed: u64,
     /// Fields a TPE point may move at once.
     pub keep: usize,
+    /// Scouts per search: TPE points anywhere in the implicated fields'
+    /// ranges, scored on `scout_rung` questions and never proposed
+    /// themselves; candidates step toward the best of them.
+    pub scouts: usize,
+    pub scout_rung: usize,
+    /// Best-scored strategies that candidates step toward.
+    pub targets: usize,
 }
 
 impl Default for SearchSettings {
@@ -74,6 +81,9 @@ impl Default for SearchSettings {
             epsilon_c: 1.0,
             seed: 0,
             keep: 8,
+            scouts: 24,
+            scout_rung: 64,
+            targets: 3,
         }
     }
 }
@@ -94,6 +104,8 @@ pub struct SearchProposer {
     number: u64,
     /// Searches run so far (each draws its own order of the search part).
     searches: u64,
+    /// The served strategy's search-part accuracy in the current search.
+    scored_served: f64,
 }
 
 impl SearchProposer {
@@ -107,6 +119,7 @@ impl SearchProposer {
             misses: (String::new(), 0),
             number: 0,
             searches: 0,
+            scored_served: 0.0,
         }
     }
 }
@@ -162,9 +175,10 @@ fn label_bundles(ask: &Ask<'_>, depth: usize) -> Vec<Vec<Move>> {
         .collect()
 }
 
-/// `space` narrowed to one step around `doc`: numbers within `x-max-delta` of
-/// their current value, options a missing model needs removed.
-fn step_box(schema: &StrategySchema, space: Space, doc: &Value, roles: &[String]) -> Space {
+/// `space` without the options a missing model needs and, when `narrow`,
+/// narrowed to one step around `doc`: numbers within `x-max-delta` of their
+/// current value.
+fn step_box(schema: &StrategySchema, space: Space, doc: &Value, roles: &[String], narrow: bool) -> Space {
     let params = space
         .params
         .into_iter()
@@ -172,6 +186,7 @@ fn step_box(schema: &StrategySchema, space: Space, doc: &Value, roles: &[String]
             let field = schema.field(&p.path)?;
             let current = get_path(doc, &p.path)?;
             match &mut p.domain {
+                Domain::Int { .. } | Domain::Float { .. } if !narrow => Some(p),
                 Domain::Int { low, high } => {
                     let (x, d) = (current.as_f64()?, field.max_delta.unwrap_or(f64::INFINITY));
                     *low = (*low).max((x - d).ceil() as i64);
@@ -248,6 +263,31 @@ fn snap(schema: &StrategySchema, served: &Value, doc: &mut Value, space: &Space)
     }
 }
 
+/// The strategy one step (`fraction` of each field's `x-max-delta`) from
+/// `served` toward `target` in every field of `far`: numbers move by at most
+/// that much, options take the target's value; snapped to the `x-step` grid
+/// and repaired to the invariants. A point the sampler found far away is
+/// reached this way, a step at a time, each step tested on its own.
+fn toward(schema: &StrategySchema, far: &Space, served: &Value, target: &Value, fraction: f64) -> Option<Value> {
+    let mut doc = served.clone();
+    for p in &far.params {
+        let b = get_path(target, &p.path)?;
+        let value = match &p.domain {
+            Domain::Categorical(_) => b.clone(),
+            Domain::Int { .. } | Domain::Float { .. } => {
+                let (a, b) = (get_path(served, &p.path)?.as_f64()?, b.as_f64()?);
+                let d = schema.field(&p.path).and_then(|f| f.max_delta).unwrap_or(f64::INFINITY) * fraction;
+                let x = a + (b - a).clamp(-d, d);
+                if matches!(p.domain, Domain::Int { .. }) { Value::from(x.round() as i64) } else { Value::from(x) }
+            }
+        };
+        crate::schema::set_path(&mut doc, &p.path, value);
+    }
+    snap(schema, served, &mut doc, far);
+    search::repair(schema, &mut doc).ok()?;
+    Some(doc)
+}
+
 /// Every field whose value differs between `from` and `to`, as changes; the
 /// plan's own field first when it moved, then by path.
 fn changes_between(space: &Space, schema: &StrategySchema, from: &Value, to: &Value, first: &str) -> Vec<Change> {
@@ -282,9 +322,18 @@ fn within_step(schema: &StrategySchema, changes: &[Change]) -> bool {
 
 impl SearchProposer {
     /// The round's candidates: line points along the top plans, then TPE points.
-    fn candidates(&mut self, ask: &Ask<'_>, space: &Space, top: &[&Plan]) -> Vec<Value> {
+    fn candidates(&mut self, ask: &Ask<'_>, space: &Space, far: &Space, top: &[&Plan]) -> Vec<Value> {
         let served = &ask.served.value;
         let mut docs: Vec<Value> = Vec::new();
+        // Steps toward the best strategies scored so far (scouts included).
+        let served_score = self.scored_served;
+        let mut best: Vec<&(Value, f64)> = self.scored.iter().filter(|(_, s)| *s > served_score).collect();
+        best.sort_by(|a, b| b.1.total_cmp(&a.1));
+        for (target, _) in best.into_iter().take(self.settings.targets) {
+            for fraction in [1.0, 0.5] {
+                docs.extend(toward(ask.schema, far, served, target, fraction));
+            }
+        }
         let moves: Vec<Move> = top
             .iter()
             .filter(|p| space.params.iter().any(|q| q.path == p.path))
@@ -315,38 +364,148 @@ impl SearchProposer {
                 inside.then_some(search::Trial { point, score: *score })
             })
             .collect();
+        // A strategy this proposer screened before is not screened again: its
+        // score is already in the sampler's history, and a search that found
+        // nothing must look somewhere else next time.
+        let mut seen: BTreeSet<String> = BTreeSet::new();
+        seen.insert(artifact::content_hash(served));
+        let mut fresh = |d: &Value, results: &BTreeMap<String, BTreeMap<String, QuestionResult>>| {
+            let hash = artifact::content_hash(d);
+            within_step(ask.schema, &changes_between(space, ask.schema, served, d, ""))
+                && ask.schema.check(d).is_empty()
+                && !ask.seen.contains(&hash)
+                && !results.contains_key(&hash)
+                && seen.insert(hash)
+        };
+        docs.retain(|d| fresh(d, &self.results));
         let Ok(current) = space.encode(served) else { return docs };
         let tpe = Tpe::new(space.clone(), TpeConfig { seed: self.settings.seed, ..TpeConfig::default() });
         let mut tries = 0;
         while docs.len() < self.settings.candidates && tries < 8 * self.settings.candidates {
             tries += 1;
             self.number += 1;
-            let point =
-                sparse(&tpe.ask(&in_box, self.number), &current, self.settings.seed ^ self.number, self.settings.keep);
+            // Once the sampler keeps returning strategies already screened, uniform points explore.
+            let drawn = if tries <= 2 * self.settings.candidates {
+                tpe.ask(&in_box, self.number)
+            } else {
+                tpe.random(self.number)
+            };
+            let point = sparse(&drawn, &current, self.settings.seed ^ self.number, self.settings.keep);
             let Ok(mut doc) = space.decode(served, &point) else { continue };
             snap(ask.schema, served, &mut doc, space);
-            if search::repair(ask.schema, &mut doc).is_err() || self.results.contains_key(&artifact::content_hash(&doc))
+            if search::repair(ask.schema, &mut doc).is_ok() && fresh(&doc, &self.results) {
+                docs.push(doc);
+            }
+        }
+        docs.truncate(self.settings.candidates);
+        docs
+    }
+
+    /// How many of `docs` candidates the halving ladder `sizes` can screen
+    /// within `budget_left` (fewer candidates, never a smaller last rung);
+    /// None when not even one fits.
+    fn fit(&self, docs: usize, sizes: &[usize], budget_left: Option<f64>, total: usize) -> Option<usize> {
+        let cost = |count| search::cost_of(&search::plan(count, sizes, self.settings.eta), total);
+        let Some(left) = budget_left else { return Some(docs) };
+        (1..=docs).rev().find(|&count| cost(count) <= left + 1e-9)
+    }
+
+    /// Successive halving of `docs` over `order`'s nested rungs: per
+    /// candidate its score at the largest rung it reached, and the final
+    /// ranking. Every candidate's score, corrected by the served strategy's
+    /// on the same questions, joins the sampler's history.
+    fn halve(
+        &mut self,
+        ask: &Ask<'_>,
+        docs: &[Value],
+        order: &[String],
+        sizes: &[usize],
+        served_correct: &BTreeMap<&str, bool>,
+    ) -> Result<(BTreeMap<usize, (usize, f64)>, Vec<usize>), String> {
+        let mut failed: Option<String> = None;
+        let halving = search::successive_halving(
+            docs.len(),
+            order,
+            sizes,
+            self.settings.eta,
+            ask.total_questions,
+            |_, _| None,
+            |c, ids| match self.evaluate(ask, &docs[c], ids) {
+                Ok(v) if self.too_costly(ask, &docs[c], ids) => vec![false; v.len()],
+                Ok(v) => v,
+                Err(e) => {
+                    failed.get_or_insert(e);
+                    vec![false; ids.len()]
+                }
+            },
+        );
+        if let Some(reason) = failed {
+            return Err(reason);
+        }
+        let served_on = |k: usize| order[..k].iter().filter(|id| served_correct[id.as_str()]).count() as f64 / k as f64;
+        let mut best_rung: BTreeMap<usize, (usize, f64)> = BTreeMap::new();
+        for rung in &halving.rungs {
+            for &(c, s) in &rung.scores {
+                best_rung.insert(c, (rung.size, s));
+            }
+        }
+        for (c, (size, s)) in &best_rung {
+            self.scored.push((docs[*c].clone(), self.scored_served + s - served_on(*size)));
+        }
+        Ok((best_rung, halving.ranking))
+    }
+
+    /// Scouts: TPE points over the implicated fields' whole ranges, fitted to
+    /// every strategy scored so far, each scored on the first `scout_rung`
+    /// questions of `order` (against the served strategy on the same
+    /// questions) and added to the history that candidates step toward.
+    fn scout(
+        &mut self,
+        ask: &Ask<'_>,
+        far: &Space,
+        order: &[String],
+        served_correct: &BTreeMap<&str, bool>,
+    ) -> Result<(), String> {
+        if self.settings.scouts == 0 || far.params.is_empty() {
+            return Ok(());
+        }
+        let ids = &order[..self.settings.scout_rung.min(order.len())];
+        let served_on = ids.iter().filter(|id| served_correct[id.as_str()]).count() as f64 / ids.len().max(1) as f64;
+        let history: Vec<search::Trial> = self
+            .scored
+            .iter()
+            .filter_map(|(doc, score)| Some(search::Trial { point: far.encode(doc).ok()?, score: *score }))
+            .collect();
+        let tpe = Tpe::new(far.clone(), TpeConfig { seed: self.settings.seed ^ 0x5C0u64, ..TpeConfig::default() });
+        let served = &ask.served.value;
+        let mut scouts: Vec<Value> = Vec::new();
+        let mut tries = 0;
+        while scouts.len() < self.settings.scouts && tries < 4 * self.settings.scouts {
+            tries += 1;
+            self.number += 1;
+            let drawn =
+                if tries <= self.settings.scouts { tpe.ask(&history, self.number) } else { tpe.random(self.number) };
+            let Ok(mut doc) = far.decode(served, &drawn) else { continue };
+            snap(ask.schema, served, &mut doc, far);
+            let hash = artifact::content_hash(&doc);
+            if search::repair(ask.schema, &mut doc).is_err()
+                || !ask.schema.check(&doc).is_empty()
+                || self.results.contains_key(&hash)
             {
                 continue;
             }
-            docs.push(doc);
+            scouts.push(doc);
         }
-        let mut seen: BTreeSet<String> = BTreeSet::new();
-        seen.insert(artifact::content_hash(served));
-        // A strategy this proposer screened before is not screened again: its
-        // score is already in the sampler's history, and a search that found
-        // nothing must look somewhere else next time.
-        docs.retain(|d| {
-            let changes = changes_between(space, ask.schema, served, d, "");
-            let hash = artifact::content_hash(d);
-            within_step(ask.schema, &changes)
-                && ask.schema.check(d).is_empty()
-                && !ask.seen.contains(&hash)
-                && !self.results.contains_key(&hash)
-                && seen.insert(hash)
-        });
-        docs.truncate(self.settings.candidates);
-        docs
+        for doc in scouts {
+            let correct = self.evaluate(ask, &doc, ids)?;
+            let acc = if self.too_costly(ask, &doc, ids) {
+                0.0
+            } else {
+                correct.iter().filter(|c| **c).count() as f64 / ids.len().max(1) as f64
+            };
+            self.scored.push((doc, self.scored_served + acc - served_on));
+        }
+        Ok(())
     }
 
     /// Results of `doc` on `ids`, evaluating only the questions not yet known.
@@ -448,14 +607,10 @@ impl Proposer for SearchProposer {
         }
         let paths = focus_paths(ask);
         let only: Vec<&str> = paths.iter().map(String::as_str).collect();
-        let space = Space::from_schema(ask.schema, &ask.served.value, Some(&only)).ok()?;
-        let space = step_box(ask.schema, space, &ask.served.value, ask.roles);
+        let whole = Space::from_schema(ask.schema, &ask.served.value, Some(&only)).ok()?;
+        let far = step_box(ask.schema, whole.clone(), &ask.served.value, ask.roles, false);
+        let space = step_box(ask.schema, whole, &ask.served.value, ask.roles, true);
         if space.params.is_empty() {
-            return self.fruitless(&served_hash);
-        }
-        let top: Vec<&Plan> = ask.plans.iter().take(4).collect();
-        let docs = self.candidates(ask, &space, &top);
-        if docs.is_empty() {
             return self.fruitless(&served_hash);
         }
         let keys: Vec<TaskKey> = ask
@@ -468,72 +623,40 @@ impl Proposer for SearchProposer {
         self.searches += 1;
         let order = search::nested_order(&keys, self.settings.seed ^ self.searches.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let sizes = search::ladder(order.len(), self.settings.first_rung, self.settings.eta);
-        // Fit the plan to what is left of the budget: fewer candidates, never a smaller last rung.
-        let mut count = docs.len();
-        while let Some(left) = ask.budget_left {
-            let cost = search::cost_of(&search::plan(count, &sizes, self.settings.eta), ask.total_questions);
-            if cost <= left || count <= 1 {
-                break;
-            }
-            count -= 1;
-        }
-        let docs = &docs[..count];
-        if ask.budget_left.is_some_and(|left| {
-            search::cost_of(&search::plan(count, &sizes, self.settings.eta), ask.total_questions) > left
-        }) {
-            return None;
-        }
         let served_correct: BTreeMap<&str, bool> = ask.results.iter().map(|r| (r.id.as_str(), r.correct)).collect();
-        let served_full = served_correct.values().filter(|c| **c).count() as f64 / order.len().max(1) as f64;
-        let served_on = |k: usize| order[..k].iter().filter(|id| served_correct[id.as_str()]).count() as f64 / k as f64;
-        let mut failed: Option<String> = None;
-        let halving = search::successive_halving(
-            docs.len(),
-            &order,
-            &sizes,
-            self.settings.eta,
-            ask.total_questions,
-            |_, _| None,
-            |c, ids| match self.evaluate(ask, &docs[c], ids) {
-                Ok(v) if self.too_costly(ask, &docs[c], ids) => vec![false; v.len()],
-                Ok(v) => v,
-                Err(e) => {
-                    failed.get_or_insert(e);
-                    vec![false; ids.len()]
-                }
-            },
-        );
-        if let Some(reason) = failed {
+        self.scored_served = served_correct.values().filter(|c| **c).count() as f64 / order.len().max(1) as f64;
+        // Scouting is skipped when it would leave too little for one candidate's ladder.
+        let scout_cost = (self.settings.scouts * self.settings.scout_rung.min(order.len())) as f64
+            / ask.total_questions.max(1) as f64;
+        let ladder_cost = search::cost_of(&search::plan(1, &sizes, self.settings.eta), ask.total_questions);
+        if ask.budget_left.is_none_or(|left| left >= scout_cost + ladder_cost)
+            && let Err(reason) = self.scout(ask, &far, &order, &served_correct)
+        {
             return Some(Proposed::Failed { reason });
         }
-        // Every candidate's score at the largest rung it reached, corrected by
-        // the served strategy's score on the same sample, feeds the sampler.
-        let mut best_rung: BTreeMap<usize, (usize, f64)> = BTreeMap::new();
-        for rung in &halving.rungs {
-            for &(c, s) in &rung.scores {
-                best_rung.insert(c, (rung.size, s));
-            }
+        let budget_left = ask.budget_left.map(|left| left - self.spent);
+        let top: Vec<&Plan> = ask.plans.iter().take(4).collect();
+        let docs = self.candidates(ask, &space, &far, &top);
+        if docs.is_empty() {
+            return self.fruitless(&served_hash);
         }
-        for (c, (size, s)) in &best_rung {
-            self.scored.push((docs[*c].clone(), served_full + s - served_on(*size)));
-        }
-        let full: Vec<usize> = halving.ranking.iter().copied().filter(|&c| best_rung[&c].0 == order.len()).collect();
+        let Some(count) = self.fit(docs.len(), &sizes, budget_left, ask.total_questions) else { return None };
+        let docs = &docs[..count];
+        let (best_rung, ranking) = match self.halve(ask, docs, &order, &sizes, &served_correct) {
+            Ok(r) => r,
+            Err(reason) => return Some(Proposed::Failed { reason }),
+        };
+        let served_on = |k: usize| order[..k].iter().filter(|id| served_correct[id.as_str()]).count() as f64 / k as f64;
+        let full = ranking.into_iter().filter(|&c| best_rung[&c].0 == order.len());
         let Some(winner) = full.into_iter().find(|&c| self.keeps_categories(ask, &docs[c])) else {
             tracing::info!(candidates = docs.len(), "search: no candidate keeps every category");
             return self.fruitless(&served_hash);
         };
         let (size, score) = best_rung[&winner];
         let gain = score - served_on(size);
-        tracing::info!(
-            candidates = docs.len(),
-            rung = size,
-            gain,
-            visible = self.visible(ask, &docs[winner]),
-            cost = halving.cost,
-            "search around {}",
-            &served_hash[..12]
-        );
-        if size < order.len() || gain < self.settings.min_gain || !self.visible(ask, &docs[winner]) {
+        let visible = self.visible(ask, &docs[winner]);
+        tracing::info!(candidates = docs.len(), gain, visible, "search around {}", &served_hash[..12]);
+        if size < order.len() || gain < self.settings.min_gain || !visible {
             return self.fruitless(&served_hash);
         }
         let value = docs[winner].clone();
