@@ -1075,6 +1075,11 @@ fn render_loop(out: &mut String, l: &LoopConfig) {
     out.push_str(&format!("  # Candidates proposed per round.\n  candidates: {}\n", l.candidates));
     out.push_str("  # Seed of every random choice (probe samples, bootstrap).\n  seed: 0\n");
     out.push_str(&format!("  # UCB1 exploration constant c0.\n  ucb_c: {}\n", l.ucb_c));
+    out.push_str(&format!(
+        "  # The search proposer: multi-field candidates screened by successive halving on the\n  \
+         # search part (false: the rule evolver's one-field moves).\n  search: {}\n",
+        l.search
+    ));
 }
 
 #[cfg(test)]

@@ -678,3 +678,92 @@ impl Proposer for SearchProposer {
         self.asked = false;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn default_doc() -> Value {
+        crate::artifact::parse_yaml(include_str!("../../strategies/default.yaml")).unwrap()
+    }
+
+    fn space(schema: &StrategySchema, doc: &Value, paths: &[&str], narrow: bool) -> Space {
+        let whole = Space::from_schema(schema, doc, Some(paths)).unwrap();
+        step_box(schema, whole, doc, &[], narrow)
+    }
+
+    #[test]
+    fn a_step_toward_a_far_target_moves_each_field_by_at_most_its_max_delta() {
+        let schema = StrategySchema::builtin();
+        let served = default_doc();
+        let paths = ["assemble.token_budget", "retrieve.top_k", "retrieve.fusion", "ingest.min_chars"];
+        let far = space(&schema, &served, &paths, false);
+        let mut target = served.clone();
+        crate::schema::set_path(&mut target, "assemble.token_budget", json!(1900));
+        crate::schema::set_path(&mut target, "retrieve.top_k", json!(8));
+        crate::schema::set_path(&mut target, "retrieve.fusion", json!("weighted_sum"));
+        crate::schema::set_path(&mut target, "ingest.min_chars", json!(200));
+        let full = toward(&schema, &far, &served, &target, 1.0).unwrap();
+        // token_budget 300 -> +400 (its x-max-delta), top_k 5 -> 8 (the target is within a step),
+        // fusion takes the target's option, min_chars 20 -> +40.
+        assert_eq!(get_path(&full, "assemble.token_budget"), Some(&json!(700)));
+        assert_eq!(get_path(&full, "retrieve.top_k"), Some(&json!(8)));
+        assert_eq!(get_path(&full, "retrieve.fusion"), Some(&json!("weighted_sum")));
+        assert_eq!(get_path(&full, "ingest.min_chars"), Some(&json!(60)));
+        let half = toward(&schema, &far, &served, &target, 0.5).unwrap();
+        assert_eq!(get_path(&half, "assemble.token_budget"), Some(&json!(500)));
+        assert_eq!(get_path(&half, "ingest.min_chars"), Some(&json!(40)));
+        let changes = changes_between(&far, &schema, &served, &full, "retrieve.top_k");
+        assert_eq!(changes[0].path, "retrieve.top_k", "the plan's own field comes first");
+        assert!(within_step(&schema, &changes));
+        assert!(schema.check(&full).is_empty(), "{:?}", schema.check(&full));
+    }
+
+    #[test]
+    fn the_step_box_narrows_numbers_and_drops_options_a_missing_model_needs() {
+        let schema = StrategySchema::builtin();
+        let served = default_doc();
+        let boxed = space(&schema, &served, &["assemble.token_budget", "index.dense_kind"], true);
+        let far = space(&schema, &served, &["assemble.token_budget", "index.dense_kind"], false);
+        let domain = |s: &Space, path: &str| s.params.iter().find(|p| p.path == path).map(|p| p.domain.clone());
+        assert_eq!(domain(&boxed, "assemble.token_budget"), Some(Domain::Int { low: 50, high: 700 }));
+        assert_eq!(domain(&far, "assemble.token_budget"), Some(Domain::Int { low: 50, high: 8000 }));
+        let Some(Domain::Categorical(options)) = domain(&boxed, "index.dense_kind") else { panic!("dense_kind") };
+        assert!(!options.contains(&json!("minilm")), "{options:?}");
+    }
+
+    #[test]
+    fn snapping_puts_numbers_on_the_step_grid_through_the_served_value() {
+        let schema = StrategySchema::builtin();
+        let served = default_doc();
+        let far = space(&schema, &served, &["assemble.token_budget", "index.bm25_b"], false);
+        let mut doc = served.clone();
+        crate::schema::set_path(&mut doc, "assemble.token_budget", json!(672));
+        crate::schema::set_path(&mut doc, "index.bm25_b", json!(0.8731));
+        snap(&schema, &served, &mut doc, &far);
+        assert_eq!(get_path(&doc, "assemble.token_budget"), Some(&json!(700)));
+        assert_eq!(get_path(&doc, "index.bm25_b"), Some(&json!(0.85)));
+    }
+
+    #[test]
+    fn the_ladder_fits_the_budget_with_fewer_candidates_never_a_smaller_last_rung() {
+        let p = SearchProposer::new(SearchSettings::default());
+        let sizes = search::ladder(192, 24, 3);
+        let cost = |n| search::cost_of(&search::plan(n, &sizes, 3), 385);
+        assert_eq!(p.fit(16, &sizes, None, 385), Some(16));
+        assert_eq!(p.fit(16, &sizes, Some(cost(16)), 385), Some(16));
+        let some = p.fit(16, &sizes, Some(cost(16) - 0.3), 385).unwrap();
+        assert!(some < 16 && cost(some) <= cost(16) - 0.3, "{some}");
+        assert_eq!(p.fit(16, &sizes, Some(cost(1) - 0.01), 385), None);
+    }
+
+    #[test]
+    fn sparse_points_move_at_most_keep_fields() {
+        let current = vec![0.0; 10];
+        let point: Vec<f64> = (1..=10).map(f64::from).collect();
+        let out = sparse(&point, &current, 7, 3);
+        assert_eq!(out.iter().filter(|x| **x != 0.0).count(), 3);
+        assert_eq!(out, sparse(&point, &current, 7, 3), "seeded");
+    }
+}
