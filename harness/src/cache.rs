@@ -1,6 +1,7 @@
 //! The persistent stage cache: ingest and index outputs on disk, so that a
 //! second process (`emend eval`, the next `emend evolve`) skips the stages
-//! whose inputs did not change.
+//! whose inputs did not change; parsed task sets
+//! ([`crate::dataset::load_path_cached`]) are kept the same way.
 //!
 //! One file per entry, named by the stage and the SHA-256 key of its inputs
 //! (the same key as the in-memory cache), in a directory per harness hash: a
