@@ -282,8 +282,7 @@ mod tests {
                 assert_eq!(top_pool(&scores, pool), reference(&scores, pool), "{scores:?} pool {pool}");
             }
         }
-        let mut sorted = vec![-f64::INFINITY, -1.0, -0.0, 0.0, 5e-324, 1.0, f64::MAX, f64::INFINITY];
-        sorted.reverse();
+        let sorted = [f64::INFINITY, f64::MAX, 1.0, 5e-324, 0.0, -0.0, -1.0, -f64::INFINITY];
         assert!(sorted.windows(2).all(|w| descending(w[0]) < descending(w[1])));
     }
 
