@@ -338,6 +338,20 @@ pub fn with_stage_cache(evaluator: harness::Evaluator, project: &Project) -> Res
         .map_err(|e| SetupError::new(format!("{}: cannot create the stage cache: {e}", root.display())))
 }
 
+/// The project's cache of parsed task sets (`.emend/cache/stages/datasets/`,
+/// under the same `harness.stage_cache_mb` bound as the stage cache; none
+/// when that is 0): see [`harness::dataset::load_path_cached`].
+pub fn dataset_cache(project: &Project) -> Result<Option<harness::cache::DiskCache>, SetupError> {
+    let mb = project.config.harness.stage_cache_mb;
+    if mb == 0 {
+        return Ok(None);
+    }
+    let root = project.cache_dir().join("stages");
+    harness::cache::DiskCache::open_named(&root, "datasets", mb.saturating_mul(1024 * 1024))
+        .map(Some)
+        .map_err(|e| SetupError::new(format!("{}: cannot create the dataset cache: {e}", root.display())))
+}
+
 /// Plugs in the MiniLM embedder when a model directory is given:
 /// `EMEND_MINILM_DIR` (it wins), else the project's `harness.minilm_dir`
 /// (relative to emend.yaml). Inside a project its embeddings are kept in the

@@ -1,6 +1,7 @@
 //! The persistent stage cache: ingest and index outputs on disk, so that a
 //! second process (`emend eval`, the next `emend evolve`) skips the stages
-//! whose inputs did not change.
+//! whose inputs did not change; parsed task sets
+//! ([`crate::dataset::load_path_cached`]) are kept the same way.
 //!
 //! One file per entry, named by the stage and the SHA-256 key of its inputs
 //! (the same key as the in-memory cache), in a directory per harness hash: a
@@ -64,12 +65,13 @@ impl DiskCache {
     /// The payload stored for (stage, key), refreshing its recency.
     pub fn get(&self, stage: &str, key: &[u8; 32]) -> Option<Vec<u8>> {
         let path = self.path(stage, key);
-        let bytes = std::fs::read(&path).ok()?;
+        // One open for the read and the recency stamp (a read-only handle may set the time).
+        let mut file = std::fs::File::open(&path).ok()?;
+        let mut bytes = Vec::new();
+        io::Read::read_to_end(&mut file, &mut bytes).ok()?;
         match unframe(&bytes, key) {
             Some(payload) => {
-                if let Ok(f) = std::fs::File::open(&path) {
-                    let _ = f.set_modified(SystemTime::now());
-                }
+                let _ = file.set_modified(SystemTime::now());
                 Some(payload.to_vec())
             }
             None => {
@@ -186,6 +188,21 @@ impl Enc {
         self.u64(s.len() as u64);
         self.0.extend_from_slice(s.as_bytes());
     }
+    pub fn opt_str(&mut self, s: Option<&str>) {
+        match s {
+            Some(s) => {
+                self.0.push(1);
+                self.str(s);
+            }
+            None => self.0.push(0),
+        }
+    }
+    pub fn strs(&mut self, xs: &[String]) {
+        self.u64(xs.len() as u64);
+        for x in xs {
+            self.str(x);
+        }
+    }
     pub fn u32s(&mut self, xs: &[u32]) {
         self.u64(xs.len() as u64);
         for &x in xs {
@@ -246,6 +263,22 @@ impl<'a> Dec<'a> {
     pub fn str(&mut self) -> Option<String> {
         let n = self.len(1)?;
         String::from_utf8(self.take(n)?.to_vec()).ok()
+    }
+    pub fn opt_str(&mut self) -> Option<Option<String>> {
+        match self.take(1)?[0] {
+            0 => Some(None),
+            1 => Some(Some(self.str()?)),
+            _ => None,
+        }
+    }
+    /// A count of items that take at least `unit` bytes each (so a damaged
+    /// count cannot make a caller reserve more than the input could hold).
+    pub fn count(&mut self, unit: usize) -> Option<usize> {
+        self.len(unit)
+    }
+    pub fn strs(&mut self) -> Option<Vec<String>> {
+        let n = self.len(8)?;
+        (0..n).map(|_| self.str()).collect()
     }
     pub fn u32s(&mut self) -> Option<Vec<u32>> {
         let n = self.len(4)?;

@@ -27,6 +27,8 @@ use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::cache::{Dec, DiskCache, Enc};
+use crate::evaluator::HARNESS_VERSION;
 use crate::text::SessionDate;
 
 /// The name `--tasks builtin` resolves to: the embedded synthetic dataset.
@@ -382,6 +384,41 @@ pub fn load_path(path: &Path) -> Result<Dataset, DatasetError> {
 
 /// Reads a LoCoMo JSON file of at most `limit` bytes (checked before reading it).
 pub fn load_path_limited(path: &Path, limit: u64) -> Result<Dataset, DatasetError> {
+    let (name, bytes) = read_limited(path, limit)?;
+    load_str(&name, &utf8(path, bytes)?)
+}
+
+/// The stage name of parsed datasets in a [`DiskCache`].
+const DATASET_STAGE: &str = "dataset";
+
+/// [`load_path_limited`] through a disk cache: the parsed dataset is stored
+/// under the SHA-256 of the file's bytes, its name and the harness version,
+/// so a later load of the same bytes decodes it instead of parsing the JSON,
+/// checking it and hashing its content again. The file is still read and
+/// bounded by `limit` every time; a file that does not load is never stored,
+/// so its error is the one [`load_path_limited`] gives.
+pub fn load_path_cached(path: &Path, limit: u64, cache: &DiskCache) -> Result<Dataset, DatasetError> {
+    let (name, bytes) = read_limited(path, limit)?;
+    let key = {
+        let mut h = Sha256::new();
+        for part in [DATASET_STAGE.as_bytes(), HARNESS_VERSION.as_bytes(), name.as_bytes()] {
+            h.update((part.len() as u64).to_le_bytes());
+            h.update(part);
+        }
+        h.update(&bytes);
+        <[u8; 32]>::from(h.finalize())
+    };
+    if let Some(d) = cache.get(DATASET_STAGE, &key).and_then(|b| Dataset::decode(&name, &b)) {
+        return Ok(d);
+    }
+    let d = load_str(&name, &utf8(path, bytes)?)?;
+    cache.put(DATASET_STAGE, &key, &d.encode());
+    cache.sweep();
+    Ok(d)
+}
+
+/// The file name and bytes of a file of at most `limit` bytes.
+fn read_limited(path: &Path, limit: u64) -> Result<(String, Vec<u8>), DatasetError> {
     use std::io::Read;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string());
     let fail = |kind| DatasetError { source_name: path.display().to_string(), kind };
@@ -396,9 +433,136 @@ pub fn load_path_limited(path: &Path, limit: u64) -> Result<Dataset, DatasetErro
     if bytes.len() as u64 > limit {
         return Err(fail(DatasetErrorKind::TooLarge { bytes: bytes.len() as u64, limit }));
     }
-    let text = String::from_utf8(bytes)
-        .map_err(|e| fail(DatasetErrorKind::NotUtf8 { offset: e.utf8_error().valid_up_to() }))?;
-    load_str(&name, &text)
+    Ok((name, bytes))
+}
+
+fn utf8(path: &Path, bytes: Vec<u8>) -> Result<String, DatasetError> {
+    String::from_utf8(bytes).map_err(|e| DatasetError {
+        source_name: path.display().to_string(),
+        kind: DatasetErrorKind::NotUtf8 { offset: e.utf8_error().valid_up_to() },
+    })
+}
+
+impl Dataset {
+    /// The parsed dataset in the stage cache's binary form ([`Enc`]): every
+    /// field as parsed, and the content hash. Session dates, ordinals and
+    /// turn locations are derived again on decoding.
+    fn encode(&self) -> Vec<u8> {
+        let mut e = Enc::default();
+        e.str(&self.hash);
+        e.u64(self.samples.len() as u64);
+        for s in &self.samples {
+            e.str(&s.id);
+            e.str(&s.speaker_a);
+            e.str(&s.speaker_b);
+            e.u64(s.sessions.len() as u64);
+            for session in &s.sessions {
+                e.u32(session.number);
+                e.opt_str(session.date_time.as_deref());
+                e.u64(session.turns.len() as u64);
+                for t in &session.turns {
+                    e.str(&t.id);
+                    e.str(&t.speaker);
+                    e.str(&t.text);
+                    e.opt_str(t.caption.as_deref());
+                }
+            }
+            e.u64(s.questions.len() as u64);
+            for q in &s.questions {
+                e.str(&q.id);
+                e.str(&q.conversation);
+                e.u64(q.index as u64);
+                e.str(&q.question);
+                e.opt_str(q.answer.as_deref());
+                e.opt_str(q.adversarial_answer.as_deref());
+                e.u32(u32::from(q.category.number()));
+                e.strs(&q.raw_evidence);
+                e.strs(&q.evidence);
+                e.strs(&q.unresolved);
+                e.u64(q.reference_versions.len() as u64);
+                for v in &q.reference_versions {
+                    e.u32(v.from_session);
+                    e.opt_str(v.answer.as_deref());
+                    e.strs(&v.raw_evidence);
+                    e.strs(&v.evidence);
+                }
+            }
+        }
+        e.0
+    }
+
+    /// The dataset [`Dataset::encode`] wrote, or None for input it did not write.
+    fn decode(name: &str, bytes: &[u8]) -> Option<Dataset> {
+        let mut d = Dec(bytes);
+        let hash = d.str()?;
+        let n_samples = d.count(8)?;
+        let mut samples = Vec::with_capacity(n_samples);
+        for _ in 0..n_samples {
+            let (id, speaker_a, speaker_b) = (d.str()?, d.str()?, d.str()?);
+            let n_sessions = d.count(8)?;
+            let mut sessions = Vec::with_capacity(n_sessions);
+            for _ in 0..n_sessions {
+                let number = d.u32()?;
+                let date_time = d.opt_str()?;
+                // As parsing derives it: a date that is written must read.
+                let date = match date_time.as_deref() {
+                    None => None,
+                    Some(text) if text.trim().is_empty() => None,
+                    Some(text) => Some(SessionDate::parse(text)?),
+                };
+                let n_turns = d.count(8)?;
+                let mut turns = Vec::with_capacity(n_turns);
+                for _ in 0..n_turns {
+                    turns.push(Turn { id: d.str()?, speaker: d.str()?, text: d.str()?, caption: d.opt_str()? });
+                }
+                sessions.push(Session { number, date_time, date, turns });
+            }
+            let n_questions = d.count(8)?;
+            let mut questions = Vec::with_capacity(n_questions);
+            for _ in 0..n_questions {
+                let (id, conversation) = (d.str()?, d.str()?);
+                let index = usize::try_from(d.u64()?).ok()?;
+                let (question, answer, adversarial_answer) = (d.str()?, d.opt_str()?, d.opt_str()?);
+                let category = Category::from_number(u64::from(d.u32()?))?;
+                let (raw_evidence, evidence, unresolved) = (d.strs()?, d.strs()?, d.strs()?);
+                let n_versions = d.count(8)?;
+                let mut reference_versions = Vec::with_capacity(n_versions);
+                for _ in 0..n_versions {
+                    reference_versions.push(ReferenceVersion {
+                        from_session: d.u32()?,
+                        answer: d.opt_str()?,
+                        raw_evidence: d.strs()?,
+                        evidence: d.strs()?,
+                    });
+                }
+                questions.push(Question {
+                    id,
+                    conversation,
+                    index,
+                    question,
+                    answer,
+                    adversarial_answer,
+                    category,
+                    raw_evidence,
+                    evidence,
+                    unresolved,
+                    reference_versions,
+                });
+            }
+            let mut ordinals = HashMap::new();
+            let mut locations = Vec::new();
+            for (si, session) in sessions.iter().enumerate() {
+                for (ti, turn) in session.turns.iter().enumerate() {
+                    locations.push((si as u32, ti as u32));
+                    if ordinals.insert(turn.id.clone(), locations.len() as u32 - 1).is_some() {
+                        return None;
+                    }
+                }
+            }
+            samples.push(Sample { id, speaker_a, speaker_b, sessions, questions, ordinals, locations });
+        }
+        d.done().then(|| Dataset { name: name.to_string(), samples, hash })
+    }
 }
 
 /// Parses LoCoMo JSON text; `name` names it in errors and reports. A leading UTF-8 byte
@@ -777,6 +941,62 @@ pub fn resolve_evidence(raw: &[String], exists: impl Fn(&str) -> bool) -> (Vec<S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Everything a dataset holds, in a comparable form (ordinals sorted).
+    fn anatomy(d: &Dataset) -> String {
+        let mut out = format!("{} {}\n", d.name, d.hash);
+        for s in &d.samples {
+            let mut ordinals: Vec<_> = s.ordinals.iter().collect();
+            ordinals.sort();
+            out += &format!("{:?}\n{:?}\n{:?}\n{ordinals:?}\n{:?}\n", s.id, s.sessions, s.questions, s.locations);
+            out += &format!("{} {}\n", s.speaker_a, s.speaker_b);
+        }
+        out
+    }
+
+    #[test]
+    fn the_binary_form_decodes_to_the_parsed_dataset() {
+        let messy = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/messy.json")).unwrap();
+        for d in [Dataset::builtin(), load_str("messy.json", &messy).unwrap()] {
+            assert!(d.samples.iter().flat_map(|s| &s.sessions).any(|s| s.date.is_some()));
+            let bytes = d.encode();
+            let back = Dataset::decode(&d.name, &bytes).expect("decodes");
+            assert_eq!(anatomy(&back), anatomy(&d));
+            assert!(Dataset::decode(&d.name, &bytes[..bytes.len() - 1]).is_none(), "short input");
+            let mut longer = bytes.clone();
+            longer.push(0);
+            assert!(Dataset::decode(&d.name, &longer).is_none(), "trailing bytes");
+        }
+        assert!(Dataset::builtin().samples.iter().flat_map(|s| &s.questions).any(|q| !q.reference_versions.is_empty()));
+    }
+
+    #[test]
+    fn a_cached_load_is_the_parsed_dataset_and_a_bad_file_is_never_stored() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = DiskCache::open_named(&tmp.path().join("stages"), "datasets", 1 << 30).unwrap();
+        let path = tmp.path().join("tasks.json");
+        std::fs::write(&path, BUILTIN_JSON).unwrap();
+        let parsed = load_path(&path).unwrap();
+        let first = load_path_cached(&path, DEFAULT_MAX_DATASET_BYTES, &cache).unwrap();
+        assert_eq!(std::fs::read_dir(cache.dir()).unwrap().count(), 1, "one entry stored");
+        let second = load_path_cached(&path, DEFAULT_MAX_DATASET_BYTES, &cache).unwrap();
+        assert_eq!(anatomy(&first), anatomy(&parsed));
+        assert_eq!(anatomy(&second), anatomy(&parsed));
+        // Other bytes are another entry: an edited file is parsed again.
+        std::fs::write(&path, BUILTIN_JSON.replacen("\"question\": \"", "\"question\": \"Q ", 1)).unwrap();
+        let edited = load_path_cached(&path, DEFAULT_MAX_DATASET_BYTES, &cache).unwrap();
+        assert_ne!(edited.hash(), parsed.hash());
+        assert_eq!(anatomy(&edited), anatomy(&load_path(&path).unwrap()));
+        // The size bound and the parse errors hold on every load.
+        let limit = std::fs::metadata(&path).unwrap().len() - 1;
+        let e = load_path_cached(&path, limit, &cache).unwrap_err();
+        assert!(matches!(e.kind, DatasetErrorKind::TooLarge { .. }), "{e}");
+        let entries = std::fs::read_dir(cache.dir()).unwrap().count();
+        std::fs::write(&path, "[{\"sample_id\": \"a\"}]").unwrap();
+        let e = load_path_cached(&path, DEFAULT_MAX_DATASET_BYTES, &cache).unwrap_err();
+        assert_eq!(e.to_string(), load_path(&path).unwrap_err().to_string());
+        assert_eq!(std::fs::read_dir(cache.dir()).unwrap().count(), entries, "a file that fails is not stored");
+    }
 
     fn exists(id: &str) -> bool {
         ["D8:6", "D9:17", "D30:5", "D11:26", "D1:1"].contains(&id)

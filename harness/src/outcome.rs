@@ -18,7 +18,7 @@ use crate::assemble::Context;
 use crate::dataset::{Question, Sample};
 use crate::ingest::Memory;
 use crate::retrieve::Channel;
-use crate::text::terms;
+use crate::text::{for_each_term, terms};
 
 /// One retrieved item.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -118,6 +118,8 @@ pub struct AnswerCoverage {
 
 impl AnswerCoverage {
     /// Measures one question: `None` without a gold answer or resolved evidence.
+    /// Runs for every question of every evaluation, so texts are scanned term by
+    /// term against the few answer terms instead of collecting all their terms.
     pub fn measure(sample: &Sample, memory: &Memory, q: &Question, ctx: &Context) -> Option<AnswerCoverage> {
         let answer = q.answer.as_deref()?;
         let gold: Vec<u32> = q.evidence.iter().filter_map(|t| sample.ordinal(t)).collect();
@@ -125,23 +127,39 @@ impl AnswerCoverage {
             return None;
         }
         let answer_terms: BTreeSet<String> = terms(answer).into_iter().collect();
-        let source_terms: BTreeSet<String> = gold.iter().flat_map(|&o| terms(&sample.turn(o).content())).collect();
-        let source: Vec<String> = answer_terms.intersection(&source_terms).cloned().collect();
-        let mut reached: BTreeSet<String> = BTreeSet::new();
+        // The source terms (answer terms a gold turn states), each with whether the context reaches it.
+        let mut source: BTreeMap<&str, bool> = BTreeMap::new();
+        for &o in &gold {
+            for_each_term(&sample.turn(o).content(), |t| {
+                if let Some(a) = answer_terms.get(t) {
+                    source.insert(a.as_str(), false);
+                }
+            });
+        }
+        let mut reach = |text: &str| {
+            if !source.is_empty() {
+                for_each_term(text, |t| {
+                    if let Some(r) = source.get_mut(t) {
+                        *r = true;
+                    }
+                });
+            }
+        };
         let mut texts = Vec::new();
         for b in &ctx.blocks {
             let item = &memory.items[b.item as usize];
             if item.turns.iter().any(|t| gold.contains(t)) {
-                reached.extend(terms(&item.text));
+                reach(&item.text);
                 texts.push(item.text.clone());
             }
             for &o in b.before.iter().chain(&b.after) {
                 if gold.contains(&o) {
-                    reached.extend(terms(&sample.turn(o).content()));
+                    reach(&sample.turn(o).content());
                 }
             }
         }
-        let kept = source.iter().filter(|t| reached.contains(*t)).cloned().collect();
+        let kept = source.iter().filter(|(_, r)| **r).map(|(t, _)| t.to_string()).collect();
+        let source = source.keys().map(|t| t.to_string()).collect();
         Some(AnswerCoverage { source, kept, memory: texts })
     }
 }

@@ -100,15 +100,24 @@ pub struct Retrieval {
 }
 
 /// Indices of the best `pool` items with a positive score, best first, ties by item.
+/// Three channels per question over every item: the order (score descending by
+/// `total_cmp`, then item) is compared as one integer pair, not through the scores.
 fn top_pool(scores: &[f64], pool: usize) -> Vec<u32> {
-    let mut idx: Vec<u32> = (0..scores.len() as u32).filter(|&i| scores[i as usize] > 0.0).collect();
-    let by = |a: &u32, b: &u32| scores[*b as usize].total_cmp(&scores[*a as usize]).then(a.cmp(b));
-    if idx.len() > pool {
-        idx.select_nth_unstable_by(pool, by);
-        idx.truncate(pool);
+    let mut keys: Vec<(u64, u32)> =
+        scores.iter().zip(0u32..).filter(|(x, _)| **x > 0.0).map(|(x, i)| (descending(*x), i)).collect();
+    if keys.len() > pool {
+        keys.select_nth_unstable(pool);
+        keys.truncate(pool);
     }
-    idx.sort_unstable_by(by);
-    idx
+    keys.sort_unstable();
+    keys.into_iter().map(|(_, i)| i).collect()
+}
+
+/// An integer that orders like `f64::total_cmp`, reversed.
+fn descending(x: f64) -> u64 {
+    let b = x.to_bits();
+    let ascending = if b >> 63 == 1 { !b } else { b | (1 << 63) };
+    !ascending
 }
 
 /// Runs the retrieve stage for one question.
@@ -241,6 +250,40 @@ mod tests {
         assert_eq!(Intent::detect("Would Ann enjoy hiking?"), Some(Intent::Reasoning));
         assert_eq!(Intent::detect("What is Ann's dog called?"), None);
         assert_eq!(Intent::detect("Whenever"), None);
+    }
+
+    #[test]
+    fn top_pool_orders_as_total_cmp_then_item() {
+        // The comparison it replaced, as the reference.
+        fn reference(scores: &[f64], pool: usize) -> Vec<u32> {
+            let mut idx: Vec<u32> = (0..scores.len() as u32).filter(|&i| scores[i as usize] > 0.0).collect();
+            idx.sort_by(|a, b| scores[*b as usize].total_cmp(&scores[*a as usize]).then(a.cmp(b)));
+            idx.truncate(pool);
+            idx
+        }
+        let specials = [0.0, -0.0, f64::MIN_POSITIVE, 1e-300, 5e-324, f64::MAX, f64::INFINITY, f64::NAN, -1.0, 1.0];
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for round in 0..300 {
+            let n = round % 97;
+            let scores: Vec<f64> = (0..n)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    match x % 5 {
+                        0 => specials[(x >> 8) as usize % specials.len()],
+                        // Few distinct values, so ties are common.
+                        1 => ((x >> 8) % 4) as f64 * 0.25,
+                        _ => f64::from_bits(x >> 2),
+                    }
+                })
+                .collect();
+            for pool in [0, 1, 3, 50, 200] {
+                assert_eq!(top_pool(&scores, pool), reference(&scores, pool), "{scores:?} pool {pool}");
+            }
+        }
+        let sorted = [f64::INFINITY, f64::MAX, 1.0, 5e-324, 0.0, -0.0, -1.0, -f64::INFINITY];
+        assert!(sorted.windows(2).all(|w| descending(w[0]) < descending(w[1])));
     }
 
     #[test]

@@ -333,3 +333,77 @@ fn answer_coverage_tells_what_the_memory_kept_of_the_source() {
         }
     }
 }
+
+/// The answer coverage as first written (every term of every text collected
+/// in sets): the reference for the measurement that scans texts instead.
+fn coverage_reference(
+    sample: &harness::dataset::Sample,
+    memory: &harness::ingest::Memory,
+    q: &harness::dataset::Question,
+    ctx: &harness::assemble::Context,
+) -> Option<harness::outcome::AnswerCoverage> {
+    use std::collections::BTreeSet;
+    let terms = harness::text::terms;
+    let answer = q.answer.as_deref()?;
+    let gold: Vec<u32> = q.evidence.iter().filter_map(|t| sample.ordinal(t)).collect();
+    if gold.is_empty() {
+        return None;
+    }
+    let answer_terms: BTreeSet<String> = terms(answer).into_iter().collect();
+    let source_terms: BTreeSet<String> = gold.iter().flat_map(|&o| terms(&sample.turn(o).content())).collect();
+    let source: Vec<String> = answer_terms.intersection(&source_terms).cloned().collect();
+    let mut reached: BTreeSet<String> = BTreeSet::new();
+    let mut texts = Vec::new();
+    for b in &ctx.blocks {
+        let item = &memory.items[b.item as usize];
+        if item.turns.iter().any(|t| gold.contains(t)) {
+            reached.extend(terms(&item.text));
+            texts.push(item.text.clone());
+        }
+        for &o in b.before.iter().chain(&b.after) {
+            if gold.contains(&o) {
+                reached.extend(terms(&sample.turn(o).content()));
+            }
+        }
+    }
+    let kept = source.iter().filter(|t| reached.contains(*t)).cloned().collect();
+    Some(harness::outcome::AnswerCoverage { source, kept, memory: texts })
+}
+
+/// The coverage the evaluator measures is the reference's, question by
+/// question, under strategies with windows, backfill and tight budgets.
+#[test]
+fn answer_coverage_equals_its_reference() {
+    let d = default_strategy();
+    let strategies = [
+        d.clone(),
+        with(&with(&d, "ingest.window_size", serde_json::json!(3)), "ingest.window_overlap", serde_json::json!(1)),
+        with(&with(&d, "assemble.backfill_window", serde_json::json!(2)), "retrieve.top_k", serde_json::json!(10)),
+        with(&d, "assemble.token_budget", serde_json::json!(120)),
+    ];
+    let dataset = harness::Dataset::builtin();
+    let (mut compared, mut kept_some, mut lost_some) = (0, 0, 0);
+    for s in &strategies {
+        let ev = builtin_evaluator(HarnessSettings::default());
+        let by_id: std::collections::HashMap<String, Outcome> =
+            ev.evaluate(s).unwrap().outcomes.into_iter().map(|o| (o.id.clone(), o)).collect();
+        for sample in dataset.samples() {
+            let memory = harness::ingest::ingest(sample, &s.ingest, None).unwrap();
+            let index = harness::index::build(&memory, &s.index, None).unwrap();
+            for q in &sample.questions {
+                let Some(o) = by_id.get(&q.id) else { continue };
+                let ret = harness::retrieve::retrieve(&q.question, None, &memory, &index, &s.retrieve);
+                let ctx =
+                    harness::assemble::assemble(sample, &memory, &ret, &s.assemble, harness::DEFAULT_BUDGET_CEILING);
+                let want = coverage_reference(sample, &memory, q, &ctx);
+                assert_eq!(o.answer_coverage, want, "{}", q.id);
+                compared += 1;
+                if let Some(c) = &want {
+                    kept_some += usize::from(!c.kept.is_empty());
+                    lost_some += usize::from(c.kept.len() < c.source.len());
+                }
+            }
+        }
+    }
+    assert!(compared > 100 && kept_some > 10 && lost_some > 0, "{compared} {kept_some} {lost_some}");
+}
