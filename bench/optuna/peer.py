@@ -256,6 +256,8 @@ def emend_side(args, emend: str, schema: dict, search: Path, held: Path, ceiling
     cfg = yaml.safe_load(cfg_path.read_text())
     cfg["harness"]["budget_ceiling"] = ceiling
     cfg["loop"]["seed"] = seed
+    # The search proposer (off by default, see the README) is what this benchmark measures.
+    cfg["loop"]["search"] = not args.rule_evolver
     cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     probe_size = min(cfg["gates"]["probe_size"], n)
 
@@ -461,6 +463,8 @@ def main() -> int:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--ceilings", default="1000,2000")
     ap.add_argument("--out", default=str(REPO / "target" / "bench-optuna"), help="directory of results.md and results.json")
+    ap.add_argument("--rule-evolver", action="store_true",
+                    help="run emend with loop.search: false (the one-field rule evolver) instead of the search proposer")
     ap.add_argument("--tpe-cache", default=None,
                     help="directory of recorded TPE runs: a run whose inputs are byte-identical is read, not repeated")
     ap.add_argument("--tpe-only", action="store_true",

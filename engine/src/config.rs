@@ -397,13 +397,15 @@ pub struct LoopConfig {
     #[serde(default = "d_ucb")]
     pub ucb_c: f64,
     /// The search proposer (many multi-field candidates screened by
-    /// successive halving on the search part); on by default.
+    /// successive halving on the search part). Off by default: its sampler's
+    /// history lives in the process, so a run killed and resumed, or a second
+    /// `emend evolve`, does not search exactly as one uninterrupted run would.
     #[serde(default = "d_search")]
     pub search: bool,
 }
 
 fn d_search() -> bool {
-    true
+    false
 }
 
 fn d_rounds() -> u32 {
@@ -1077,7 +1079,8 @@ fn render_loop(out: &mut String, l: &LoopConfig) {
     out.push_str(&format!("  # UCB1 exploration constant c0.\n  ucb_c: {}\n", l.ucb_c));
     out.push_str(&format!(
         "  # The search proposer: multi-field candidates screened by successive halving on the\n  \
-         # search part (false: the rule evolver's one-field moves).\n  search: {}\n",
+         # search part (false: the rule evolver's one-field moves; see the README for its limits).\n  \
+         search: {}\n",
         l.search
     ));
 }

@@ -705,10 +705,11 @@ mod tests {
         crate::schema::set_path(&mut target, "retrieve.fusion", json!("weighted_sum"));
         crate::schema::set_path(&mut target, "ingest.min_chars", json!(200));
         let full = toward(&schema, &far, &served, &target, 1.0).unwrap();
-        // token_budget 300 -> +400 (its x-max-delta), top_k 5 -> 8 (the target is within a step),
-        // fusion takes the target's option, min_chars 20 -> +40.
+        // token_budget 300 -> +400 (its x-max-delta), top_k 5 -> 8 (the target is within a step;
+        // snapped to 9 on its x-step grid of 2 through 5), fusion takes the target's option,
+        // min_chars 20 -> +40.
         assert_eq!(get_path(&full, "assemble.token_budget"), Some(&json!(700)));
-        assert_eq!(get_path(&full, "retrieve.top_k"), Some(&json!(8)));
+        assert_eq!(get_path(&full, "retrieve.top_k"), Some(&json!(9)));
         assert_eq!(get_path(&full, "retrieve.fusion"), Some(&json!("weighted_sum")));
         assert_eq!(get_path(&full, "ingest.min_chars"), Some(&json!(60)));
         let half = toward(&schema, &far, &served, &target, 0.5).unwrap();
@@ -728,7 +729,8 @@ mod tests {
         let far = space(&schema, &served, &["assemble.token_budget", "index.dense_kind"], false);
         let domain = |s: &Space, path: &str| s.params.iter().find(|p| p.path == path).map(|p| p.domain.clone());
         assert_eq!(domain(&boxed, "assemble.token_budget"), Some(Domain::Int { low: 50, high: 700 }));
-        assert_eq!(domain(&far, "assemble.token_budget"), Some(Domain::Int { low: 50, high: 8000 }));
+        // The far space keeps the whole range the invariants allow (token_budget <= its ceiling, 2000).
+        assert_eq!(domain(&far, "assemble.token_budget"), Some(Domain::Int { low: 50, high: 2000 }));
         let Some(Domain::Categorical(options)) = domain(&boxed, "index.dense_kind") else { panic!("dense_kind") };
         assert!(!options.contains(&json!("minilm")), "{options:?}");
     }

@@ -21,6 +21,12 @@
 //! harness hash in them changed once more with `emend-harness/2` (answers are
 //! not computed under the evidence judge); no other field changed.
 //!
+//! Re-recorded again for the category floor (a category may lose one
+//! question, `stats::category_floor`) and the schema's `x-symptoms` linking
+//! `retrieval_gap` to `assemble.backfill_window` and `ingest.min_chars`:
+//! both change which candidates are planned and accepted. The evolve.rs
+//! carve-up before it changed no event (checked by diffing exports).
+//!
 //! To re-record (only when a decision is meant to change, and say why in
 //! the commit): `EMEND_GOLDEN_UPDATE=1 cargo test --release -p emend --test golden`.
 //! `EMEND_GOLDEN_BIN` runs another `emend` binary (how the files were first
