@@ -37,6 +37,9 @@ use crate::schema::{Direction, FieldKind, StrategySchema, get_path};
 use crate::search::{self, Domain, Move, Space, Tpe, TpeConfig};
 use crate::stats::TaskKey;
 
+/// Per screened candidate (by index): the largest rung it reached and its accuracy there.
+type Reached = BTreeMap<usize, (usize, f64)>;
+
 /// How hard the search proposer looks.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SearchSettings {
@@ -421,7 +424,7 @@ impl SearchProposer {
         order: &[String],
         sizes: &[usize],
         served_correct: &BTreeMap<&str, bool>,
-    ) -> Result<(BTreeMap<usize, (usize, f64)>, Vec<usize>), String> {
+    ) -> Result<(Reached, Vec<usize>), String> {
         let mut failed: Option<String> = None;
         let halving = search::successive_halving(
             docs.len(),
@@ -443,7 +446,7 @@ impl SearchProposer {
             return Err(reason);
         }
         let served_on = |k: usize| order[..k].iter().filter(|id| served_correct[id.as_str()]).count() as f64 / k as f64;
-        let mut best_rung: BTreeMap<usize, (usize, f64)> = BTreeMap::new();
+        let mut best_rung: Reached = BTreeMap::new();
         for rung in &halving.rungs {
             for &(c, s) in &rung.scores {
                 best_rung.insert(c, (rung.size, s));
@@ -640,7 +643,7 @@ impl Proposer for SearchProposer {
         if docs.is_empty() {
             return self.fruitless(&served_hash);
         }
-        let Some(count) = self.fit(docs.len(), &sizes, budget_left, ask.total_questions) else { return None };
+        let count = self.fit(docs.len(), &sizes, budget_left, ask.total_questions)?;
         let docs = &docs[..count];
         let (best_rung, ranking) = match self.halve(ask, docs, &order, &sizes, &served_correct) {
             Ok(r) => r,
