@@ -31,7 +31,7 @@ use crate::artifact;
 use crate::events::QuestionResult;
 use crate::hypothesis::Hypothesis;
 use crate::planner::{Change, Plan};
-use crate::propose::{Ask, Proposed, Proposer};
+use crate::propose::{Ask, Proposed, Proposer, Told};
 use crate::records::question_results;
 use crate::schema::{Direction, FieldKind, StrategySchema, get_path};
 use crate::search::{self, Domain, Move, Space, Tpe, TpeConfig};
@@ -588,12 +588,8 @@ impl SearchProposer {
         crate::stats::better_p_value(improved, regressed) <= ask.next_alpha
     }
 
-    fn fruitless(&mut self, served_hash: &str) -> Option<Proposed> {
-        if self.misses.0 == served_hash {
-            self.misses.1 += 1;
-        } else {
-            self.misses = (served_hash.to_string(), 1);
-        }
+    fn fruitless(&mut self, _served_hash: &str) -> Option<Proposed> {
+        self.misses.1 += 1;
         None
     }
 }
@@ -605,7 +601,10 @@ impl Proposer for SearchProposer {
         }
         self.asked = true;
         let served_hash = artifact::content_hash(&ask.served.value);
-        if self.misses.0 == served_hash && self.misses.1 >= self.settings.patience {
+        if self.misses.0 != served_hash {
+            self.misses = (served_hash.clone(), 0);
+        }
+        if self.misses.1 >= self.settings.patience {
             return None;
         }
         let paths = focus_paths(ask);
@@ -679,6 +678,15 @@ impl Proposer for SearchProposer {
 
     fn start_round(&mut self) {
         self.asked = false;
+    }
+
+    /// A round whose searched candidate was not accepted counts as a
+    /// fruitless search too: patience bounds every search around one served
+    /// strategy, not only those that found nothing to test.
+    fn tell(&mut self, told: &[Told]) {
+        if !told.is_empty() && !told.iter().any(|t| t.outcome == crate::candidate::Outcome::Accepted) {
+            self.misses.1 += 1;
+        }
     }
 }
 
