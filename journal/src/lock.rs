@@ -183,17 +183,24 @@ fn write_content(file: &mut File, holder: &LockHolder) -> std::io::Result<()> {
 /// should make a writer fail.
 fn take_lock(file: &mut File, path: &Path, mode: OpenMode) -> Result<(), ErrorKind> {
     let start = Instant::now();
+    // The unnamed holder's patience runs from when the file was first seen
+    // naming nobody: a reader this writer waited for empties the file just
+    // before it lets go, and by then `start` may be long past.
+    let mut unnamed_since: Option<Instant> = None;
     loop {
         match file.try_lock() {
             Ok(()) => return Ok(()),
             Err(TryLockError::WouldBlock) => {
                 let holder = read_content(file).ok().and_then(|t| serde_json::from_str::<LockHolder>(&t).ok());
-                let patience = match &holder {
-                    None => UNNAMED_HOLDER_PATIENCE,
-                    Some(h) if h.mode == OpenMode::Reader && mode == OpenMode::Writer => READER_PATIENCE,
-                    Some(_) => Duration::ZERO,
+                let (since, patience) = match &holder {
+                    None => (*unnamed_since.get_or_insert_with(Instant::now), UNNAMED_HOLDER_PATIENCE),
+                    Some(h) if h.mode == OpenMode::Reader && mode == OpenMode::Writer => {
+                        unnamed_since = None;
+                        (start, READER_PATIENCE)
+                    }
+                    Some(_) => (start, Duration::ZERO),
                 };
-                if start.elapsed() >= patience {
+                if since.elapsed() >= patience {
                     return Err(ErrorKind::locked_by(holder.as_ref(), path.to_path_buf()));
                 }
                 std::thread::sleep(Duration::from_millis(5));
