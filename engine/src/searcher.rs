@@ -11,17 +11,23 @@
 //!   an invariant would otherwise block), at half and at full step;
 //! - TPE points: a TPE sampler ([`crate::search::Tpe`]) fitted to every
 //!   candidate this proposer has scored, restricted to the step box around
-//!   the served strategy.
+//!   the served strategy;
+//! - scouts: TPE points over the implicated fields' whole ranges, scored on
+//!   a small seeded sample and never proposed; candidates step toward the
+//!   best strategies scored so far (full and half `x-max-delta` steps).
 //!
 //! They are screened by successive halving on nested seeded samples of the
 //! search part ([`crate::search::successive_halving`]); every question
 //! evaluated is counted in full-evaluation equivalents ([`Proposer::spent`])
-//! and no question is evaluated twice for the same strategy. The survivor,
-//! evaluated on the whole search part, is proposed only when it beats the
-//! served strategy there by at least `min_gain` questions; its search-part
-//! results travel with it, so the probe and the winner's completion cost
-//! nothing more. After `patience` searches around the same served strategy
-//! find nothing, it stays quiet until the served strategy changes.
+//! and no strategy is screened twice. The survivor, evaluated on the whole
+//! search part, is proposed only when it gains at least `min_gain` (a share
+//! of the search part) there, keeps every category within the confirm
+//! test's floor, and its own improved and regressed questions would pass the
+//! exact test at the next confirm alpha; its search-part results travel with
+//! it, so the probe and the winner's completion cost nothing more. After
+//! `patience` fruitless searches around one served strategy (a rejected
+//! searched candidate counts as one) it stays quiet until the served
+//! strategy changes. Its state lives in the process, not the journal.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -588,7 +594,7 @@ impl SearchProposer {
         crate::stats::better_p_value(improved, regressed) <= ask.next_alpha
     }
 
-    fn fruitless(&mut self, _served_hash: &str) -> Option<Proposed> {
+    fn fruitless(&mut self) -> Option<Proposed> {
         self.misses.1 += 1;
         None
     }
@@ -613,7 +619,7 @@ impl Proposer for SearchProposer {
         let far = step_box(ask.schema, whole.clone(), &ask.served.value, ask.roles, false);
         let space = step_box(ask.schema, whole, &ask.served.value, ask.roles, true);
         if space.params.is_empty() {
-            return self.fruitless(&served_hash);
+            return self.fruitless();
         }
         let keys: Vec<TaskKey> = ask
             .results
@@ -640,7 +646,7 @@ impl Proposer for SearchProposer {
         let top: Vec<&Plan> = ask.plans.iter().take(4).collect();
         let docs = self.candidates(ask, &space, &far, &top);
         if docs.is_empty() {
-            return self.fruitless(&served_hash);
+            return self.fruitless();
         }
         let count = self.fit(docs.len(), &sizes, budget_left, ask.total_questions)?;
         let docs = &docs[..count];
@@ -652,14 +658,14 @@ impl Proposer for SearchProposer {
         let full = ranking.into_iter().filter(|&c| best_rung[&c].0 == order.len());
         let Some(winner) = full.into_iter().find(|&c| self.keeps_categories(ask, &docs[c])) else {
             tracing::info!(candidates = docs.len(), "search: no candidate keeps every category");
-            return self.fruitless(&served_hash);
+            return self.fruitless();
         };
         let (size, score) = best_rung[&winner];
         let gain = score - served_on(size);
         let visible = self.visible(ask, &docs[winner]);
         tracing::info!(candidates = docs.len(), gain, visible, "search around {}", &served_hash[..12]);
         if size < order.len() || gain < self.settings.min_gain || !visible {
-            return self.fruitless(&served_hash);
+            return self.fruitless();
         }
         let value = docs[winner].clone();
         let hash = artifact::content_hash(&value);
@@ -667,7 +673,7 @@ impl Proposer for SearchProposer {
             self.results.get(&hash).map(|m| m.values().cloned().collect()).unwrap_or_default();
         let changes = changes_between(&space, ask.schema, &ask.served.value, &value, &plan.path);
         if changes.is_empty() {
-            return self.fruitless(&served_hash);
+            return self.fruitless();
         }
         Some(Proposed::Candidate { value, changes, data: None, known: Some(known) })
     }
