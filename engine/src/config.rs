@@ -397,15 +397,14 @@ pub struct LoopConfig {
     #[serde(default = "d_ucb")]
     pub ucb_c: f64,
     /// The search proposer (many multi-field candidates screened by
-    /// successive halving on the search part). Off by default: its sampler's
-    /// history lives in the process, so a run killed and resumed, or a second
-    /// `emend evolve`, does not search exactly as one uninterrupted run would.
+    /// successive halving on the search part; endpoint protocol only). On by
+    /// default; false: the rule evolver's one-field moves.
     #[serde(default = "d_search")]
     pub search: bool,
 }
 
 fn d_search() -> bool {
-    false
+    true
 }
 
 fn d_rounds() -> u32 {

@@ -31,8 +31,9 @@ pub const T_STRATEGIES: &str = "strategies";
 pub const T_POINTERS: &str = "pointers";
 pub const T_EVALUATIONS: &str = "evaluations";
 pub const T_ESCALATIONS: &str = "escalations";
+pub const T_SEARCHES: &str = "searches";
 
-pub const TREES: [&str; 12] = [
+pub const TREES: [&str; 13] = [
     T_ROUNDS,
     T_EFFECTS,
     T_SCOREBOARD,
@@ -45,6 +46,7 @@ pub const TREES: [&str; 12] = [
     T_POINTERS,
     T_EVALUATIONS,
     T_ESCALATIONS,
+    T_SEARCHES,
 ];
 
 pub fn round_key(round: u64) -> String {
@@ -185,6 +187,9 @@ pub enum Event {
         at: String,
     },
     /// A hook failed (non-zero exit, spawn error, timeout) after the change it reported was committed.
+    /// One search of the search proposer: what it screened and scored, so
+    /// that a later run (or a resumed one) goes on from the same state.
+    Searched(Box<SearchRecord>),
     HookFailed {
         /// `on_served` or `on_pending`.
         hook: String,
@@ -298,6 +303,38 @@ pub struct RoundRecord {
     pub evaluations_used: f64,
 }
 
+/// One search of the search proposer ([`crate::searcher`]): enough to
+/// rebuild its state (its sampler's history, the strategies it must not
+/// screen again, its counters and patience) from the journal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchRecord {
+    /// The round the search ran in (a fruitless search's round number is taken again by the next).
+    pub round: u64,
+    /// The served strategy it searched around.
+    pub served_hash: String,
+    /// Searches the proposer has run, this one included.
+    pub searches: u64,
+    /// Sampler draws so far (each draw's seed).
+    pub draws: u64,
+    /// Fruitless searches around `served_hash` so far, this one included when it was.
+    pub misses: u32,
+    /// Full-evaluation equivalents it spent.
+    pub spent: f64,
+    /// Hashes of the strategies it screened.
+    pub screened: Vec<String>,
+    /// Each strategy it scored: its evolvable (non-text) fields and its estimated search-part accuracy.
+    pub scored: Vec<ScoredPoint>,
+    /// The hash of the candidate it sent to the gates, if any.
+    pub proposed: Option<String>,
+}
+
+/// A strategy the search proposer scored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScoredPoint {
+    pub values: BTreeMap<String, Value>,
+    pub score: f64,
+}
+
 /// The split a round used: derived from the task keys, the fraction and the seed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SplitRecord {
@@ -325,6 +362,7 @@ impl Event {
             Event::PendingReviewed { .. } => "pending_reviewed",
             Event::EscalationReviewed { .. } => "escalation_reviewed",
             Event::HookFailed { .. } => "hook_failed",
+            Event::Searched(_) => "searched",
         }
     }
 
@@ -451,6 +489,7 @@ impl Projector for EngineProjector {
                 );
             }
             Event::RoundFinished(r) => project_round(state, &r),
+            Event::Searched(r) => state.put(T_SEARCHES, &format!("{:012}", record.seq), to_value(&r)),
         }
         Ok(())
     }

@@ -110,6 +110,8 @@ struct Past {
     rejected_moves: BTreeSet<(String, String, String)>,
     /// The LORD++ alpha the round's first confirm test will run at.
     next_alpha: f64,
+    /// The served version's parent document: where the last accepted step started.
+    parent: Option<serde_json::Value>,
 }
 
 /// One candidate of a round.
@@ -229,9 +231,11 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         reconcile_served_file(self.project, self.schema, &*self.log)?;
         let mut summary = RunSummary::default();
         let mut state = RunState::default();
-        let mut proposers = self.proposers();
+        let mut proposers = self.proposers()?;
         let cfg_probe_size = self.project.config.gates.probe_size;
-        for _ in 0..opts.rounds {
+        // `opts.rounds` counts journaled rounds; a search that finds nothing is
+        // not one (its searcher's patience bounds how often that happens).
+        while summary.rounds < u64::from(opts.rounds) {
             if let Some(stopped) = over_budget(opts, state.used, started.elapsed()) {
                 summary.stopped = stopped;
                 break;
@@ -290,7 +294,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
     /// The run's proposers, in the order they are asked: the model's rewrite
     /// first, when it handles a direction; the search (endpoint protocol with
     /// `loop.search`); the schema's moves otherwise.
-    fn proposers(&self) -> Vec<Box<dyn Proposer>> {
+    fn proposers(&self) -> Result<Vec<Box<dyn Proposer>>> {
         let mut proposers: Vec<Box<dyn Proposer>> = vec![Box::new(ModelRewrite)];
         let cfg = &self.project.config;
         let search = cfg.loop_.search && cfg.harness.protocol == ProtocolChoice::Endpoint;
@@ -303,7 +307,12 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             })));
         }
         proposers.push(Box::new(RuleEvolver { candidates: !search }));
-        proposers
+        let store = self.store();
+        let (searches, candidates) = (store.searches()?, store.candidates()?);
+        for p in proposers.iter_mut() {
+            p.restore(&searches, &candidates);
+        }
+        Ok(proposers)
     }
 
     /// What a run establishes once, at its first round: the split and the
@@ -362,6 +371,13 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             effects: store.effects()?,
             rejected_moves: store.rejected_moves()?,
             next_alpha: confirm.lord.next_alpha(),
+            parent: match store.version(input.observed.version)?.and_then(|v| v.parent) {
+                Some(p) => match store.version(p)? {
+                    Some(v) => store.document(&v.hash)?,
+                    None => None,
+                },
+                None => None,
+            },
         };
         let search_results = input.parts.search_of(&input.observed.results);
         let diagnosis = layer_a::diagnose(&search_results, 5);
@@ -378,9 +394,15 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         let proposed = screening.proposed();
         // What the proposers spent screening counts even when nothing came of it.
         let spent: f64 = proposers.iter_mut().map(|p| p.spent()).sum();
+        // Their own records go with the round, or alone when it journals nothing.
+        let searched: Vec<Event> = proposers.iter_mut().flat_map(|p| p.journal()).collect();
         if !proposed {
+            if !searched.is_empty() {
+                self.log.append(searched.iter().map(Event::to_new).collect())?;
+            }
             return Ok(if spent > 0.0 { Some(RoundOutcome::empty(spent)) } else { None });
         }
+        events.extend(searched);
         used += spent;
         used += input.parts.cost(screening.probe_size) * (screening.probes - screening.free_probes) as f64;
         self.full_tests(input, &mut screening, &mut confirm, progress);

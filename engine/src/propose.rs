@@ -49,6 +49,8 @@ pub struct Ask<'a> {
     pub total_questions: usize,
     /// The alpha of the round's first confirm test (LORD++).
     pub next_alpha: f64,
+    /// The served version's parent document (where the last accepted step started), if any.
+    pub parent: Option<&'a Value>,
     /// Full-evaluation equivalents left under `--max-evals`, if set.
     pub budget_left: Option<f64>,
 }
@@ -115,6 +117,17 @@ pub trait Proposer {
     /// A new round begins (also a round that journals nothing because its
     /// search found nothing, whose number the next round takes again).
     fn start_round(&mut self) {}
+
+    /// Events recording this proposer's own state since it was last asked
+    /// (the loop journals them with the round, or alone when the round
+    /// journals nothing), so that a later run can [`Proposer::restore`] it.
+    fn journal(&mut self) -> Vec<crate::events::Event> {
+        Vec::new()
+    }
+
+    /// Rebuilds the state a previous run journaled: its searches and the
+    /// journal's candidate records (what became of what it proposed).
+    fn restore(&mut self, _searches: &[crate::events::SearchRecord], _candidates: &[crate::events::CandidateRecord]) {}
 }
 
 /// The schema's own moves (`planner::evolve`).

@@ -340,7 +340,8 @@ impl Walk {
             | Event::HypothesisUpdated { .. }
             | Event::Escalated { .. }
             | Event::EscalationReviewed { .. }
-            | Event::HookFailed { .. } => {}
+            | Event::HookFailed { .. }
+            | Event::Searched(_) => {}
         }
     }
 

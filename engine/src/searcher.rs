@@ -27,14 +27,18 @@
 //! it, so the probe and the winner's completion cost nothing more. After
 //! `patience` fruitless searches around one served strategy (a rejected
 //! searched candidate counts as one) it stays quiet until the served
-//! strategy changes. Its state lives in the process, not the journal.
+//! strategy changes. Each search is journaled (a `searched` event: what it
+//! screened and scored, its counters and patience), so a later or resumed
+//! run rebuilds the same state ([`Proposer::restore`]) and goes on where the
+//! journal left off.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
 use crate::artifact;
-use crate::events::QuestionResult;
+use crate::candidate::Outcome;
+use crate::events::{CandidateRecord, Event, QuestionResult, ScoredPoint, SearchRecord};
 use crate::hypothesis::Hypothesis;
 use crate::planner::{Change, Plan};
 use crate::propose::{Ask, Proposed, Proposer, Told};
@@ -45,6 +49,28 @@ use crate::stats::TaskKey;
 
 /// Per screened candidate (by index): the largest rung it reached and its accuracy there.
 type Reached = BTreeMap<usize, (usize, f64)>;
+
+/// A scored strategy as the search remembers it: its evolvable (non-text)
+/// fields by path. The rest of a strategy does not move in a search.
+type Point = BTreeMap<String, Value>;
+
+/// `doc`'s evolvable, non-text field values.
+fn point_of(schema: &StrategySchema, doc: &Value) -> Point {
+    schema
+        .evolvable()
+        .filter(|f| f.kind != FieldKind::Text)
+        .filter_map(|f| Some((f.path.clone(), get_path(doc, &f.path)?.clone())))
+        .collect()
+}
+
+/// `served` with `point`'s values.
+fn materialize(served: &Value, point: &Point) -> Value {
+    let mut doc = served.clone();
+    for (path, value) in point {
+        crate::schema::set_path(&mut doc, path, value.clone());
+    }
+    doc
+}
 
 /// How hard the search proposer looks.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -101,9 +127,13 @@ impl Default for SearchSettings {
 pub struct SearchProposer {
     settings: SearchSettings,
     /// Every strategy scored so far, with its estimated search-part accuracy.
-    scored: Vec<(Value, f64)>,
-    /// Per strategy hash: its results on the questions evaluated so far.
+    scored: Vec<(Point, f64)>,
+    /// Hashes of every strategy screened so far: none is screened twice.
+    screened: BTreeSet<String>,
+    /// Per strategy hash: its results in the current search.
     results: BTreeMap<String, BTreeMap<String, QuestionResult>>,
+    /// The record of the search in progress or not yet journaled.
+    record: Option<SearchRecord>,
     /// Full-evaluation equivalents spent since the last `spent()`.
     spent: f64,
     /// Set once the proposer answered in the current round.
@@ -122,7 +152,9 @@ impl SearchProposer {
         SearchProposer {
             settings,
             scored: Vec::new(),
+            screened: BTreeSet::new(),
             results: BTreeMap::new(),
+            record: None,
             spent: 0.0,
             asked: false,
             misses: (String::new(), 0),
@@ -297,6 +329,57 @@ fn toward(schema: &StrategySchema, far: &Space, served: &Value, target: &Value, 
     Some(doc)
 }
 
+/// The last accepted step taken again: every evolvable number of `served`
+/// moved by as much as it moved from `parent` (options stay).
+fn ahead(schema: &StrategySchema, served: &Value, parent: &Value) -> Value {
+    let mut doc = served.clone();
+    for f in schema.evolvable().filter(|f| matches!(f.kind, FieldKind::Integer | FieldKind::Number)) {
+        let (Some(a), Some(b)) =
+            (get_path(parent, &f.path).and_then(Value::as_f64), get_path(served, &f.path).and_then(Value::as_f64))
+        else {
+            continue;
+        };
+        if a != b {
+            let x = (b + (b - a)).clamp(f.minimum.unwrap_or(f64::MIN), f.maximum.unwrap_or(f64::MAX));
+            let x = if f.kind == FieldKind::Integer { Value::from(x.round() as i64) } else { Value::from(x) };
+            crate::schema::set_path(&mut doc, &f.path, x);
+        }
+    }
+    doc
+}
+
+/// The centre of the best quarter (at least 3) of the strategies scored so
+/// far: per field of `far`, the median of their numbers and the commonest of
+/// their options (ties to the better-scored). One scout's score on a small
+/// sample is mostly noise; where the best of many agree is a direction.
+fn consensus(scored: &[(Point, f64)], far: &Space, served: &Value) -> Option<Value> {
+    if scored.len() < 6 {
+        return None;
+    }
+    let mut ranked: Vec<&(Point, f64)> = scored.iter().collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let elite = &ranked[..(scored.len() / 4).max(3)];
+    let mut doc = served.clone();
+    for p in &far.params {
+        let values: Vec<&Value> = elite.iter().filter_map(|(d, _)| d.get(&p.path)).collect();
+        let value = match &p.domain {
+            Domain::Categorical(_) => {
+                let count = |v: &Value| values.iter().filter(|w| **w == v).count();
+                (*values.iter().max_by_key(|v| (count(v), std::cmp::Reverse(values.iter().position(|w| w == *v))))?)
+                    .clone()
+            }
+            Domain::Int { .. } | Domain::Float { .. } => {
+                let mut xs: Vec<f64> = values.iter().filter_map(|v| v.as_f64()).collect();
+                xs.sort_by(f64::total_cmp);
+                let m = *xs.get(xs.len() / 2)?;
+                if matches!(p.domain, Domain::Int { .. }) { Value::from(m.round() as i64) } else { Value::from(m) }
+            }
+        };
+        crate::schema::set_path(&mut doc, &p.path, value);
+    }
+    Some(doc)
+}
+
 /// Every field whose value differs between `from` and `to`, as changes; the
 /// plan's own field first when it moved, then by path.
 fn changes_between(space: &Space, schema: &StrategySchema, from: &Value, to: &Value, first: &str) -> Vec<Change> {
@@ -336,11 +419,14 @@ impl SearchProposer {
         let mut docs: Vec<Value> = Vec::new();
         // Steps toward the best strategies scored so far (scouts included).
         let served_score = self.scored_served;
-        let mut best: Vec<&(Value, f64)> = self.scored.iter().filter(|(_, s)| *s > served_score).collect();
+        let mut best: Vec<&(Point, f64)> = self.scored.iter().filter(|(_, s)| *s > served_score).collect();
         best.sort_by(|a, b| b.1.total_cmp(&a.1));
-        for (target, _) in best.into_iter().take(self.settings.targets) {
+        let center = consensus(&self.scored, far, served);
+        let targets = best.into_iter().take(self.settings.targets).map(|(t, _)| materialize(served, t));
+        let momentum = ask.parent.map(|parent| ahead(ask.schema, served, parent));
+        for target in momentum.into_iter().chain(center).chain(targets) {
             for fraction in [1.0, 0.5] {
-                docs.extend(toward(ask.schema, far, served, target, fraction));
+                docs.extend(toward(ask.schema, far, served, &target, fraction));
             }
         }
         let moves: Vec<Move> = top
@@ -364,7 +450,7 @@ impl SearchProposer {
             .scored
             .iter()
             .filter_map(|(doc, score)| {
-                let point = space.encode(doc).ok()?;
+                let point = space.encode(&materialize(served, doc)).ok()?;
                 let inside = space.params.iter().zip(&point).all(|(p, &x)| match &p.domain {
                     Domain::Int { low, high } => x >= *low as f64 && x <= *high as f64,
                     Domain::Float { low, high } => x >= *low - 1e-9 && x <= *high + 1e-9,
@@ -378,15 +464,15 @@ impl SearchProposer {
         // nothing must look somewhere else next time.
         let mut seen: BTreeSet<String> = BTreeSet::new();
         seen.insert(artifact::content_hash(served));
-        let mut fresh = |d: &Value, results: &BTreeMap<String, BTreeMap<String, QuestionResult>>| {
+        let mut fresh = |d: &Value, screened: &BTreeSet<String>| {
             let hash = artifact::content_hash(d);
             within_step(ask.schema, &changes_between(space, ask.schema, served, d, ""))
                 && ask.schema.check(d).is_empty()
                 && !ask.seen.contains(&hash)
-                && !results.contains_key(&hash)
+                && !screened.contains(&hash)
                 && seen.insert(hash)
         };
-        docs.retain(|d| fresh(d, &self.results));
+        docs.retain(|d| fresh(d, &self.screened));
         let Ok(current) = space.encode(served) else { return docs };
         let tpe = Tpe::new(space.clone(), TpeConfig { seed: self.settings.seed, ..TpeConfig::default() });
         let mut tries = 0;
@@ -402,7 +488,7 @@ impl SearchProposer {
             let point = sparse(&drawn, &current, self.settings.seed ^ self.number, self.settings.keep);
             let Ok(mut doc) = space.decode(served, &point) else { continue };
             snap(ask.schema, served, &mut doc, space);
-            if search::repair(ask.schema, &mut doc).is_ok() && fresh(&doc, &self.results) {
+            if search::repair(ask.schema, &mut doc).is_ok() && fresh(&doc, &self.screened) {
                 docs.push(doc);
             }
         }
@@ -459,7 +545,7 @@ impl SearchProposer {
             }
         }
         for (c, (size, s)) in &best_rung {
-            self.scored.push((docs[*c].clone(), self.scored_served + s - served_on(*size)));
+            self.remember(ask.schema, &docs[*c], self.scored_served + s - served_on(*size));
         }
         Ok((best_rung, halving.ranking))
     }
@@ -483,7 +569,9 @@ impl SearchProposer {
         let history: Vec<search::Trial> = self
             .scored
             .iter()
-            .filter_map(|(doc, score)| Some(search::Trial { point: far.encode(doc).ok()?, score: *score }))
+            .filter_map(|(doc, score)| {
+                Some(search::Trial { point: far.encode(&materialize(&ask.served.value, doc)).ok()?, score: *score })
+            })
             .collect();
         let tpe = Tpe::new(far.clone(), TpeConfig { seed: self.settings.seed ^ 0x5C0u64, ..TpeConfig::default() });
         let served = &ask.served.value;
@@ -499,7 +587,8 @@ impl SearchProposer {
             let hash = artifact::content_hash(&doc);
             if search::repair(ask.schema, &mut doc).is_err()
                 || !ask.schema.check(&doc).is_empty()
-                || self.results.contains_key(&hash)
+                || self.screened.contains(&hash)
+                || scouts.iter().any(|s| artifact::content_hash(s) == hash)
             {
                 continue;
             }
@@ -512,7 +601,7 @@ impl SearchProposer {
             } else {
                 correct.iter().filter(|c| **c).count() as f64 / ids.len().max(1) as f64
             };
-            self.scored.push((doc, self.scored_served + acc - served_on));
+            self.remember(ask.schema, &doc, self.scored_served + acc - served_on);
         }
         Ok(())
     }
@@ -538,7 +627,16 @@ impl SearchProposer {
             if eval.n() != missing.len() {
                 return Err(format!("search candidate {short}: {} of {} questions evaluated", eval.n(), missing.len()));
             }
-            self.spent += missing.len() as f64 / ask.total_questions.max(1) as f64;
+            let cost = missing.len() as f64 / ask.total_questions.max(1) as f64;
+            self.spent += cost;
+            if let Some(r) = &mut self.record {
+                r.spent += cost;
+            }
+            if self.screened.insert(hash.clone())
+                && let Some(r) = &mut self.record
+            {
+                r.screened.push(hash.clone());
+            }
             for r in question_results(&eval) {
                 known.insert(r.id.clone(), r);
             }
@@ -598,28 +696,26 @@ impl SearchProposer {
         self.misses.1 += 1;
         None
     }
-}
 
-impl Proposer for SearchProposer {
-    fn ask(&mut self, ask: &Ask<'_>, plan: &Plan, _node: &Hypothesis) -> Option<Proposed> {
-        if self.asked {
-            return None;
+    /// Adds a scored strategy to the sampler's history and to the search's record.
+    fn remember(&mut self, schema: &StrategySchema, doc: &Value, score: f64) {
+        let values = point_of(schema, doc);
+        if let Some(r) = &mut self.record {
+            r.scored.push(ScoredPoint { values: values.clone(), score });
         }
-        self.asked = true;
-        let served_hash = artifact::content_hash(&ask.served.value);
-        if self.misses.0 != served_hash {
-            self.misses = (served_hash.clone(), 0);
-        }
-        if self.misses.1 >= self.settings.patience {
-            return None;
-        }
+        self.scored.push((values, score));
+    }
+
+    /// One search around the served strategy (patience permitting).
+    fn search(&mut self, ask: &Ask<'_>, plan: &Plan) -> Option<Proposed> {
+        let served_hash = &self.misses.0.clone();
         let paths = focus_paths(ask);
         let only: Vec<&str> = paths.iter().map(String::as_str).collect();
         let whole = Space::from_schema(ask.schema, &ask.served.value, Some(&only)).ok()?;
         let far = step_box(ask.schema, whole.clone(), &ask.served.value, ask.roles, false);
         let space = step_box(ask.schema, whole, &ask.served.value, ask.roles, true);
         if space.params.is_empty() {
-            return self.fruitless();
+            return None;
         }
         let keys: Vec<TaskKey> = ask
             .results
@@ -637,7 +733,10 @@ impl Proposer for SearchProposer {
         let scout_cost = (self.settings.scouts * self.settings.scout_rung.min(order.len())) as f64
             / ask.total_questions.max(1) as f64;
         let ladder_cost = search::cost_of(&search::plan(1, &sizes, self.settings.eta), ask.total_questions);
-        if ask.budget_left.is_none_or(|left| left >= scout_cost + ladder_cost)
+        // After an accepted step the first search tries that step again before it scouts.
+        let momentum = ask.parent.is_some() && self.misses.1 == 0;
+        if !momentum
+            && ask.budget_left.is_none_or(|left| left >= scout_cost + ladder_cost)
             && let Err(reason) = self.scout(ask, &far, &order, &served_correct)
         {
             return Some(Proposed::Failed { reason });
@@ -676,6 +775,74 @@ impl Proposer for SearchProposer {
             return self.fruitless();
         }
         Some(Proposed::Candidate { value, changes, data: None, known: Some(known) })
+    }
+}
+
+impl Proposer for SearchProposer {
+    fn ask(&mut self, ask: &Ask<'_>, plan: &Plan, _node: &Hypothesis) -> Option<Proposed> {
+        if self.asked {
+            return None;
+        }
+        self.asked = true;
+        let served_hash = artifact::content_hash(&ask.served.value);
+        if self.misses.0 != served_hash {
+            self.misses = (served_hash.clone(), 0);
+        }
+        if self.misses.1 >= self.settings.patience {
+            return None;
+        }
+        self.results.clear();
+        self.record = Some(SearchRecord {
+            round: ask.round,
+            served_hash,
+            searches: 0,
+            draws: 0,
+            misses: 0,
+            spent: 0.0,
+            screened: Vec::new(),
+            scored: Vec::new(),
+            proposed: None,
+        });
+        let out = self.search(ask, plan);
+        self.results.clear();
+        if let Some(r) = &mut self.record {
+            r.searches = self.searches;
+            r.draws = self.number;
+            r.misses = self.misses.1;
+            r.proposed = match &out {
+                Some(Proposed::Candidate { value, .. }) => Some(artifact::content_hash(value)),
+                _ => None,
+            };
+            // A search that evaluated nothing changed nothing worth keeping.
+            if r.screened.is_empty() && r.scored.is_empty() {
+                self.record = None;
+            }
+        }
+        out
+    }
+
+    fn journal(&mut self) -> Vec<Event> {
+        self.record.take().map(|r| Event::Searched(Box::new(r))).into_iter().collect()
+    }
+
+    /// The state after `searches`, in journal order: each one's counters,
+    /// screened hashes and scored points, and the patience it left; a
+    /// proposed candidate that its round did not accept counts against
+    /// patience, as [`Proposer::tell`] counted it.
+    fn restore(&mut self, searches: &[SearchRecord], candidates: &[CandidateRecord]) {
+        for r in searches {
+            self.searches = r.searches;
+            self.number = r.draws;
+            self.screened.extend(r.screened.iter().cloned());
+            self.scored.extend(r.scored.iter().map(|p| (p.values.clone(), p.score)));
+            self.misses = (r.served_hash.clone(), r.misses);
+            if r.proposed.is_some() {
+                let round: Vec<&CandidateRecord> = candidates.iter().filter(|c| c.round == r.round).collect();
+                if !round.is_empty() && !round.iter().any(|c| c.outcome == Outcome::Accepted) {
+                    self.misses.1 += 1;
+                }
+            }
+        }
     }
 
     fn spent(&mut self) -> f64 {
@@ -784,5 +951,77 @@ mod tests {
         let out = sparse(&point, &current, 7, 3);
         assert_eq!(out.iter().filter(|x| **x != 0.0).count(), 3);
         assert_eq!(out, sparse(&point, &current, 7, 3), "seeded");
+    }
+
+    #[test]
+    fn the_consensus_is_the_median_of_the_best_quarter_and_the_commonest_option() {
+        let schema = StrategySchema::builtin();
+        let doc = default_doc();
+        let far = space(&schema, &doc, &["retrieve.top_k", "retrieve.fusion"], false);
+        let at = |k: i64, fusion: &str, score: f64| {
+            let mut d = doc.clone();
+            crate::schema::set_path(&mut d, "retrieve.top_k", Value::from(k));
+            crate::schema::set_path(&mut d, "retrieve.fusion", Value::from(fusion));
+            (point_of(&schema, &d), score)
+        };
+        // 12 scored: the best quarter (3) has top_k 40, 50, 90; two of them use weighted_sum.
+        let mut scored = vec![at(40, "weighted_sum", 0.9), at(90, "rrf", 0.8), at(50, "weighted_sum", 0.7)];
+        scored.extend((0..9).map(|i| at(5 + i, "rrf", 0.1)));
+        let c = consensus(&scored, &far, &doc).unwrap();
+        assert_eq!(get_path(&c, "retrieve.top_k"), Some(&Value::from(50)));
+        assert_eq!(get_path(&c, "retrieve.fusion"), Some(&Value::from("weighted_sum")));
+        assert!(consensus(&scored[..5], &far, &doc).is_none(), "too few to agree on anything");
+    }
+
+    #[test]
+    fn the_last_step_taken_again_stays_in_range() {
+        let schema = StrategySchema::builtin();
+        let parent = default_doc();
+        let mut served = parent.clone();
+        crate::schema::set_path(&mut served, "retrieve.top_k", Value::from(15));
+        crate::schema::set_path(&mut served, "assemble.token_budget", Value::from(7900));
+        let next = ahead(&schema, &served, &parent);
+        assert_eq!(get_path(&next, "retrieve.top_k"), Some(&Value::from(25)));
+        assert_eq!(get_path(&next, "assemble.token_budget"), Some(&Value::from(8000)), "clamped to the maximum");
+        assert_eq!(get_path(&next, "retrieve.pool"), get_path(&served, "retrieve.pool"), "unmoved fields stay");
+    }
+
+    #[test]
+    fn a_journaled_search_restores_the_same_state() {
+        let schema = StrategySchema::builtin();
+        let doc = default_doc();
+        let mut a = SearchProposer::new(SearchSettings::default());
+        a.record = Some(SearchRecord {
+            round: 2,
+            served_hash: "s".into(),
+            searches: 0,
+            draws: 0,
+            misses: 0,
+            spent: 0.5,
+            screened: vec![],
+            scored: vec![],
+            proposed: None,
+        });
+        a.remember(&schema, &doc, 0.61);
+        a.screened.insert("h1".into());
+        a.record.as_mut().unwrap().screened.push("h1".into());
+        (a.searches, a.number, a.misses) = (3, 77, ("s".into(), 2));
+        let r = a.record.as_mut().unwrap();
+        (r.searches, r.draws, r.misses) = (3, 77, 2);
+        let events = a.journal();
+        let Some(Event::Searched(record)) = events.first() else { panic!("{events:?}") };
+        let mut b = SearchProposer::new(SearchSettings::default());
+        b.restore(std::slice::from_ref(record), &[]);
+        assert_eq!((b.searches, b.number, &b.misses, &b.screened), (a.searches, a.number, &a.misses, &a.screened));
+        assert_eq!(b.scored, a.scored);
+        // A proposed candidate its round did not accept costs one more unit of patience.
+        let mut proposed = (**record).clone();
+        proposed.proposed = Some("c".into());
+        let mut rejected = CandidateRecord::new("r2c1", 2, 1, "served", "retrieve.top_k::increase");
+        rejected.outcome = Outcome::Rejected;
+        let mut c = SearchProposer::new(SearchSettings::default());
+        c.restore(&[proposed], &[rejected]);
+        assert_eq!(c.misses.1, 3);
+        assert!(a.journal().is_empty(), "journaled once");
     }
 }

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::candidate::Outcome;
-use crate::events::{CandidateRecord, T_LAYER_A};
+use crate::events::{CandidateRecord, SearchRecord, T_LAYER_A, T_SEARCHES};
 use crate::events::{
     EvalSummary, QuestionResult, T_CANDIDATES, T_EFFECTS, T_ESCALATIONS, T_EVALUATIONS, T_POINTERS, T_ROUNDS,
     T_STRATEGIES, T_TREE, evaluation_key, hash_key, version_key,
@@ -200,6 +200,11 @@ impl<'a, L: EventLog + ?Sized> Store<'a, L> {
     /// Every candidate's gate record, by round and id.
     pub fn candidates(&self) -> Result<Vec<CandidateRecord>> {
         self.log.scan(T_CANDIDATES, "")?.into_iter().map(|(k, v)| decode(&format!("candidate {k}"), v)).collect()
+    }
+
+    /// Every search of the search proposer, in journal order.
+    pub fn searches(&self) -> Result<Vec<SearchRecord>> {
+        self.log.scan(T_SEARCHES, "")?.into_iter().map(|(k, v)| decode(&format!("search {k}"), v)).collect()
     }
 
     /// Rounds finished so far (the last round number).

@@ -123,6 +123,13 @@ fn project(dir: &Path, edit: impl Fn(&str) -> String) -> Project {
     Project { dir: dir.to_path_buf(), config: parse_config(&text).unwrap() }
 }
 
+/// The config with `loop.search: false`: for tests that pin the rule
+/// evolver's one-field candidates (which field moves, which move errors).
+fn rule_evolver(config: &str) -> String {
+    assert!(config.contains("\n  search: true\n"), "{config}");
+    config.replace("\n  search: true\n", "\n  search: false\n")
+}
+
 fn start(project: &Project, log: &mut MemoryJournal, yaml: &str) -> Artifact {
     let schema = StrategySchema::builtin();
     let a = artifact::from_yaml("start.yaml", yaml, &schema).unwrap();
@@ -183,7 +190,7 @@ fn a_real_improvement_is_accepted_with_a_complete_gate_record() {
 #[test]
 fn nothing_is_accepted_when_no_strategy_matters() {
     let dir = tempfile::tempdir().unwrap();
-    let p = project(dir.path(), |s| s.to_string());
+    let p = project(dir.path(), rule_evolver);
     let mut log = MemoryJournal::new(EngineProjector);
     start(&p, &mut log, DEFAULT);
     let summary = run(&p, &mut log, &Scripted::new(flat, "h1"), 3, 4);
@@ -224,7 +231,7 @@ fn same_seed_and_inputs_give_the_same_journal_events() {
 #[test]
 fn a_move_past_the_off_value_is_never_proposed_nor_escalated() {
     let dir = tempfile::tempdir().unwrap();
-    let p = project(dir.path(), |s| s.to_string());
+    let p = project(dir.path(), rule_evolver);
     let mut log = MemoryJournal::new(EngineProjector);
     start(&p, &mut log, DEFAULT);
     let backend = Scripted::new(flat, "h1");
@@ -272,7 +279,7 @@ fn a_harness_change_that_drops_the_served_score_restores_the_best_version() {
 #[test]
 fn a_candidate_whose_evaluation_fails_is_errored_never_accepted() {
     let dir = tempfile::tempdir().unwrap();
-    let p = project(dir.path(), |s| s.to_string());
+    let p = project(dir.path(), rule_evolver);
     let mut log = MemoryJournal::new(EngineProjector);
     start(&p, &mut log, DEFAULT);
     let mut backend = Scripted::new(by_top_k, "h1");
@@ -297,7 +304,7 @@ fn a_candidate_whose_evaluation_fails_is_errored_never_accepted() {
 #[test]
 fn a_hand_edited_served_file_stops_the_run_and_a_stale_one_is_repaired() {
     let dir = tempfile::tempdir().unwrap();
-    let p = project(dir.path(), |s| s.to_string());
+    let p = project(dir.path(), rule_evolver);
     let mut log = MemoryJournal::new(EngineProjector);
     start(&p, &mut log, DEFAULT);
     let backend = Scripted::new(by_top_k, "h1");

@@ -27,6 +27,11 @@
 //! both change which candidates are planned and accepted. The evolve.rs
 //! carve-up before it changed no event (checked by diffing exports).
 //!
+//! Re-recorded for LoCoMo when the search proposer became the default
+//! (`loop.search: true`; journaled `searched` events, a step toward the
+//! consensus of the best-scored strategies, the last accepted step tried
+//! again). The embedded run's file did not change.
+//!
 //! To re-record (only when a decision is meant to change, and say why in
 //! the commit): `EMEND_GOLDEN_UPDATE=1 cargo test --release -p emend --test golden`.
 //! `EMEND_GOLDEN_BIN` runs another `emend` binary (how the files were first

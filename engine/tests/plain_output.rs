@@ -50,7 +50,9 @@ fn evolve_and_show_print_no_escape_codes_into_a_pipe() {
         assert!(!out.is_empty());
         assert!(!has_escape(&out) && !has_escape(&err), "{env:?}: {}{}", text(&out), text(&err));
     }
-    // Forced colour reaches the pipe: the decision lines are bold.
+    // Forced colour reaches the pipe: the decision lines are bold (a fresh
+    // project: the first has stopped exhausted and decides nothing more).
+    let (_tmp, dir) = project();
     let (code, _, err) = emend(&dir, &["evolve", "--rounds", "1"], &[("CLICOLOR_FORCE", "1")]);
     assert_eq!(code, 0, "{}", text(&err));
     assert!(has_escape(&err), "CLICOLOR_FORCE=1 colours the decision line: {}", text(&err));

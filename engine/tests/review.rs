@@ -48,8 +48,10 @@ fn json(dir: &Path, args: &[&str]) -> Value {
 }
 
 /// The shared run: `emend init` + 3 rounds of `emend evolve` on the embedded
-/// dataset. Even readers lock the journal, so tests take turns on it: hold
-/// the guard while using the directory.
+/// dataset, with the rule evolver (`loop.search: false`), whose candidates
+/// stop at every stage (gates, probe, full test) for the snapshots to show.
+/// Even readers lock the journal, so tests take turns on it: hold the guard
+/// while using the directory.
 fn base() -> (MutexGuard<'static, ()>, &'static Path) {
     static TURN: Mutex<()> = Mutex::new(());
     static BASE: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
@@ -58,6 +60,9 @@ fn base() -> (MutexGuard<'static, ()>, &'static Path) {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("p");
         ok(tmp.path(), &["init", "p", "--tasks", "builtin"]);
+        let config = std::fs::read_to_string(dir.join("emend.yaml")).unwrap();
+        assert!(config.contains("  search: true\n"), "{config}");
+        std::fs::write(dir.join("emend.yaml"), config.replace("  search: true\n", "  search: false\n")).unwrap();
         ok(&dir, &["evolve", "--rounds", "3", "--quiet"]);
         let status = json(&dir, &["status", "--json"]);
         assert!(status["served_version"].as_u64().unwrap() >= 2, "the run must accept something: {status}");

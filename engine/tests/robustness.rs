@@ -419,6 +419,10 @@ fn a_full_disk_during_evolve_followed_by_reads_leaves_a_journal_that_verifies() 
     };
     let dir = fs.0.join("p");
     init(&dir);
+    // No stage cache: the 48 MB file system is for the journal (the cache grows with every search).
+    let config = std::fs::read_to_string(dir.join("emend.yaml")).unwrap();
+    std::fs::write(dir.join("emend.yaml"), config.replacen("harness:\n", "harness:\n  stage_cache_mb: 0\n", 1))
+        .unwrap();
     let (code, _, err) = emend(&dir, &["evolve", "--rounds", "2", "--quiet"]);
     assert_eq!(code, 0, "{err}");
     let (_, before, _) = emend(&dir, &["journal", "head"]);
@@ -707,6 +711,9 @@ runpy.run_path(ADAPTER, run_name="__main__")
     .replace("ADAPTER", &serde_json::to_string(&adapter.display().to_string()).unwrap());
     std::fs::write(&wrapper, script).unwrap();
     let dir = init_with_adapter(tmp.path(), &wrapper);
+    // The rule evolver: its candidates name their change, which the next round proposes again.
+    let config = std::fs::read_to_string(dir.join("emend.yaml")).unwrap();
+    std::fs::write(dir.join("emend.yaml"), config.replace("  search: true", "  search: false")).unwrap();
     let (code, out, err) = emend(&dir, &["evolve", "--rounds", "1", "--candidates", "2", "--quiet"]);
     assert_eq!(code, 0, "{out}{err}");
     let first = round_candidates(&dir);

@@ -78,6 +78,8 @@ fn manual_approval_leaves_pending_versions_and_approve_serves_one_with_the_hook(
     let dir = project(tmp.path());
     configure(&dir, "  approval: auto", "  approval: manual");
     configure(&dir, "  on_served: null", "  on_served: [\"./hook.sh\"]");
+    // The rule evolver: its one-field candidates are what the pending list shows below.
+    configure(&dir, "  search: true", "  search: false");
     hook_script(&dir, "env | grep '^EMEND_' | sort > hook.env; echo run >> hook.runs");
     ok(&dir, &["evolve", "--rounds", "4", "--quiet"]);
     let status = json(&dir, &["status", "--json"]);

@@ -107,6 +107,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
                     plans: &plans,
                     total_questions: input.parts.n,
                     next_alpha: past.next_alpha,
+                    parent: past.parent.as_ref(),
                     // What is left once the probes so far and one confirm test are paid.
                     budget_left: budget_left.map(|b| {
                         b - (out.probes - out.free_probes) as f64 * probe_cost
@@ -293,11 +294,14 @@ impl Slots {
 
 impl Screening {
     /// Whether the round proposed anything: a candidate with a document that
-    /// is not one evaluated before. A round that did not journals nothing.
+    /// is not one evaluated before, or one that errored (a failed proposal or
+    /// evaluation is journaled, never dropped). A round that did not journals
+    /// nothing.
     pub(super) fn proposed(&self) -> bool {
-        self.trials
-            .iter()
-            .any(|t| t.record.hash.is_some() && t.record.rejected_by != Some(StoppedBy::Gate(Gate::Novelty)))
+        self.trials.iter().any(|t| {
+            (t.record.hash.is_some() && t.record.rejected_by != Some(StoppedBy::Gate(Gate::Novelty)))
+                || t.record.outcome == Outcome::Errored
+        })
     }
 }
 
