@@ -256,7 +256,7 @@ def emend_side(args, emend: str, schema: dict, search: Path, held: Path, ceiling
     cfg = yaml.safe_load(cfg_path.read_text())
     cfg["harness"]["budget_ceiling"] = ceiling
     cfg["loop"]["seed"] = seed
-    # The search proposer (off by default, see the README) is what this benchmark measures.
+    # emend's default (the search proposer) unless --rule-evolver asks for the one-field moves.
     cfg["loop"]["search"] = not args.rule_evolver
     cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     probe_size = min(cfg["gates"]["probe_size"], n)
