@@ -316,7 +316,8 @@ fn layer_a_view<L: EventLog + ?Sized>(
 pub struct LogCandidate {
     pub id: String,
     pub hypothesis: String,
-    /// `path from -> to`, when a change was proposed.
+    /// `path from -> to`, when a change was proposed (with how many more
+    /// fields a multi-field candidate moves).
     pub change: Option<String>,
     pub outcome: Outcome,
     pub rejected_by: Option<StoppedBy>,
@@ -364,7 +365,7 @@ pub enum LogEntry {
         reason: String,
     },
     /// A serving event (pending, quarantine, review, escalation review, hook
-    /// failure), with its sentence.
+    /// failure) or a search that found nothing (`searched`), with its sentence.
     Serving {
         seq: u64,
         kind: String,
@@ -394,7 +395,13 @@ impl LogView {
             let seq = record.seq;
             match event {
                 Event::CandidateJudged(c) => pending.push(LogCandidate {
-                    change: c.change.as_ref().map(|ch| format!("{} {} -> {}", ch.path, ch.from, ch.to)),
+                    change: c.change.as_ref().map(|ch| {
+                        let more = match c.more_changes.len() {
+                            0 => String::new(),
+                            n => format!(" (and {n} more field{})", if n == 1 { "" } else { "s" }),
+                        };
+                        format!("{} {} -> {}{more}", ch.path, ch.from, ch.to)
+                    }),
                     id: c.id,
                     hypothesis: c.hypothesis,
                     outcome: c.outcome,
@@ -455,6 +462,18 @@ impl LogView {
                 Event::HookFailed { hook, version, change, error, at } => {
                     let text = format!("hooks.{hook} failed for v{version} ({change}) at {at}: {error}");
                     entries.push(LogEntry::Serving { seq, kind: "hook_failed".into(), version: Some(version), text });
+                }
+                // A search that sent a candidate on shows as that round's candidate.
+                Event::Searched(r) if r.proposed.is_none() => {
+                    let text = format!(
+                        "round {}: a search around {} screened {} strategies ({:.2} full-evaluation equivalents) \
+                         and found nothing worth a confirm test",
+                        r.round,
+                        &r.served_hash[..12.min(r.served_hash.len())],
+                        r.screened.len(),
+                        r.spent
+                    );
+                    entries.push(LogEntry::Serving { seq, kind: "searched".into(), version: None, text });
                 }
                 _ => {}
             }
