@@ -116,7 +116,7 @@ impl Default for SearchSettings {
             epsilon_c: 1.0,
             seed: 0,
             keep: 8,
-            scouts: 24,
+            scouts: 12,
             scout_rung: 64,
             targets: 3,
         }

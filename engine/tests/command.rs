@@ -425,7 +425,8 @@ fn init_and_evolve_against_the_reference_adapter() {
     let (code, out, err) = emend(&dir, &["evolve", "--rounds", "2", "--candidates", "3", "--json", "--quiet"]);
     assert_eq!(code, 0, "{out}{err}");
     let summary: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(summary["rounds"], 2);
+    // Two rounds, or fewer when the search ran out of ideas first.
+    assert!(summary["rounds"] == 2 || summary["stopped"] == "exhausted", "{summary}");
     assert!(summary["candidates"].as_u64().unwrap() > 0, "{summary}");
     assert!(summary["start_accuracy"].as_f64().unwrap() > 0.0, "{summary}");
 
@@ -433,7 +434,7 @@ fn init_and_evolve_against_the_reference_adapter() {
     assert_eq!(code, 0, "{err}");
     let log: Value = serde_json::from_str(&out).unwrap();
     let rounds: Vec<&Value> = log["entries"].as_array().unwrap().iter().filter(|e| e["kind"] == "round").collect();
-    assert_eq!(rounds.len(), 2, "{log}");
+    assert_eq!(rounds.len() as u64, summary["rounds"].as_u64().unwrap(), "{log}");
     let candidates: Vec<&Value> = rounds.iter().flat_map(|r| r["candidates"].as_array().unwrap()).collect();
     assert!(!candidates.is_empty());
     // Decisions were made on real evaluations: nothing errored.

@@ -58,12 +58,14 @@ fn evolve_json_summary_and_status() {
     ] {
         assert!(v.get(key).is_some(), "missing {key} in {v}");
     }
-    assert_eq!(v["rounds"], 2);
+    // Two rounds, or fewer when the search ran out of ideas first.
+    assert!(v["rounds"] == 2 || v["stopped"] == "exhausted", "{v}");
+    assert!(v["rounds"].as_u64().unwrap() >= 1, "{v}");
     let (code, out, _) = emend(&dir, &["status", "--json"]);
     assert_eq!(code, 0);
     let s: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert!(s["served_version"].is_u64() && s["best_version"].is_u64(), "{s}");
-    assert_eq!(s["rounds"], 2);
+    assert_eq!(s["rounds"], v["rounds"]);
     let (code, out, _) = emend(&dir, &["show", "served", "--yaml"]);
     assert_eq!(code, 0);
     assert!(out.contains("retrieve:"), "{out}");

@@ -30,7 +30,8 @@
 //! Re-recorded for LoCoMo when the search proposer became the default
 //! (`loop.search: true`; journaled `searched` events, a step toward the
 //! consensus of the best-scored strategies, the last accepted step tried
-//! again). The embedded run's file did not change.
+//! again), and once more when the scouts per search went from 24 to 12.
+//! The embedded run's file did not change.
 //!
 //! To re-record (only when a decision is meant to change, and say why in
 //! the commit): `EMEND_GOLDEN_UPDATE=1 cargo test --release -p emend --test golden`.
