@@ -31,7 +31,9 @@
 //! (`loop.search: true`; journaled `searched` events, a step toward the
 //! consensus of the best-scored strategies, the last accepted step tried
 //! again), and once more when the scouts per search went from 24 to 12.
-//! The embedded run's file did not change.
+//! The embedded run's file was re-recorded when the repository's emend.yaml
+//! turned the search proposer on (one search round accepts a change, the
+//! next search finds nothing and the run stops exhausted).
 //!
 //! To re-record (only when a decision is meant to change, and say why in
 //! the commit): `EMEND_GOLDEN_UPDATE=1 cargo test --release -p emend --test golden`.
