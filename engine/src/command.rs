@@ -16,6 +16,7 @@
 //! error: a strategy is never judged on partial outcomes.
 
 mod error;
+mod ray;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Seek, SeekFrom};
@@ -35,6 +36,7 @@ use crate::schema::{self, Dialect, StrategySchema};
 
 pub(crate) use error::more_failed_shards;
 pub use error::{FieldProblem, LineProblem, OutcomeFileError, ShardFailed, ShardFailure};
+pub use ray::{RAY_GRACE, RaySpec};
 
 /// The protocol version: in every task shard, and part of the harness hash.
 pub const PROTOCOL: &str = "emend-command/1";
@@ -132,102 +134,6 @@ pub enum Executor {
     Local,
     /// A task on a Ray cluster, through the `emend_ray` driver (examples/ray).
     Ray(RaySpec),
-}
-
-/// How emend reaches a Ray cluster.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RaySpec {
-    /// The cluster address given to the driver.
-    pub address: String,
-    /// The Python that runs the driver.
-    pub python: String,
-    /// The driver script; None: the installed module (`python -m emend_ray`).
-    pub driver: Option<PathBuf>,
-    /// `harness.command.workdir` as configured: the command's directory on the
-    /// worker. None: a fresh temporary directory there.
-    pub workdir: Option<PathBuf>,
-}
-
-/// Time the driver gets beyond the command's own timeout (connecting to the
-/// cluster, scheduling, moving the shard's bytes). The command itself is
-/// killed on the worker after `timeout_secs`.
-pub const RAY_GRACE: Duration = Duration::from_secs(120);
-
-impl RaySpec {
-    /// From `harness.ray` (paths against `base`); the address falls back to `RAY_ADDRESS`.
-    pub fn from_config(
-        c: &crate::config::RayConfig,
-        command_workdir: Option<&Path>,
-        base: &Path,
-        ray_address_env: Option<String>,
-    ) -> Result<RaySpec, SetupError> {
-        let address = c.address.clone().or(ray_address_env).filter(|a| !a.trim().is_empty()).ok_or_else(|| {
-            SetupError::new(
-                "harness.executor: ray needs a cluster address: set harness.ray.address or the RAY_ADDRESS variable",
-            )
-        })?;
-        if c.python.trim().is_empty() {
-            return Err(SetupError::new("harness.ray.python: must name a program"));
-        }
-        let driver = match &c.driver {
-            Some(d) => {
-                let p = if d.is_absolute() { d.clone() } else { base.join(d) };
-                if !p.is_file() {
-                    return Err(SetupError::new(format!("harness.ray.driver: {}: no such file", p.display())));
-                }
-                Some(std::path::absolute(&p).unwrap_or(p))
-            }
-            None => None,
-        };
-        let workdir = command_workdir.map(|w| if w.is_absolute() { w.to_path_buf() } else { base.join(w) });
-        Ok(RaySpec { address, python: c.python.clone(), driver, workdir })
-    }
-
-    /// The driver's command line for one shard attempt.
-    fn argv(&self, spec: &CommandSpec, strategy: &Path, tasks: &Path, out: &Path) -> Vec<String> {
-        let mut a = vec![self.python.clone()];
-        match &self.driver {
-            Some(d) => a.push(d.display().to_string()),
-            None => a.extend(["-m".to_string(), "emend_ray".to_string()]),
-        }
-        a.push("shard".into());
-        for (flag, p) in [("--strategy", strategy), ("--tasks", tasks), ("--out", out)] {
-            a.push(flag.into());
-            a.push(p.display().to_string());
-        }
-        a.push("--timeout".into());
-        a.push(spec.timeout.as_secs_f64().to_string());
-        if let Some(w) = &self.workdir {
-            a.push("--workdir".into());
-            a.push(w.display().to_string());
-        }
-        for (k, v) in &spec.env {
-            a.push("--env".into());
-            a.push(format!("{k}={v}"));
-        }
-        a.push("--address".into());
-        a.push(self.address.clone());
-        a.push("--".into());
-        a.extend(spec.argv.iter().map(|arg| self.worker_arg(spec, arg)));
-        a
-    }
-
-    /// A command argument as the worker sees it. Without a configured workdir
-    /// the command runs in a fresh directory on the worker, so an argument
-    /// naming a file relative to the project (as `init` writes them, e.g.
-    /// `examples/adapter.py`) is made absolute; other arguments travel as they are.
-    fn worker_arg(&self, spec: &CommandSpec, arg: &str) -> String {
-        let path = Path::new(arg);
-        if self.workdir.is_some() || arg.contains('{') || arg.starts_with('-') || path.is_absolute() {
-            return arg.to_string();
-        }
-        let joined = spec.workdir.join(path);
-        if joined.is_file() {
-            std::path::absolute(&joined).unwrap_or(joined).display().to_string()
-        } else {
-            arg.to_string()
-        }
-    }
 }
 
 /// One question of the task set.
@@ -363,7 +269,8 @@ fn render_sample_head(s: &harness::dataset::Sample) -> String {
 /// An external system evaluated through a command.
 pub struct CommandBackend {
     spec: CommandSpec,
-    executor: Executor,
+    /// The Ray driver of `Executor::Ray`, started on first use.
+    ray: Option<ray::RaySession>,
     tasks: TaskSet,
     harness_hash: String,
     dataset_hash: String,
@@ -398,7 +305,10 @@ impl CommandBackend {
     /// executor says how shards run, not what they compute: it is not part of
     /// the harness hash.
     pub fn with_executor(mut self, executor: Executor) -> Self {
-        self.executor = executor;
+        self.ray = match executor {
+            Executor::Local => None,
+            Executor::Ray(spec) => Some(ray::RaySession::new(spec)),
+        };
         self
     }
 
@@ -438,7 +348,7 @@ impl CommandBackend {
         questions.sort();
         Ok(CommandBackend {
             spec,
-            executor: Executor::Local,
+            ray: None,
             tasks,
             harness_hash,
             dataset_hash,
@@ -595,24 +505,32 @@ impl CommandBackend {
         let out = adir.join(OUT_FILE);
         let stderr_path = adir.join("stderr.log");
         let stderr = std::fs::File::create(&stderr_path).map_err(|e| io(&stderr_path, FileAction::Create, e))?;
-        let (argv, timeout) = match &self.executor {
-            Executor::Local => (self.spec.argv_for(job.strategy, tasks, &out), self.spec.timeout),
-            Executor::Ray(ray) => (ray.argv(&self.spec, job.strategy, tasks, &out), self.spec.timeout + RAY_GRACE),
-        };
-        let mut cmd = Command::new(&argv[0]);
-        cmd.args(&argv[1..])
-            .current_dir(&self.spec.workdir)
-            .envs(&self.spec.env)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(stderr));
         let started = Instant::now();
         let failed = |kind| Err(Attempt::Failed(kind));
-        let status = match run_with_timeout(&mut cmd, timeout, cancel) {
+        let (program, run, timeout) = match &self.ray {
+            None => {
+                let argv = self.spec.argv_for(job.strategy, tasks, &out);
+                let mut cmd = Command::new(&argv[0]);
+                cmd.args(&argv[1..])
+                    .current_dir(&self.spec.workdir)
+                    .envs(&self.spec.env)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::from(stderr));
+                (argv[0].clone(), run_with_timeout(&mut cmd, self.spec.timeout, cancel), self.spec.timeout)
+            }
+            Some(session) => {
+                drop(stderr);
+                let files = ray::AttemptFiles { strategy: job.strategy, tasks, out: &out, stderr: &stderr_path };
+                let timeout = self.spec.timeout + RAY_GRACE;
+                (session.program(), session.run(&self.spec, &files, timeout, cancel), timeout)
+            }
+        };
+        let status = match run {
             Ok(status) => status,
             Err(RunError::Cancelled) => return Err(Attempt::Cancelled),
             Err(RunError::Spawn(source)) => {
-                let (program, workdir) = (argv[0].clone(), self.spec.workdir.clone());
+                let workdir = self.spec.workdir.clone();
                 return failed(ShardFailure::Spawn { program, workdir, source });
             }
             Err(RunError::TimedOut) => {
@@ -725,7 +643,7 @@ enum Attempt {
     Cancelled,
 }
 
-enum RunError {
+pub(crate) enum RunError {
     Spawn(std::io::Error),
     TimedOut,
     Cancelled,
@@ -1074,35 +992,5 @@ mod tests {
             assert!(errors.is_empty(), "{}: {errors:?}", o.id);
             serde_json::from_value::<OutcomeRecord>(doc).unwrap();
         }
-    }
-
-    #[test]
-    fn the_ray_executor_needs_an_address_and_wraps_the_command() {
-        let base = std::env::temp_dir();
-        let c = crate::config::RayConfig::default();
-        let e = RaySpec::from_config(&c, None, &base, None).unwrap_err();
-        assert!(e.to_string().starts_with("harness.executor: ray needs a cluster address"), "{}", e.to_string());
-        let r = RaySpec::from_config(&c, None, &base, Some("127.0.0.1:6399".into())).unwrap();
-        let spec = CommandSpec {
-            argv: vec!["python3".into(), "a.py".into(), "{strategy}".into(), "{tasks}".into(), "{out}".into()],
-            workdir: base.clone(),
-            env: [("K".to_string(), "v".to_string())].into(),
-            timeout: Duration::from_secs(30),
-            shards: 1,
-            concurrency: 1,
-        };
-        let argv = r.argv(&spec, Path::new("/s.json"), Path::new("/t.json"), Path::new("/o.jsonl"));
-        assert_eq!(
-            argv.join(" "),
-            "python3 -m emend_ray shard --strategy /s.json --tasks /t.json --out /o.jsonl --timeout 30 \
-             --env K=v --address 127.0.0.1:6399 -- python3 a.py {strategy} {tasks} {out}"
-        );
-        let configured = crate::config::RayConfig { address: Some("ray://h:10001".into()), ..c };
-        let r = RaySpec::from_config(&configured, Some(Path::new("/srv")), &base, Some("ignored".into())).unwrap();
-        assert_eq!(r.address, "ray://h:10001");
-        assert_eq!(r.workdir.as_deref(), Some(Path::new("/srv")));
-        let missing = crate::config::RayConfig { driver: Some("no/such/driver.py".into()), ..configured };
-        let e = RaySpec::from_config(&missing, None, &base, None).unwrap_err();
-        assert!(e.to_string().starts_with("harness.ray.driver: "), "{}", e.to_string());
     }
 }

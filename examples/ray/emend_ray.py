@@ -1,11 +1,17 @@
 #!/usr/bin/env python3
-"""emend's Ray executor: runs one evaluation shard as a Ray task.
+"""emend's Ray executor: runs evaluation shards as Ray tasks.
 
 emend (``harness.executor: ray`` in emend.yaml) starts this driver once per
-shard attempt, instead of the shard command itself:
+evaluation backend (once per ``emend evolve`` or ``emend eval``) and keeps it:
 
-    python3 -m emend_ray shard --strategy S --tasks T --out O --timeout SECS \
-        [--workdir DIR] [--env KEY=VALUE ...] [--address ADDR] -- ARGV...
+    python3 -m emend_ray serve [--address ADDR]
+
+The driver connects to the cluster once and then reads one JSON request per
+line on its standard input, one per shard attempt:
+
+    {"id": 7, "strategy": S, "tasks": T, "out": O, "stderr": E,
+     "timeout": SECS, "workdir": DIR or null, "env": {KEY: VALUE},
+     "argv": [ARGV...]}
 
 ARGV is the configured command with its ``{strategy}``, ``{tasks}`` and
 ``{out}`` placeholders still in place. The driver reads the strategy and the
@@ -13,13 +19,18 @@ task shard, submits one Ray task carrying their bytes (no shared filesystem is
 assumed), and the task, on whichever worker Ray picks, writes them to a fresh
 temporary directory, runs ARGV there with the placeholders replaced, kills it
 after SECS, and returns its exit status, the tail of its stderr and the
-outcomes file. The driver then behaves like the command did locally: it
-writes the outcomes to O (only when the command exited 0 and wrote them),
-copies the stderr tail to its own stderr and exits with the command's
-status, or kills itself with the command's signal. So emend's rules for local
+outcomes file. The driver then writes the outcomes to O (only when the command
+exited 0 and wrote them) and the stderr tail to E, and answers on its standard
+output with one line, ``{"id": 7, "exit": STATUS}`` or ``{"id": 7, "signal":
+N}``, exactly what the command did on the worker. So emend's rules for local
 shards (retry once after a failure, validate every outcome line) apply
 unchanged. Ray itself never retries the task (``max_retries=0``): a worker
 that dies mid-shard fails the attempt (exit 75) and emend retries it once.
+``{"cancel": 7}`` cancels request 7 (emend's own timeout, or a cancelled
+evaluation); it gets no answer. At the end of its input the driver cancels
+what is still running and exits 0. Attempts run concurrently; answers come in
+the order they finish. Tasks of one driver share Ray worker processes, so an
+attempt costs the command's own run plus milliseconds, not a new connection.
 
 ``python3 -m emend_ray check [--address ADDR]`` connects and prints the
 cluster's resources.
@@ -33,10 +44,10 @@ package.
 """
 
 import argparse
+import json
 import os
-import signal
 import sys
-
+import threading
 STDERR_TAIL = 4096
 # Exit codes of the driver itself (the command's own codes pass through).
 EXIT_USAGE = 2
@@ -80,13 +91,21 @@ def run_shard(argv, workdir, env, timeout, strategy, tasks):
                 )
             except OSError as e:
                 return {"spawn_error": f"cannot start {args[0]!r} on the Ray worker: {e}"}
-            timed_out = False
-            try:
-                rc = p.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
+            # A timer kills the command at its timeout; the wait itself blocks
+            # (Popen.wait with a timeout polls, up to 50 ms late).
+            killed = threading.Event()
+
+            def kill():
+                killed.set()
                 p.kill()
+
+            timer = threading.Timer(timeout, kill)
+            timer.start()
+            try:
                 rc = p.wait()
-                timed_out = True
+            finally:
+                timer.cancel()
+            timed_out = killed.is_set()
         with open(err_path, "rb") as f:
             f.seek(0, os.SEEK_END)
             size = f.tell()
@@ -115,58 +134,115 @@ def connect(address):
     return ray
 
 
-def shard(args):
-    try:
-        with open(args.strategy, "rb") as f:
-            strategy = f.read()
-        with open(args.tasks, "rb") as f:
-            tasks = f.read()
-    except OSError as e:
-        print(f"emend-ray: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    env = {}
-    for kv in args.env:
-        k, sep, v = kv.partition("=")
-        if not sep or not k:
-            print(f"emend-ray: --env {kv!r}: expected KEY=VALUE", file=sys.stderr)
-            return EXIT_USAGE
-        env[k] = v
-    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
-    if not argv:
-        print("emend-ray: no command after --", file=sys.stderr)
-        return EXIT_USAGE
-    ray = connect(args.address)
-    task = ray.remote(run_shard).options(max_retries=0, num_cpus=1, name="emend-shard")
-    ref = task.remote(argv, args.workdir, env, args.timeout, strategy, tasks)
-    try:
-        r = ray.get(ref)
-    except Exception as e:  # WorkerCrashedError, RayTaskError, node failures: the attempt failed
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        print(f"emend-ray: the Ray task failed: {type(e).__name__}: {first}", file=sys.stderr)
-        return EXIT_TASK_LOST
+def outcome(r, timeout, out_path, err):
+    """What the command did, as the driver's answer; writes its outcomes and stderr tail."""
     if "spawn_error" in r:
-        print(f"emend-ray: {r['spawn_error']}", file=sys.stderr)
-        return EXIT_SPAWN
-    sys.stderr.buffer.write(r["stderr"])
-    sys.stderr.flush()
+        err.write(f"emend-ray: {r['spawn_error']}\n".encode())
+        return {"exit": EXIT_SPAWN}
+    err.write(r["stderr"])
     if r["timed_out"]:
-        print(f"emend-ray: timed out after {args.timeout} s on the Ray worker (killed)", file=sys.stderr)
-        return EXIT_TIMEOUT
+        err.write(f"emend-ray: timed out after {timeout} s on the Ray worker (killed)\n".encode())
+        return {"exit": EXIT_TIMEOUT}
     rc = r["returncode"]
-    if rc == 0:
-        if r["out"] is not None:
-            tmp = args.out + ".part"
-            with open(tmp, "wb") as f:
-                f.write(r["out"])
-            os.replace(tmp, args.out)
-        return 0
-    if rc < 0:
-        # Killed by a signal on the worker: end the same way, so emend reports the signal.
-        ray.shutdown()
-        if -rc not in (signal.SIGKILL, signal.SIGSTOP):
-            signal.signal(-rc, signal.SIG_DFL)
-        os.kill(os.getpid(), -rc)
-    return rc
+    if rc == 0 and r["out"] is not None:
+        tmp = out_path + ".part"
+        with open(tmp, "wb") as f:
+            f.write(r["out"])
+        os.replace(tmp, out_path)
+    return {"signal": -rc} if rc < 0 else {"exit": rc}
+
+
+class Server:
+    """The requests in flight and the one writer of answers."""
+
+    def __init__(self, ray, answers):
+        self.ray = ray
+        self.task = ray.remote(run_shard).options(max_retries=0, num_cpus=1, name="emend-shard")
+        self.answers = answers
+        self.lock = threading.Lock()
+        self.refs = {}  # request id -> its task, while emend waits for it
+
+    def answer(self, rid, status):
+        with self.lock:
+            if rid not in self.refs:
+                return  # cancelled meanwhile: emend no longer waits for it
+            del self.refs[rid]
+            self.answers.write(json.dumps({"id": rid, **status}) + "\n")
+            self.answers.flush()
+
+    def wait(self, rid, ref, req, err):
+        try:
+            status = outcome(self.ray.get(ref), req["timeout"], req["out"], err)
+        except Exception as e:  # WorkerCrashedError, RayTaskError, TaskCancelledError, node failures
+            text = str(e).strip()
+            first = text.splitlines()[0] if text else type(e).__name__
+            err.write(f"emend-ray: the Ray task failed: {type(e).__name__}: {first}\n".encode())
+            status = {"exit": EXIT_TASK_LOST}
+        finally:
+            err.close()
+        self.answer(rid, status)
+
+    def request(self, req):
+        rid, timeout = req["id"], float(req["timeout"])
+        argv, workdir, env = list(req["argv"]), req.get("workdir"), dict(req.get("env") or {})
+        with self.lock:
+            self.refs[rid] = None
+        with open(req["stderr"], "ab") as err:
+            try:
+                with open(req["strategy"], "rb") as f:
+                    strategy = f.read()
+                with open(req["tasks"], "rb") as f:
+                    tasks = f.read()
+            except OSError as e:
+                err.write(f"emend-ray: {e}\n".encode())
+                self.answer(rid, {"exit": EXIT_USAGE})
+                return
+        ref = self.task.remote(argv, workdir, env, timeout, strategy, tasks)
+        with self.lock:
+            if rid not in self.refs:  # cancelled before it was submitted
+                self.ray.cancel(ref, force=True)
+                return
+            self.refs[rid] = ref
+        err = open(req["stderr"], "ab")
+        threading.Thread(target=self.wait, args=(rid, ref, req, err), daemon=True).start()
+
+    def cancel(self, rid):
+        with self.lock:
+            ref = self.refs.pop(rid, None)
+        if ref is not None:
+            self.ray.cancel(ref, force=True)
+
+    def cancel_all(self):
+        with self.lock:
+            refs, self.refs = list(self.refs.values()), {}
+        for ref in refs:
+            if ref is not None:
+                self.ray.cancel(ref, force=True)
+
+
+def serve(args):
+    # Answers go to the real standard output; anything Ray or a library
+    # prints goes to standard error instead, so it cannot break the protocol.
+    answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    ray = connect(args.address)
+    server = Server(ray, answers)
+    for n, line in enumerate(sys.stdin, 1):
+        if not line.strip():
+            continue
+        try:
+            req = json.loads(line)
+            if "cancel" in req:
+                server.cancel(req["cancel"])
+            else:
+                server.request(req)
+        except (ValueError, KeyError, TypeError, OSError) as e:
+            print(f"emend-ray: request line {n}: {type(e).__name__}: {e}", file=sys.stderr)
+            server.cancel_all()
+            return EXIT_USAGE
+    server.cancel_all()
+    ray.shutdown()
+    return 0
 
 
 def check(args):
@@ -178,19 +254,12 @@ def check(args):
 def main(argv=None):
     p = argparse.ArgumentParser(prog="emend-ray", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("shard", help="run one shard attempt as a Ray task")
-    s.add_argument("--strategy", required=True)
-    s.add_argument("--tasks", required=True)
-    s.add_argument("--out", required=True)
-    s.add_argument("--timeout", type=float, required=True)
-    s.add_argument("--workdir", default=None, help="working directory on the worker (default: a temporary one)")
-    s.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
+    s = sub.add_parser("serve", help="run shard attempts read from standard input as Ray tasks")
     s.add_argument("--address", default=None)
-    s.add_argument("argv", nargs=argparse.REMAINDER)
     c = sub.add_parser("check", help="connect and print the cluster's resources")
     c.add_argument("--address", default=None)
     args = p.parse_args(argv)
-    return shard(args) if args.cmd == "shard" else check(args)
+    return serve(args) if args.cmd == "serve" else check(args)
 
 
 if __name__ == "__main__":
