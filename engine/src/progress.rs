@@ -103,7 +103,7 @@ impl fmt::Display for Progress {
             Progress::Searched { round, evaluations_used } => write!(
                 f,
                 "round {round}: the search found nothing worth a confirm test \
-                 ({evaluations_used:.2} full-evaluation equivalents screened; nothing journaled)"
+                 ({evaluations_used:.2} full-evaluation equivalents screened; journaled as a search, not a round)"
             ),
             Progress::Decided { round, accepted, restored, served_accuracy, candidates } => {
                 match (accepted, restored) {
