@@ -8,7 +8,8 @@
 # for the run, and requires the
 # same outcomes, verdicts and journal events (timestamps and the hash chain
 # over them aside). Then runs the Ray tests of engine/tests/shards.rs (a
-# worker killed mid-shard is retried; the built-in pipeline on Ray).
+# worker killed mid-shard is retried; the built-in pipeline on Ray). The
+# driver's own unit tests (examples/ray/test_emend_ray.py) run first.
 #
 # Usage: EMEND=target/release/emend scripts/check-ray.sh
 # Fails loudly when Ray cannot be installed or the head node cannot start.
@@ -36,6 +37,8 @@ mkdir -p "$CACHE"
 "$PY" -m pip install --quiet --no-index --find-links "$CACHE" --no-deps "$ROOT/examples/ray" \
     || fail "cannot install examples/ray (the emend_ray driver)"
 "$PY" -c "import ray, emend_ray; print('ray', ray.__version__)"
+echo "== the driver's own tests (no cluster needed)"
+PYTHONDONTWRITEBYTECODE=1 "$PY" -m unittest discover examples/ray || fail "the driver's tests failed"
 RAY_BIN="$(dirname "$(command -v "$PY")")/ray"
 [ -x "$RAY_BIN" ] || RAY_BIN="$(command -v ray)" || fail "the ray command is not on PATH"
 
