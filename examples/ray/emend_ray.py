@@ -30,7 +30,9 @@ that dies mid-shard fails the attempt (exit 75) and emend retries it once.
 evaluation); it gets no answer. At the end of its input the driver cancels
 what is still running and exits 0. Attempts run concurrently; answers come in
 the order they finish. Tasks of one driver share Ray worker processes, so an
-attempt costs the command's own run plus milliseconds, not a new connection.
+attempt costs the command's own run plus Ray's scheduling and the command's
+start in a worker (about 0.1 s for ``sh -c`` on a loaded 2-core machine), not
+a new connection.
 
 ``python3 -m emend_ray check [--address ADDR]`` connects and prints the
 cluster's resources.

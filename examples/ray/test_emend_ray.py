@@ -123,6 +123,9 @@ class FakeRay:
     def cancel(self, ref, force=False):
         self.cancelled.append(ref)
 
+    def shutdown(self):
+        self.shut = True
+
 
 class Serve(unittest.TestCase):
     def setUp(self):
@@ -181,6 +184,53 @@ class Serve(unittest.TestCase):
         time.sleep(1)
         self.assertEqual(list(self.answered(1)), [2], "no answer for the cancelled request")
         self.assertEqual(len(self.ray.cancelled), 1)
+
+
+class ServeLoop(unittest.TestCase):
+    """`serve` itself: answers on the real standard output, a bad request
+    line named by its number, and at the end of input what still runs is
+    cancelled and the driver disconnects."""
+
+    def run_serve(self, lines):
+        ray = FakeRay()
+        with tempfile.TemporaryDirectory() as d, tempfile.TemporaryFile("w+") as stdin, \
+                tempfile.TemporaryFile("w+") as out:
+            for name in ("s.json", "t.json"):
+                with open(os.path.join(d, name), "w") as f:
+                    f.write("{}")
+            stdin.write("".join(line.replace("$D", d) + "\n" for line in lines))
+            stdin.seek(0)
+            saved_out, saved_in, saved_err, saved_connect = os.dup(1), sys.stdin, sys.stderr, emend_ray.connect
+            os.dup2(out.fileno(), 1)
+            sys.stdin, sys.stderr, emend_ray.connect = stdin, io.StringIO(), lambda _address: ray
+            try:
+                code = emend_ray.serve(type("Args", (), {"address": "fake"})())
+            finally:
+                sys.stdout.flush()
+                os.dup2(saved_out, 1)
+                os.close(saved_out)
+                said = sys.stderr.getvalue()
+                sys.stdin, sys.stderr, emend_ray.connect = saved_in, saved_err, saved_connect
+            time.sleep(0.8)  # the cancelled tasks end; their answers are dropped
+            out.seek(0)
+            return code, out.read(), said, ray
+
+    def request(self, rid, argv):
+        return json.dumps({"id": rid, "strategy": "$D/s.json", "tasks": "$D/t.json", "out": f"$D/o{rid}",
+                           "stderr": f"$D/e{rid}", "timeout": 10, "workdir": None, "env": {}, "argv": argv})
+
+    def test_the_end_of_input_cancels_what_still_runs_and_disconnects(self):
+        code, out, said, ray = self.run_serve([self.request(1, ["sh", "-c", "sleep 0.5"]), ""])
+        self.assertEqual((code, out, said), (0, "", ""))
+        self.assertEqual(len(ray.cancelled), 1)
+        self.assertTrue(getattr(ray, "shut", False))
+
+    def test_a_request_that_is_not_json_is_named_by_its_line(self):
+        code, out, said, ray = self.run_serve([self.request(1, ["sh", "-c", "sleep 0.5"]), "{not json"])
+        self.assertEqual(code, emend_ray.EXIT_USAGE)
+        self.assertTrue(said.startswith("emend-ray: request line 2: JSONDecodeError"), said)
+        self.assertEqual(len(ray.cancelled), 1, "what was running is cancelled")
+        self.assertEqual(out, "")
 
 
 if __name__ == "__main__":
