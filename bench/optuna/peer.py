@@ -242,6 +242,15 @@ def emend_eval(emend: str, strategy: dict, tasks: Path, work: Path, name: str) -
     return {"accuracy": out["accuracy"], "mean_context_tokens": out["mean_context_tokens"], "n": out["n"]}
 
 
+def parse_setting(text: str) -> tuple[str, str, Any]:
+    """`SECTION.KEY=VALUE` of --emend-set; VALUE is read as YAML (0.2, true, a word)."""
+    name, sep, value = text.partition("=")
+    section, dot, key = name.partition(".")
+    if not sep or not dot or not section or not key or "." in key:
+        raise argparse.ArgumentTypeError(f"expected SECTION.KEY=VALUE (e.g. gates.lord_w0=0.2), got {text!r}")
+    return section, key, yaml.safe_load(value)
+
+
 def has_max_evals(emend: str) -> bool:
     return "--max-evals" in run([emend, "evolve", "--help"])
 
@@ -258,6 +267,8 @@ def emend_side(args, emend: str, schema: dict, search: Path, held: Path, ceiling
     cfg["loop"]["seed"] = seed
     # emend's default (the search proposer) unless --rule-evolver asks for the one-field moves.
     cfg["loop"]["search"] = not args.rule_evolver
+    for section, key, value in args.emend_set:
+        cfg.setdefault(section, {})[key] = value
     cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     probe_size = min(cfg["gates"]["probe_size"], n)
 
@@ -411,7 +422,8 @@ def markdown(result: dict) -> str:
     lines = [
         f"emend vs Optuna TPE: search on {', '.join(result['search_conversations'])}, "
         f"held out {', '.join(result['heldout_conversations'])} "
-        f"(TPE budget {result['tpe_budget']}, emend budget {result['emend_budget']})",
+        f"(TPE budget {result['tpe_budget']}, emend budget {result['emend_budget']})"
+        + "".join(f"; emend {k}={v}" for k, v in result.get("emend_settings", {}).items()),
         "",
         "| ceiling | seed | side | search acc | held-out acc | held-out mean ctx tokens | evals used |",
         "|---:|---:|---|---:|---:|---:|---:|",
@@ -469,6 +481,8 @@ def main() -> int:
                     help="directory of recorded TPE runs: a run whose inputs are byte-identical is read, not repeated")
     ap.add_argument("--tpe-only", action="store_true",
                     help="run (or, with --tpe-cache, record) the TPE side only, and write no results")
+    ap.add_argument("--emend-set", action="append", default=[], type=parse_setting, metavar="SECTION.KEY=VALUE",
+                    help="override one setting of emend.yaml on emend's side (repeatable), e.g. gates.lord_w0=0.2")
     ap.add_argument("--keep-work", action="store_true", help="keep the temporary directory (projects, strategies)")
     args = ap.parse_args()
 
@@ -511,6 +525,7 @@ def main() -> int:
             "tpe_budget": args.tpe_budget,
             "emend_budget": args.emend_budget,
             "emend_max_rounds": args.emend_max_rounds,
+            "emend_settings": {f"{sec}.{key}": value for sec, key, value in args.emend_set},
             "emend_has_max_evals": has_max_evals(args.emend),
             "fields": [f.__dict__ for f in fields],
             "fields_not_sampled": skipped,

@@ -3,6 +3,7 @@
 Run: target/bench-optuna/venv/bin/python -m unittest discover bench/optuna
 """
 
+import argparse
 import copy
 import json
 import unittest
@@ -86,6 +87,18 @@ class Repair(unittest.TestCase):
         c = peer.with_ceiling(s, self.schema, 1000)
         self.assertEqual((c["assemble"]["token_budget"], c["assemble"]["token_budget_ceiling"]), (1000, 1000))
         self.assertEqual(s["assemble"]["token_budget"], 1500)  # the input is not changed
+
+
+class EmendSetting(unittest.TestCase):
+    def test_value_is_read_as_yaml(self):
+        self.assertEqual(peer.parse_setting("gates.lord_w0=0.2"), ("gates", "lord_w0", 0.2))
+        self.assertEqual(peer.parse_setting("loop.search=false"), ("loop", "search", False))
+        self.assertEqual(peer.parse_setting("gates.cluster_check=require"), ("gates", "cluster_check", "require"))
+
+    def test_malformed_setting_is_refused(self):
+        for text in ("gates.lord_w0", "lord_w0=0.2", "gates.=1", ".x=1", "gates.a.b=1"):
+            with self.assertRaises(argparse.ArgumentTypeError, msg=text):
+                peer.parse_setting(text)
 
 
 if __name__ == "__main__":
