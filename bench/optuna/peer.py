@@ -258,7 +258,8 @@ def has_max_evals(emend: str) -> bool:
 def emend_side(args, emend: str, schema: dict, search: Path, held: Path, ceiling: int, seed: int, work: Path) -> dict:
     proj = work / f"emend-c{ceiling}-s{seed}"
     init = json.loads(
-        run([emend, "init", str(proj), "--tasks", str(search), "--strategy", str(args.start), "--json"])
+        run([emend, "init", str(proj), "--tasks", str(search), "--schema", str(args.schema),
+             "--strategy", str(args.start), "--json"])
     )
     n = init["questions"]
     cfg_path = proj / "emend.yaml"
