@@ -21,6 +21,13 @@ it): the same context, token for token. The script checks this by
 re-evaluating emend's served strategy on the search part and comparing with
 the accuracy `emend evolve` reported.
 
+With --tpe-search-share F (< 1) TPE's trials see only a seeded share F of
+each (conversation, category) of the search conversations, and a trial counts
+as that share of a full evaluation: with F = 0.5 and the default
+--emend-budget (half of --tpe-budget), both sides search on as many questions
+with as many full-evaluation equivalents (emend's own split gives it a search part of half
+the questions).
+
 emend's budget: `emend evolve --max-evals N` when the binary has it (its
 `evaluations_used` is the count). Otherwise rounds run one at a time and a
 round is counted as full_evaluations + probe_evaluations * probe_size / n, plus
@@ -424,7 +431,9 @@ def markdown(result: dict) -> str:
         f"emend vs Optuna TPE: search on {', '.join(result['search_conversations'])}, "
         f"held out {', '.join(result['heldout_conversations'])} "
         f"(TPE budget {result['tpe_budget']}, emend budget {result['emend_budget']})"
-        + "".join(f"; emend {k}={v}" for k, v in result.get("emend_settings", {}).items()),
+        + "".join(f"; emend {k}={v}" for k, v in result.get("emend_settings", {}).items())
+        + (f"; TPE searches on a {result['tpe_search_share']} share of the search questions"
+           if result.get("tpe_search_share", 1.0) < 1 else ""),
         "",
         "| ceiling | seed | side | search acc | held-out acc | held-out mean ctx tokens | evals used |",
         "|---:|---:|---|---:|---:|---:|---:|",
@@ -443,14 +452,44 @@ def markdown(result: dict) -> str:
         m = c["median"]
         ok = (m["emend"]["heldout_accuracy"] >= m["tpe"]["heldout_accuracy"]
               and m["emend"]["evaluations_used"] <= m["tpe"]["evaluations_used"] / 2)
+        verdict = f"target (emend >= TPE at <= half the evaluations) {'met' if ok else 'not met'}"
+        if result.get("tpe_search_share", 1.0) < 1:
+            verdict = "an equal-data comparison: the target is not assessed"
         lines.append(
             f"- ceiling {c['ceiling']}: median held-out emend {100 * m['emend']['heldout_accuracy']:.1f}% vs TPE "
             f"{100 * m['tpe']['heldout_accuracy']:.1f}% "
             f"({100 * (m['emend']['heldout_accuracy'] - m['tpe']['heldout_accuracy']):+.1f} pp); evaluations "
-            f"{m['emend']['evaluations_used']:.2f} vs {m['tpe']['evaluations_used']:.2f}; "
-            f"target (emend >= TPE at <= half the evaluations) {'met' if ok else 'not met'}"
+            f"{m['emend']['evaluations_used']:.2f} vs {m['tpe']['evaluations_used']:.2f}; {verdict}"
         )
     return "\n".join(lines) + "\n"
+
+
+def stratified_share(conversations: list[dict], share: float, seed: int) -> list[dict]:
+    """The conversations with only a seeded `share` of each (conversation,
+    category) stratum's questions (rounded, at least one of a non-empty
+    stratum), in their original order: with 0.5, a search part of the size
+    emend's split gives itself (harness.split.confirm_fraction 0.5), also
+    stratified by conversation and category, but not the same questions."""
+    import random
+
+    out = copy.deepcopy(conversations)
+    for conv in out:
+        strata: dict[str, list[int]] = {}
+        for i, q in enumerate(conv.get("qa", [])):
+            strata.setdefault(str(q.get("category")), []).append(i)
+        keep: set[int] = set()
+        for category in sorted(strata):
+            idx = strata[category]
+            rng = random.Random(f"{seed}:{conv.get('sample_id')}:{category}")
+            rng.shuffle(idx)
+            keep.update(idx[: max(1, round(share * len(idx)))])
+        conv["qa"] = [q for i, q in enumerate(conv.get("qa", [])) if i in keep]
+    return out
+
+
+def questions(conversations: list[dict]) -> int:
+    """Questions emend evaluates (the adversarial category 5 is left out by default)."""
+    return sum(1 for conv in conversations for q in conv.get("qa", []) if q.get("category") != 5)
 
 
 def parse_list(text: str, what: str) -> list[int]:
@@ -484,6 +523,9 @@ def main() -> int:
                     help="run (or, with --tpe-cache, record) the TPE side only, and write no results")
     ap.add_argument("--emend-set", action="append", default=[], type=parse_setting, metavar="SECTION.KEY=VALUE",
                     help="override one setting of emend.yaml on emend's side (repeatable), e.g. gates.lord_w0=0.2")
+    ap.add_argument("--tpe-search-share", type=float, default=1.0, metavar="F",
+                    help="TPE's trials see only a seeded share F of each (conversation, category) of the search "
+                         "conversations (0.5: as many questions as emend's search part); emend's side is unchanged")
     ap.add_argument("--keep-work", action="store_true", help="keep the temporary directory (projects, strategies)")
     args = ap.parse_args()
 
@@ -492,6 +534,8 @@ def main() -> int:
         ceilings = parse_list(args.ceilings, "ceilings")
         if args.tpe_budget < 1:
             raise BadInput("--tpe-budget: must be at least 1")
+        if not 0 < args.tpe_search_share <= 1:
+            raise BadInput(f"--tpe-search-share: expected a share in (0, 1], got {args.tpe_search_share}")
         if args.emend_budget is None:
             args.emend_budget = args.tpe_budget / 2
         for c in ceilings:
@@ -527,6 +571,7 @@ def main() -> int:
             "emend_budget": args.emend_budget,
             "emend_max_rounds": args.emend_max_rounds,
             "emend_settings": {f"{sec}.{key}": value for sec, key, value in args.emend_set},
+            "tpe_search_share": args.tpe_search_share,
             "emend_has_max_evals": has_max_evals(args.emend),
             "fields": [f.__dict__ for f in fields],
             "fields_not_sampled": skipped,
@@ -536,7 +581,16 @@ def main() -> int:
             rows = []
             for s in seeds:
                 t = time.monotonic()
-                p = tpe_side(args, args.emend, schema, start, fields, search, held, c, s, work)
+                tpe_search = search
+                if args.tpe_search_share < 1:
+                    tpe_search = work / f"search-tpe-s{s}.json"
+                    tpe_search.write_text(json.dumps(stratified_share(data[:SEARCH_CONVERSATIONS],
+                                                                      args.tpe_search_share, s)))
+                p = tpe_side(args, args.emend, schema, start, fields, tpe_search, held, c, s, work)
+                if tpe_search != search:
+                    # A trial on the share costs its questions' part of a full evaluation.
+                    ratio = questions(json.loads(tpe_search.read_text())) / questions(data[:SEARCH_CONVERSATIONS])
+                    p = dict(p, trials=p["evaluations_used"], evaluations_used=round(p["evaluations_used"] * ratio, 4))
                 tp = time.monotonic() - t
                 if args.tpe_only:
                     print(f"ceiling {c} seed {s}: TPE held-out {p['heldout_accuracy']:.4f} ({tp:.0f} s)", file=sys.stderr)

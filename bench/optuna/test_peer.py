@@ -57,6 +57,29 @@ class FieldSpace(unittest.TestCase):
             peer.field_space(schema, {})
 
 
+class StratifiedShare(unittest.TestCase):
+    def conversations(self):
+        qa = lambda n, cat: [{"question": f"{cat}-{i}", "category": cat} for i in range(n)]
+        return [{"sample_id": "a", "qa": qa(10, 1) + qa(4, 2) + qa(1, 3)}, {"sample_id": "b", "qa": qa(6, 1)}]
+
+    def test_half_of_every_stratum_seeded_and_in_order(self):
+        convs = self.conversations()
+        half = peer.stratified_share(convs, 0.5, 7)
+        count = lambda conv, cat: sum(1 for q in conv["qa"] if q["category"] == cat)
+        self.assertEqual([count(half[0], c) for c in (1, 2, 3)], [5, 2, 1])
+        self.assertEqual(count(half[1], 1), 3)
+        self.assertEqual(half, peer.stratified_share(convs, 0.5, 7))
+        self.assertNotEqual(half, peer.stratified_share(convs, 0.5, 8))
+        order = [q["question"] for q in convs[0]["qa"]]
+        kept = [order.index(q["question"]) for q in half[0]["qa"]]
+        self.assertEqual(kept, sorted(kept))
+        self.assertEqual(len(convs[0]["qa"]), 15, "the input is not changed")
+
+    def test_share_one_keeps_everything(self):
+        convs = self.conversations()
+        self.assertEqual(peer.stratified_share(convs, 1.0, 0), convs)
+
+
 class Repair(unittest.TestCase):
     def setUp(self):
         self.schema = json.loads((REPO / "schemas" / "strategy.schema.json").read_text())
