@@ -227,11 +227,13 @@ fn value_ranges(input: &GateInput<'_>) -> (bool, String) {
             continue;
         };
         let delta = (to - from).abs();
-        moves.push(format!("{path} moves by {}", fmt_num(delta)));
+        // 1.6 - 1.2 is 0.40000000000000013 in floating point; a reviewer reads 0.4.
+        let shown = fmt_num((delta * 1e9).round() / 1e9);
+        moves.push(format!("{path} moves by {shown}"));
         if let Some(max) = field.max_delta
             && delta > max + 1e-9
         {
-            problems.push(format!("{path}: moves by {} (x-max-delta {})", fmt_num(delta), fmt_num(max)));
+            problems.push(format!("{path}: moves by {shown} (x-max-delta {})", fmt_num(max)));
         }
     }
     if problems.is_empty() {
@@ -564,6 +566,15 @@ mod tests {
             failed_at(&gates_for(&with("retrieve.rerank_top_n", json!(8)), &BTreeSet::new(), None, &stable())).unwrap();
         assert_eq!(g, Gate::ValueRanges);
         assert!(d.contains("invariant broken"), "{d}");
+    }
+
+    #[test]
+    fn value_ranges_words_a_move_as_a_reviewer_reads_it() {
+        let results = gates_for(&with("index.bm25_k1", json!(1.6)), &BTreeSet::new(), None, &stable());
+        let ranges = results.iter().find(|r| r.gate == Gate::ValueRanges).expect("value_ranges ran");
+        assert!(ranges.pass, "{}", ranges.detail);
+        assert!(ranges.detail.contains("index.bm25_k1 moves by 0.4"), "{}", ranges.detail);
+        assert!(!ranges.detail.contains("0.4000"), "{}", ranges.detail);
     }
 
     #[test]
