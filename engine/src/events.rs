@@ -272,6 +272,21 @@ impl CandidateRecord {
             more_changes: vec![],
         }
     }
+
+    /// `path from -> to` of its first change, with `(and N more fields)` when
+    /// it moves several; None when nothing was proposed.
+    pub fn change_summary(&self) -> Option<String> {
+        let ch = self.change.as_ref()?;
+        Some(format!("{} {} -> {}{}", ch.path, ch.from, ch.to, self.more_fields()))
+    }
+
+    /// ` (and N more fields)` for a candidate that moves N fields beyond its first change; empty otherwise.
+    pub fn more_fields(&self) -> String {
+        match self.more_changes.len() {
+            0 => String::new(),
+            n => format!(" (and {n} more field{})", if n == 1 { "" } else { "s" }),
+        }
+    }
 }
 
 /// A round's summary.
@@ -624,6 +639,19 @@ pub fn who() -> String {
 mod tests {
     use super::*;
     use journal::{EventLog, MemoryJournal};
+
+    #[test]
+    fn a_change_summary_counts_the_fields_beyond_the_first() {
+        let change = |path: &str| Change { path: path.into(), from: serde_json::json!(5), to: serde_json::json!(15) };
+        let mut c = CandidateRecord::new("r1c1", 1, 1, "h", "retrieve.top_k::increase");
+        assert_eq!(c.change_summary(), None);
+        c.change = Some(change("retrieve.top_k"));
+        assert_eq!(c.change_summary().as_deref(), Some("retrieve.top_k 5 -> 15"));
+        c.more_changes = vec![change("retrieve.pool")];
+        assert_eq!(c.change_summary().as_deref(), Some("retrieve.top_k 5 -> 15 (and 1 more field)"));
+        c.more_changes.push(change("assemble.token_budget"));
+        assert_eq!(c.change_summary().as_deref(), Some("retrieve.top_k 5 -> 15 (and 2 more fields)"));
+    }
 
     #[test]
     fn rfc3339_known_dates() {

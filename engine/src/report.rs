@@ -475,7 +475,7 @@ fn round_point(r: &RoundRecord, restored: bool) -> Point {
 /// A fully tested candidate that was not accepted, for the trajectory chart.
 fn rejected_point(round: u64, c: &CandidateRecord) -> Option<RejectedPoint> {
     let acc = c.full.as_ref().map(|f| f.cand_accuracy).filter(|_| c.accepted_version.is_none())?;
-    let change = c.change.as_ref().map_or(c.hypothesis.clone(), |ch| format!("{} {} -> {}", ch.path, ch.from, ch.to));
+    let change = c.change_summary().unwrap_or_else(|| c.hypothesis.clone());
     Some(RejectedPoint {
         round,
         accuracy: acc,

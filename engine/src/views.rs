@@ -395,13 +395,7 @@ impl LogView {
             let seq = record.seq;
             match event {
                 Event::CandidateJudged(c) => pending.push(LogCandidate {
-                    change: c.change.as_ref().map(|ch| {
-                        let more = match c.more_changes.len() {
-                            0 => String::new(),
-                            n => format!(" (and {n} more field{})", if n == 1 { "" } else { "s" }),
-                        };
-                        format!("{} {} -> {}{more}", ch.path, ch.from, ch.to)
-                    }),
+                    change: c.change_summary(),
                     id: c.id,
                     hypothesis: c.hypothesis,
                     outcome: c.outcome,

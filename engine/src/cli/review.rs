@@ -247,10 +247,7 @@ fn render_version(out: &mut String, info: &VersionView, c: Option<&CandidateReco
 /// The candidate's change and outcome, and why it was proposed: Layer A on
 /// the parent and the hypothesis as it stands now.
 fn render_why(out: &mut String, v: &ShowView, c: &CandidateRecord) {
-    let change = match &c.change {
-        Some(ch) => format!("{} {} -> {}", ch.path, ch.from, ch.to),
-        None => "no change proposed".to_string(),
-    };
+    let change = c.change_summary().unwrap_or_else(|| "no change proposed".to_string());
     out.push_str(&format!(
         "{} {}: {change}\n  round {}, hypothesis {}, outcome {}{}\n",
         bold("candidate"),

@@ -406,7 +406,7 @@ fn gate_record(c: &CandidateRecord) -> Markup {
         p {
             b { (c.id) } " " code { (c.hypothesis) }
             @if let Some(ch) = &c.change {
-                ", " code { (ch.path) } " " (ch.from.to_string()) " \u{2192} " (ch.to.to_string())
+                ", " code { (ch.path) } " " (ch.from.to_string()) " \u{2192} " (ch.to.to_string()) (c.more_fields())
             }
             ": motivated by Layer A on v" (c.parent_version) ": "
             (if motivation.is_empty() { "-".to_string() } else { motivation.join(", ") })
