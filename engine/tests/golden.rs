@@ -33,7 +33,9 @@
 //! again), and once more when the scouts per search went from 24 to 12.
 //! The embedded run's file was re-recorded when the repository's emend.yaml
 //! turned the search proposer on (one search round accepts a change, the
-//! next search finds nothing and the run stops exhausted).
+//! next search finds nothing and the run stops exhausted). The LoCoMo file
+//! was re-recorded once for the value_ranges gate's wording of a move
+//! (`moves by 0.4`, not `0.40000000000000013`): two lines, no decision.
 //!
 //! To re-record (only when a decision is meant to change, and say why in
 //! the commit): `EMEND_GOLDEN_UPDATE=1 cargo test --release -p emend --test golden`.
