@@ -25,8 +25,8 @@ With --tpe-search-share F (< 1) TPE's trials see only a seeded share F of
 each (conversation, category) of the search conversations, and a trial counts
 as that share of a full evaluation: with F = 0.5 and the default
 --emend-budget (half of --tpe-budget), both sides search on as many questions
-with as many full-evaluation equivalents (emend's own split gives it a search part of half
-the questions).
+with as many full-evaluation equivalents (emend's own split gives it a search
+part of half the questions).
 
 emend's budget: `emend evolve --max-evals N` when the binary has it (its
 `evaluations_used` is the count). Otherwise rounds run one at a time and a
@@ -46,6 +46,7 @@ import hashlib
 import json
 import math
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -470,8 +471,6 @@ def stratified_share(conversations: list[dict], share: float, seed: int) -> list
     stratum), in their original order: with 0.5, a search part of the size
     emend's split gives itself (harness.split.confirm_fraction 0.5), also
     stratified by conversation and category, but not the same questions."""
-    import random
-
     out = copy.deepcopy(conversations)
     for conv in out:
         strata: dict[str, list[int]] = {}
@@ -577,20 +576,23 @@ def main() -> int:
             "fields_not_sampled": skipped,
             "ceilings": [],
         }
+        # TPE's search questions per seed (the same file at every ceiling) and
+        # the share of a full evaluation one trial on them costs.
+        tpe_search: dict[int, tuple[Path, float]] = {s: (search, 1.0) for s in seeds}
+        if args.tpe_search_share < 1:
+            for s in seeds:
+                part = stratified_share(data[:SEARCH_CONVERSATIONS], args.tpe_search_share, s)
+                path = work / f"search-tpe-s{s}.json"
+                path.write_text(json.dumps(part))
+                tpe_search[s] = (path, questions(part) / questions(data[:SEARCH_CONVERSATIONS]))
         for c in ceilings:
             rows = []
             for s in seeds:
                 t = time.monotonic()
-                tpe_search = search
-                if args.tpe_search_share < 1:
-                    tpe_search = work / f"search-tpe-s{s}.json"
-                    tpe_search.write_text(json.dumps(stratified_share(data[:SEARCH_CONVERSATIONS],
-                                                                      args.tpe_search_share, s)))
-                p = tpe_side(args, args.emend, schema, start, fields, tpe_search, held, c, s, work)
-                if tpe_search != search:
-                    # A trial on the share costs its questions' part of a full evaluation.
-                    ratio = questions(json.loads(tpe_search.read_text())) / questions(data[:SEARCH_CONVERSATIONS])
-                    p = dict(p, trials=p["evaluations_used"], evaluations_used=round(p["evaluations_used"] * ratio, 4))
+                path, cost = tpe_search[s]
+                p = tpe_side(args, args.emend, schema, start, fields, path, held, c, s, work)
+                if cost < 1:
+                    p = dict(p, trials=p["evaluations_used"], evaluations_used=round(p["evaluations_used"] * cost, 4))
                 tp = time.monotonic() - t
                 if args.tpe_only:
                     print(f"ceiling {c} seed {s}: TPE held-out {p['heldout_accuracy']:.4f} ({tp:.0f} s)", file=sys.stderr)
