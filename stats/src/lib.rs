@@ -35,6 +35,7 @@ mod lord;
 mod mcnemar;
 mod onesided;
 mod pairing;
+mod race;
 #[cfg(test)]
 mod sim;
 mod split;
@@ -51,5 +52,6 @@ pub use lord::{Gamma, JM_CONSTANT, Lord, LordConfig, LordError, LordTest};
 pub use mcnemar::{EXACT_BELOW, McNemar, McNemarTest, mcnemar};
 pub use onesided::{BetterTest, better_p_value, better_test, lower_bound, minimum_detectable_effect, power};
 pub use pairing::{CategoryDelta, Outcome, Pair, Paired, PairingError, Side, pair};
+pub use race::{race_drops, race_looks};
 pub use split::{Split, SplitError, TaskKey, split};
 pub use verdict::{Cost, Rule, RuleKind, ThresholdError, Thresholds, Verdict, category_floor, keeps_category, verdict};
