@@ -85,6 +85,32 @@ pub struct FieldSpec {
     /// Some of the field's values need this model installed (`x-needs-model`:
     /// `minilm` for `index.dense_kind`); the engine moves it only then.
     pub needs_model: Option<String>,
+    /// `x-inert-when`: the field has no effect on any outcome while one of
+    /// these conditions holds (e.g. `retrieve.rrf_kappa` under
+    /// `retrieve.fusion: weighted_sum`). The search leaves an inert field at
+    /// its served value, so a candidate never changes a field that does nothing.
+    pub inert_when: Vec<InertCondition>,
+}
+
+/// One condition of `x-inert-when`: the value at `path` is one of `values`.
+/// A path under `harness.` names a setting of the harness that runs the
+/// strategy (`harness.judge`), not a strategy field.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InertCondition {
+    pub path: String,
+    pub values: Vec<Value>,
+}
+
+impl InertCondition {
+    /// True when `doc` (or, for a `harness.` path, `harness`) holds one of the values.
+    pub fn holds(&self, doc: &Value, harness: &Value) -> bool {
+        let value = match self.path.strip_prefix("harness.") {
+            Some(rest) => get_path(harness, rest),
+            None => get_path(doc, &self.path),
+        };
+        let Some(value) = value else { return false };
+        self.values.iter().any(|v| v == value || (v.is_number() && v.as_f64() == value.as_f64()))
+    }
 }
 
 /// A comparison operator of an `x-invariants` rule.
@@ -266,6 +292,13 @@ impl StrategySchema {
             .map_err(|e| err(format!("not a valid JSON Schema: {e}")))?;
         let mut fields = BTreeMap::new();
         collect_fields(&raw, &raw, "", &mut fields).map_err(err)?;
+        for f in fields.values() {
+            if let Some(c) =
+                f.inert_when.iter().find(|c| !c.path.starts_with("harness.") && !fields.contains_key(&c.path))
+            {
+                return Err(err(format!("{}: x-inert-when names unknown field {}", f.path, c.path)));
+            }
+        }
         let invariants = parse_invariants(&raw, &fields).map_err(err)?;
         let symptoms = parse_symptoms(&raw, &fields).map_err(err)?;
         Ok(StrategySchema { origin: origin.to_string(), raw, validator, fields, invariants, symptoms })
@@ -577,15 +610,29 @@ fn collect_fields(
         max_length: node.get("maxLength").and_then(Value::as_u64),
         needs_role: node.get("x-needs-role").and_then(Value::as_str).map(str::to_string),
         needs_model: node.get("x-needs-model").and_then(Value::as_str).map(str::to_string),
+        inert_when: parse_inert_when(prefix, &node)?,
     };
-    if evolvable
-        && matches!(spec.kind, FieldKind::Integer | FieldKind::Number)
-        && (spec.step.is_none() || spec.max_delta.is_none())
-    {
-        return Err(format!("{prefix}: an evolvable number needs x-step and x-max-delta"));
+    // x-max-delta is optional: it bounds a step only under `gates.step_bound: schema`.
+    if evolvable && matches!(spec.kind, FieldKind::Integer | FieldKind::Number) && spec.step.is_none() {
+        return Err(format!("{prefix}: an evolvable number needs x-step"));
     }
     out.insert(prefix.to_string(), spec);
     Ok(())
+}
+
+/// `x-inert-when`: a list of `{"path": ..., "in": [values]}`.
+fn parse_inert_when(prefix: &str, node: &Value) -> Result<Vec<InertCondition>, String> {
+    let Some(list) = node.get("x-inert-when") else { return Ok(vec![]) };
+    let bad = || format!("{prefix}: x-inert-when must be a list of {{\"path\": \"a.b\", \"in\": [values]}}");
+    list.as_array()
+        .ok_or_else(bad)?
+        .iter()
+        .map(|c| {
+            let path = c.get("path").and_then(Value::as_str).ok_or_else(bad)?;
+            let values = c.get("in").and_then(Value::as_array).filter(|v| !v.is_empty()).ok_or_else(bad)?;
+            Ok(InertCondition { path: path.to_string(), values: values.clone() })
+        })
+        .collect()
 }
 
 fn parse_invariants(root: &Value, fields: &BTreeMap<String, FieldSpec>) -> Result<Vec<Invariant>, String> {
