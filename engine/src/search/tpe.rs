@@ -41,11 +41,15 @@ pub struct TpeConfig {
     pub n_ei_candidates: usize,
     pub prior_weight: f64,
     pub seed: u64,
+    /// Optuna's `multivariate=True`: one mixture of product kernels over all
+    /// parameters (a candidate's values come from the same observation's
+    /// kernel, and are scored jointly) instead of one estimator per parameter.
+    pub multivariate: bool,
 }
 
 impl Default for TpeConfig {
     fn default() -> Self {
-        TpeConfig { n_startup_trials: 10, n_ei_candidates: 24, prior_weight: 1.0, seed: 0 }
+        TpeConfig { n_startup_trials: 10, n_ei_candidates: 24, prior_weight: 1.0, seed: 0, multivariate: false }
     }
 }
 
@@ -150,14 +154,120 @@ impl Numeric {
     }
 
     fn log_pdf(&self, x: f64) -> f64 {
-        let z = std_normal();
-        let mut p = 0.0;
-        for ((&mu, &sigma), &w) in self.mus.iter().zip(&self.sigmas).zip(&self.weights) {
-            let mass = z.cdf((self.high - mu) / sigma) - z.cdf((self.low - mu) / sigma);
-            let t = (x - mu) / sigma;
-            p += w * (-0.5 * t * t).exp() / (sigma * (2.0 * std::f64::consts::PI).sqrt() * mass.max(1e-300));
-        }
+        let p: f64 = (0..self.mus.len()).map(|k| self.weights[k] * self.kernel_pdf(k, x)).sum();
         p.max(1e-300).ln()
+    }
+
+    /// Kernel `k`'s truncated-normal density at `x`.
+    fn kernel_pdf(&self, k: usize, x: f64) -> f64 {
+        let z = std_normal();
+        let (mu, sigma) = (self.mus[k], self.sigmas[k]);
+        let mass = z.cdf((self.high - mu) / sigma) - z.cdf((self.low - mu) / sigma);
+        let t = (x - mu) / sigma;
+        (-0.5 * t * t).exp() / (sigma * (2.0 * std::f64::consts::PI).sqrt() * mass.max(1e-300))
+    }
+
+    /// A draw from kernel `k` alone.
+    fn sample_kernel(&self, k: usize, rng: &mut ChaCha8Rng) -> f64 {
+        let z = std_normal();
+        let (mu, sigma) = (self.mus[k], self.sigmas[k]);
+        let (a, b) = (z.cdf((self.low - mu) / sigma), z.cdf((self.high - mu) / sigma));
+        if b - a < 1e-12 {
+            return if mu < self.low { self.low } else { self.high };
+        }
+        let u = a + (b - a) * rng.random::<f64>();
+        (mu + sigma * z.inverse_cdf(u.clamp(1e-300, 1.0 - 1e-16))).clamp(self.low, self.high)
+    }
+}
+
+/// Per observation (and the prior, last): a categorical kernel's row, as
+/// [`categorical_pmf`] mixes them.
+fn categorical_rows(obs: &[f64], k: usize, prior_weight: f64) -> Vec<Vec<f64>> {
+    let kernels = obs.len() + 1;
+    let fill = prior_weight / kernels as f64;
+    let mut rows: Vec<Vec<f64>> = obs
+        .iter()
+        .map(|&o| {
+            let total = fill * k as f64 + 1.0;
+            (0..k).map(|c| (fill + if c == o as usize { 1.0 } else { 0.0 }) / total).collect()
+        })
+        .collect();
+    rows.push(vec![1.0 / k as f64; k]);
+    rows
+}
+
+/// One dimension of a mixture of product kernels.
+enum Dim {
+    Numeric { est: Numeric, int: Option<(f64, f64)> },
+    Categorical { rows: Vec<Vec<f64>> },
+}
+
+/// A mixture of product kernels over every parameter (Optuna's multivariate
+/// Parzen estimator): one component per observation plus the prior.
+struct Joint {
+    weights: Vec<f64>,
+    dims: Vec<Dim>,
+}
+
+impl Joint {
+    fn fit(space: &Space, history: &[Trial], members: &[usize], obs_weights: &[f64], prior_weight: f64) -> Joint {
+        let mut weights = obs_weights.to_vec();
+        weights.push(prior_weight);
+        let total: f64 = weights.iter().sum();
+        weights.iter_mut().for_each(|w| *w /= total);
+        let dims = space
+            .params
+            .iter()
+            .enumerate()
+            .map(|(j, p)| {
+                let xs: Vec<f64> = members.iter().map(|&i| history[i].point[j]).collect();
+                match &p.domain {
+                    Domain::Categorical(options) => {
+                        Dim::Categorical { rows: categorical_rows(&xs, options.len(), prior_weight) }
+                    }
+                    Domain::Int { low, high } => {
+                        let (lo, hi) = (*low as f64 - 0.5, *high as f64 + 0.5);
+                        Dim::Numeric {
+                            est: Numeric::fit(&xs, obs_weights, lo, hi, prior_weight),
+                            int: Some((*low as f64, *high as f64)),
+                        }
+                    }
+                    Domain::Float { low, high } => {
+                        Dim::Numeric { est: Numeric::fit(&xs, obs_weights, *low, *high, prior_weight), int: None }
+                    }
+                }
+            })
+            .collect();
+        Joint { weights, dims }
+    }
+
+    fn sample(&self, rng: &mut ChaCha8Rng) -> Vec<f64> {
+        let k = pick(&self.weights, rng.random());
+        self.dims
+            .iter()
+            .map(|d| match d {
+                Dim::Categorical { rows } => pick(&rows[k], rng.random()) as f64,
+                Dim::Numeric { est, int: Some((low, high)) } => est.sample_kernel(k, rng).round().clamp(*low, *high),
+                Dim::Numeric { est, int: None } => est.sample_kernel(k, rng),
+            })
+            .collect()
+    }
+
+    fn log_pdf(&self, x: &[f64]) -> f64 {
+        let logs: Vec<f64> = (0..self.weights.len())
+            .map(|k| {
+                let mut l = self.weights[k].max(1e-300).ln();
+                for (d, &v) in self.dims.iter().zip(x) {
+                    l += match d {
+                        Dim::Categorical { rows } => rows[k][v as usize].max(1e-300).ln(),
+                        Dim::Numeric { est, .. } => est.kernel_pdf(k, v).max(1e-300).ln(),
+                    };
+                }
+                l
+            })
+            .collect();
+        let max = logs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        max + logs.iter().map(|l| (l - max).exp()).sum::<f64>().ln()
     }
 }
 
@@ -210,6 +320,52 @@ impl Tpe {
             .collect()
     }
 
+    /// Per parameter, how much more likely `x`'s value is under the good
+    /// trials' estimator than under the rest (`log l(x_j) - log g(x_j)`,
+    /// each parameter on its own): near 0 where the history does not tell
+    /// good from bad by that parameter. Empty below two trials.
+    pub fn log_ratios(&self, history: &[Trial], x: &[f64]) -> Vec<f64> {
+        let n = history.len();
+        if n < 2 {
+            return Vec::new();
+        }
+        let mut ranked: Vec<usize> = (0..n).collect();
+        ranked.sort_by(|&a, &b| history[b].score.total_cmp(&history[a].score).then(a.cmp(&b)));
+        let (mut below, mut above) = (ranked[..gamma(n)].to_vec(), ranked[gamma(n)..].to_vec());
+        below.sort_unstable();
+        above.sort_unstable();
+        let (wb, wa) = (default_weights(below.len()), default_weights(above.len()));
+        let pw = self.config.prior_weight;
+        self.space
+            .params
+            .iter()
+            .enumerate()
+            .map(|(j, p)| {
+                let xb: Vec<f64> = below.iter().map(|&i| history[i].point[j]).collect();
+                let xa: Vec<f64> = above.iter().map(|&i| history[i].point[j]).collect();
+                match &p.domain {
+                    Domain::Categorical(options) => {
+                        let (l, g) = (
+                            categorical_pmf(&xb, &wb, options.len(), pw),
+                            categorical_pmf(&xa, &wa, options.len(), pw),
+                        );
+                        let c = (x[j].round().max(0.0) as usize).min(options.len() - 1);
+                        l[c].ln() - g[c].ln()
+                    }
+                    Domain::Int { low, high } => {
+                        let (lo, hi) = (*low as f64 - 0.5, *high as f64 + 0.5);
+                        Numeric::fit(&xb, &wb, lo, hi, pw).log_pdf(x[j])
+                            - Numeric::fit(&xa, &wa, lo, hi, pw).log_pdf(x[j])
+                    }
+                    Domain::Float { low, high } => {
+                        Numeric::fit(&xb, &wb, *low, *high, pw).log_pdf(x[j])
+                            - Numeric::fit(&xa, &wa, *low, *high, pw).log_pdf(x[j])
+                    }
+                }
+            })
+            .collect()
+    }
+
     /// The point for trial `number` given every earlier trial.
     pub fn ask(&self, history: &[Trial], number: u64) -> Vec<f64> {
         let n = history.len();
@@ -225,6 +381,19 @@ impl Tpe {
         let (wb, wa) = (default_weights(below.len()), default_weights(above.len()));
         let mut rng = self.rng(number);
         let pw = self.config.prior_weight;
+        if self.config.multivariate {
+            let l = Joint::fit(&self.space, history, &below, &wb, pw);
+            let g = Joint::fit(&self.space, history, &above, &wa, pw);
+            let mut best: (Vec<f64>, f64) = (Vec::new(), f64::NEG_INFINITY);
+            for _ in 0..self.config.n_ei_candidates {
+                let x = l.sample(&mut rng);
+                let score = l.log_pdf(&x) - g.log_pdf(&x);
+                if best.0.is_empty() || score > best.1 {
+                    best = (x, score);
+                }
+            }
+            return best.0;
+        }
         self.space
             .params
             .iter()
