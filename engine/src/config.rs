@@ -299,7 +299,12 @@ pub struct GateConfig {
     /// Best-ever auto-restore: served more than this below the best-ever score.
     #[serde(default = "d_tau")]
     pub tau_rollback: f64,
-    /// Largest relative growth of mean context tokens in one accepted step; null disables.
+    /// Whether a candidate's numbers must stay within one `x-max-delta` of
+    /// the served strategy: `off` (the default: anywhere inside the legal
+    /// ranges and invariants) or `schema` (the conservative mode).
+    #[serde(default)]
+    pub step_bound: StepBound,
+    /// Largest relative growth of mean context tokens in one accepted step; null (the default) disables.
     #[serde(default = "d_cost")]
     pub cost_bound: Option<f64>,
     /// Largest relative growth of mean context tokens against v1; null disables.
@@ -349,7 +354,114 @@ fn d_tau() -> f64 {
     0.03
 }
 fn d_cost() -> Option<f64> {
-    Some(1.5)
+    None
+}
+
+/// `gates.step_bound`: how far one candidate may move from the served strategy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepBound {
+    /// Anywhere inside the schema's ranges and invariants: the global search.
+    #[default]
+    Off,
+    /// Every number within its `x-max-delta` of the served value: the bounded
+    /// steps of the conservative mode (with the step search proposer).
+    Schema,
+}
+
+/// `off` or `schema`; YAML 1.1 tools (PyYAML) write `off` back as `false`,
+/// which is read as `off`.
+impl<'de> Deserialize<'de> for StepBound {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Bool(bool),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Bool(false) => Ok(StepBound::Off),
+            Raw::Text(t) if t == "off" => Ok(StepBound::Off),
+            Raw::Text(t) if t == "schema" => Ok(StepBound::Schema),
+            Raw::Bool(true) => Err(serde::de::Error::custom("gates.step_bound: expected off or schema, got true")),
+            Raw::Text(t) => {
+                Err(serde::de::Error::custom(format!("gates.step_bound: expected off or schema, got {t:?}")))
+            }
+        }
+    }
+}
+
+/// `search:`, the global search proposer (`gates.step_bound: off`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchConfig {
+    /// Racing: a trial is dropped at a look once the one-sided exact test says,
+    /// at this level, that it is worse than the incumbent on the questions so far.
+    #[serde(default = "d_race_level")]
+    pub race_level: f64,
+    /// Questions of the race's first look (then doubling up to the whole search part).
+    #[serde(default = "d_first_look")]
+    pub first_look: usize,
+    /// Pruning: a changed field goes back to its served value when that costs
+    /// at most this many questions of the search part.
+    #[serde(default = "d_prune_tolerance")]
+    pub prune_tolerance: usize,
+    /// Trials in a row without a new best after which a search proposes its best.
+    #[serde(default = "d_stall")]
+    pub stall: usize,
+    /// Trials in a row none better than the served strategy after which the
+    /// search has converged and the run stops (`stopped: converged`).
+    #[serde(default = "d_converge")]
+    pub converge: usize,
+    /// Random trials before the sampler models the history.
+    #[serde(default = "d_startup")]
+    pub startup: usize,
+    /// A joint (multivariate) TPE model of the fields instead of one per field.
+    #[serde(default)]
+    pub multivariate: bool,
+    /// Before pruning, the consensus of this many best strategies (per field
+    /// their median or commonest value) replaces the best one when it is not
+    /// significantly worse on the search part; 0 turns it off.
+    #[serde(default = "d_consensus")]
+    pub consensus: usize,
+}
+
+fn d_consensus() -> usize {
+    8
+}
+
+fn d_race_level() -> f64 {
+    0.05
+}
+fn d_first_look() -> usize {
+    24
+}
+fn d_prune_tolerance() -> usize {
+    1
+}
+fn d_stall() -> usize {
+    40
+}
+fn d_converge() -> usize {
+    80
+}
+fn d_startup() -> usize {
+    10
+}
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        SearchConfig {
+            race_level: d_race_level(),
+            first_look: d_first_look(),
+            prune_tolerance: d_prune_tolerance(),
+            stall: d_stall(),
+            converge: d_converge(),
+            startup: d_startup(),
+            multivariate: false,
+            consensus: d_consensus(),
+        }
+    }
 }
 fn d_probe() -> usize {
     100
@@ -372,6 +484,7 @@ impl Default for GateConfig {
             alpha_schedule: d_schedule(),
             epsilon_c: d_epsilon(),
             tau_rollback: d_tau(),
+            step_bound: StepBound::Off,
             cost_bound: d_cost(),
             cost_bound_v1: None,
             probe_size: d_probe(),
@@ -607,6 +720,8 @@ pub struct ProjectConfig {
     pub gates: GateConfig,
     #[serde(default, rename = "loop")]
     pub loop_: LoopConfig,
+    #[serde(default)]
+    pub search: SearchConfig,
     #[serde(default)]
     pub roles: BTreeMap<String, RoleConfig>,
     #[serde(default)]
@@ -844,6 +959,14 @@ pub fn parse_config(text: &str) -> Result<ProjectConfig, String> {
     if !(g.lord_w0 > 0.0 && g.lord_w0 <= 1.0) {
         return Err(format!("gates.lord_w0: must be in (0, 1] (a share of alpha), got {}", g.lord_w0));
     }
+    let s = &config.search;
+    frac("search.race_level", s.race_level, 1e-6, 0.5)?;
+    if s.first_look == 0 || s.stall == 0 || s.converge < s.stall {
+        return Err(format!(
+            "search: first_look and stall must be at least 1 and converge at least stall, got {}, {}, {}",
+            s.first_look, s.stall, s.converge
+        ));
+    }
     if g.full_tests_per_round == 0 || g.full_tests_per_round > 16 {
         return Err(format!("gates.full_tests_per_round: must be between 1 and 16, got {}", g.full_tests_per_round));
     }
@@ -966,6 +1089,7 @@ pub fn render_config(
     ));
     render_gates(&mut out, &GateConfig::default());
     render_loop(&mut out, &LoopConfig::default());
+    render_search(&mut out, &SearchConfig::default());
     out.push_str(SERVE_DOC);
     out.push_str(ROLES_DOC);
     out.push_str("roles: {}\n");
@@ -1043,6 +1167,10 @@ fn render_gates(out: &mut String, g: &GateConfig) {
         "  # Best-ever auto-restore when served falls more than this below the best-ever score.\n  tau_rollback: {}\n",
         g.tau_rollback
     ));
+    out.push_str(
+        "  # off: a candidate may go anywhere inside the schema's ranges and invariants (the global\n  \
+         # search); schema: every number stays within its x-max-delta (the conservative mode).\n  step_bound: off\n",
+    );
     out.push_str(&format!(
         "  # Largest relative growth of mean context tokens in one accepted step (null: no bound).\n  cost_bound: {}\n",
         g.cost_bound.map_or("null".to_string(), |c| c.to_string())
@@ -1077,10 +1205,46 @@ fn render_loop(out: &mut String, l: &LoopConfig) {
     out.push_str("  # Seed of every random choice (probe samples, bootstrap).\n  seed: 0\n");
     out.push_str(&format!("  # UCB1 exploration constant c0.\n  ucb_c: {}\n", l.ucb_c));
     out.push_str(&format!(
-        "  # The search proposer: multi-field candidates screened by successive halving on the\n  \
-         # search part (false: the rule evolver's one-field moves; see the README for its limits).\n  \
+        "  # The search proposer: the global search of `search:` below (or, with\n  \
+         # gates.step_bound: schema, bounded steps); false: the rule evolver's one-field moves.\n  \
          search: {}\n",
         l.search
+    ));
+}
+
+/// The `search:` section at the defaults `s`.
+fn render_search(out: &mut String, s: &SearchConfig) {
+    out.push_str("\nsearch:\n");
+    out.push_str(
+        "  # The global search (gates.step_bound: off): a TPE sampler over every evolvable field,\n  \
+         # each trial raced question by question against the best so far on the search part.\n",
+    );
+    out.push_str(&format!(
+        "  # Drop a trial once the one-sided exact test says it is worse at this level.\n  race_level: {}\n",
+        s.race_level
+    ));
+    out.push_str(&format!("  # Questions of a race's first look (then doubling).\n  first_look: {}\n", s.first_look));
+    out.push_str(&format!(
+        "  # Pruning: revert a changed field when that costs at most this many search questions.\n  prune_tolerance: {}\n",
+        s.prune_tolerance
+    ));
+    out.push_str(&format!(
+        "  # Propose the best once this many trials in a row found nothing better.\n  stall: {}\n",
+        s.stall
+    ));
+    out.push_str(&format!(
+        "  # Converged (the run stops) after this many trials in a row none better than served.\n  converge: {}\n",
+        s.converge
+    ));
+    out.push_str(&format!("  # Random trials before the sampler models the history.\n  startup: {}\n", s.startup));
+    out.push_str(&format!(
+        "  # One joint TPE model of all fields instead of one per field.\n  multivariate: {}\n",
+        s.multivariate
+    ));
+    out.push_str(&format!(
+        "  # Before pruning, try the consensus (per field median or commonest value) of this\n  \
+         # many best strategies instead of the best one (0: off).\n  consensus: {}\n",
+        s.consensus
     ));
 }
 
@@ -1094,12 +1258,24 @@ mod tests {
         let c = parse_config(&text).unwrap();
         assert_eq!(c.gates, GateConfig::default());
         assert_eq!(c.loop_, LoopConfig::default());
+        assert_eq!(c.search, SearchConfig::default());
         assert_eq!(c.harness.tasks, "builtin");
         let cmd = vec!["python3".to_string(), "adapter.py".to_string()];
         let text = render_config("t.json", Path::new("s.json"), Some(&cmd), Some(Path::new("schema.json")));
         let c = parse_config(&text).unwrap();
         assert_eq!(c.harness.kind, HarnessKind::Command);
         assert_eq!(c.harness.command.unwrap().argv, cmd);
+    }
+
+    #[test]
+    fn step_bound_reads_off_schema_and_yaml_1_1_false() {
+        let base = "harness:\n  tasks: builtin\ngates:\n  step_bound: ";
+        for (v, want) in [("off", StepBound::Off), ("false", StepBound::Off), ("schema", StepBound::Schema)] {
+            assert_eq!(parse_config(&format!("{base}{v}\n")).unwrap().gates.step_bound, want, "{v}");
+        }
+        let e = parse_config(&format!("{base}bounded\n")).unwrap_err();
+        assert!(e.contains("gates.step_bound: expected off or schema"), "{e}");
+        assert_eq!(parse_config("harness:\n  tasks: builtin\n").unwrap().gates.step_bound, StepBound::Off);
     }
 
     #[test]

@@ -241,6 +241,57 @@ pub struct CandidateRecord {
     /// Changes beyond `change` of a candidate that moves several fields at once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub more_changes: Vec<Change>,
+    /// Per field a pruned candidate keeps: its hypothesis node and its
+    /// marginal contribution on the search part (the global search). The
+    /// hypothesis tree and dimension reputation are credited per field from
+    /// these, never for a field the candidate does not change.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub credits: Vec<Credit>,
+}
+
+/// One field a candidate changes, credited to its own hypothesis node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Credit {
+    /// The hypothesis node, `path::direction`.
+    pub key: String,
+    pub path: String,
+    pub from: Value,
+    pub to: Value,
+    /// Search-part accuracy of the candidate minus that of the candidate
+    /// with this field alone back at its served value; None when it could
+    /// not be measured (the budget ran out, or an invariant ties it to
+    /// another field).
+    pub delta: Option<f64>,
+    /// Questions of the search part that measurement evaluated (a
+    /// reversion that is clearly worse is stopped early).
+    pub questions: usize,
+    /// True when the contribution was measured before later reversions of
+    /// fields within the pruning tolerance (the budget left none to measure
+    /// it again against the proposed strategy).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub earlier: bool,
+}
+
+impl Credit {
+    /// Its hypothesis node as `tree` holds it, or a new one.
+    pub fn node(&self, tree: &BTreeMap<String, Hypothesis>) -> Hypothesis {
+        tree.get(&self.key).cloned().unwrap_or_else(|| {
+            let direction = self.key.rsplit_once("::").and_then(|(_, d)| crate::schema::Direction::parse(d));
+            Hypothesis::new(&self.path, direction.unwrap_or(crate::schema::Direction::Toggle))
+        })
+    }
+
+    /// The line a reviewer reads: `retrieve.top_k 5 -> 40 (+6.2 pp on 193 search questions)`.
+    pub fn describe(&self) -> String {
+        let measured = match self.delta {
+            Some(d) if self.earlier => {
+                format!("{:+.1} pp on {} search questions, before later reversions", d * 100.0, self.questions)
+            }
+            Some(d) => format!("{:+.1} pp on {} search questions", d * 100.0, self.questions),
+            None => "not measured".to_string(),
+        };
+        format!("{} {} -> {} ({measured})", self.path, self.from, self.to)
+    }
 }
 
 impl CandidateRecord {
@@ -270,6 +321,7 @@ impl CandidateRecord {
             alpha: None,
             accepted_version: None,
             more_changes: vec![],
+            credits: vec![],
         }
     }
 
@@ -341,13 +393,90 @@ pub struct SearchRecord {
     pub scored: Vec<ScoredPoint>,
     /// The hash of the candidate it sent to the gates, if any.
     pub proposed: Option<String>,
+    /// The global search's own state (`gates.step_bound: off`); absent for the step search.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub global: Option<GlobalRecord>,
+}
+
+/// What a segment of the global search did, beyond what every search records.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GlobalRecord {
+    /// SHA-256 of the harness hash and the search part's question ids in
+    /// their racing order: a later run reuses these scores only when it is equal.
+    pub part: String,
+    /// Trials drawn so far in this journal, this segment's included.
+    pub trials: u64,
+    /// Trials in a row without a new best, at the segment's end.
+    pub since_best: u64,
+    /// Why the segment ended: `proposed`, `segment`, `budget`, `converged` or `nothing`.
+    pub ended: String,
+    /// The pruning of the proposed candidate, step by step.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prune: Vec<PruneStep>,
+    /// The proposed candidate's fields and their marginal contributions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub credits: Vec<Credit>,
+}
+
+/// One pruning test: `fields` put back to their served values together.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PruneStep {
+    pub fields: Vec<String>,
+    /// Questions of the search part evaluated (fewer when it was clearly worse).
+    pub questions: usize,
+    /// Questions lost against the candidate before this step, on those questions.
+    pub lost: i64,
+    /// True when the fields went back (the loss was within the tolerance).
+    pub reverted: bool,
 }
 
 /// A strategy the search proposer scored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScoredPoint {
     pub values: BTreeMap<String, Value>,
+    /// Its search-part accuracy (estimated from the questions evaluated when a race stopped it).
     pub score: f64,
+    /// The global search: the strategy's content hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash: Option<String>,
+    /// The global search: questions of the racing order it was evaluated on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub questions: Option<usize>,
+    /// The global search: which of those it answered, as hex of a bit string
+    /// (bit i, most significant first, is question i of the racing order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correct: Option<String>,
+    /// The global search: `trial` (drawn by the sampler), `consensus` (the
+    /// consensus of the best, tried before pruning), `prune` (a reversion
+    /// tested while pruning) or `served` (the served strategy, the baseline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<String>,
+    /// The global search: mean context tokens on those questions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<f64>,
+}
+
+impl ScoredPoint {
+    /// A point of the step search: values and score only.
+    pub fn new(values: BTreeMap<String, Value>, score: f64) -> ScoredPoint {
+        ScoredPoint { values, score, hash: None, questions: None, correct: None, stage: None, tokens: None }
+    }
+}
+
+/// `bits` as hex, most significant bit first, padded to whole bytes.
+pub fn bits_to_hex(bits: &[bool]) -> String {
+    bits.chunks(8)
+        .map(|c| {
+            let byte = c.iter().enumerate().fold(0u8, |b, (i, &x)| b | (u8::from(x) << (7 - i)));
+            format!("{byte:02x}")
+        })
+        .collect()
+}
+
+/// The first `n` bits of `hex` (see [`bits_to_hex`]); None when it holds fewer.
+pub fn hex_to_bits(hex: &str, n: usize) -> Option<Vec<bool>> {
+    let bytes = hex::decode(hex).ok()?;
+    (bytes.len() * 8 >= n).then(|| (0..n).map(|i| bytes[i / 8] & (1 << (7 - i % 8)) != 0).collect())
 }
 
 /// The split a round used: derived from the task keys, the fraction and the seed.
@@ -550,7 +679,13 @@ fn project_candidate(state: &mut dyn ProjectionState, c: &CandidateRecord) -> Re
         state.put(T_STRATEGIES, &hash_key(hash), json!({"document": doc, "version": null}));
     }
     count_in_funnel(state, c);
-    if let Some(change) = &c.change {
+    // A candidate with credits counts once per field it changes, each with its own contribution.
+    for credit in &c.credits {
+        let effect: DimensionEffect =
+            state.get(T_EFFECTS, &credit.path).map(serde_json::from_value).transpose()?.unwrap_or_default();
+        state.put(T_EFFECTS, &credit.path, to_value(&with_credit(effect, c.outcome, credit.delta)));
+    }
+    if let Some(change) = c.change.as_ref().filter(|_| c.credits.is_empty()) {
         let effect: DimensionEffect =
             state.get(T_EFFECTS, &change.path).map(serde_json::from_value).transpose()?.unwrap_or_default();
         state.put(T_EFFECTS, &change.path, to_value(&with_candidate(effect, c)));
@@ -566,6 +701,19 @@ fn count_in_funnel(state: &mut dyn ProjectionState, c: &CandidateRecord) {
     let count = audit.get(&stage).and_then(Value::as_u64).unwrap_or(0) + 1;
     audit[stage.as_str()] = json!(count);
     state.put(T_AUDITS, &audit_key, audit);
+}
+
+/// A dimension's effect record with one credited field of a candidate added:
+/// its own search-part contribution, not the candidate's confirm-part delta.
+fn with_credit(mut effect: DimensionEffect, outcome: Outcome, delta: Option<f64>) -> DimensionEffect {
+    effect.tried += 1;
+    if outcome == Outcome::Accepted {
+        effect.accepted += 1;
+    } else if delta.is_some_and(|d| d <= 0.0) {
+        effect.reverted += 1;
+    }
+    effect.total_delta += delta.unwrap_or(0.0);
+    effect
 }
 
 /// A dimension's effect record with candidate `c` of that dimension added: a candidate
@@ -723,6 +871,7 @@ mod tests {
             alpha: None,
             accepted_version: None,
             more_changes: vec![],
+            credits: vec![],
         }
     }
 

@@ -21,17 +21,18 @@ use journal::EventLog;
 use crate::artifact::Artifact;
 use crate::backend::Backend;
 use crate::candidate::{Outcome, StoppedBy};
-use crate::config::{Project, ProtocolChoice};
+use crate::config::{Project, ProtocolChoice, StepBound};
 use crate::confirm::{ConfirmState, Parts};
 use crate::decide::{self, Decision, Policy, Serving, Tested};
 use crate::events::{CandidateRecord, EvalSummary, Event, QuestionResult};
 use crate::gates::Replay;
 use crate::hypothesis::Hypothesis;
+use crate::jump::{JumpProposer, JumpSettings};
 use crate::layer_a;
 use crate::llm;
 use crate::planner::DimensionEffect;
 use crate::progress::Accepted;
-use crate::propose::{ModelRewrite, Proposer, RuleEvolver, Told};
+use crate::propose::{ModelRewrite, Proposer, RuleEvolver, StopCause, Told};
 use crate::records::summarize;
 use crate::schema::StrategySchema;
 use crate::searcher::{SearchProposer, SearchSettings};
@@ -192,6 +193,16 @@ fn over_budget(opts: &RunOptions, used: f64, elapsed: Duration) -> Option<Stoppe
     None
 }
 
+/// Why a run whose round proposed nothing stops: the budget or the search's
+/// convergence when a proposer says so, else the directions are exhausted.
+fn stopped_by(proposers: &[Box<dyn Proposer>]) -> Stopped {
+    match proposers.iter().find_map(|p| p.stop_cause()) {
+        Some(StopCause::Budget) => Stopped::MaxEvals,
+        Some(StopCause::Converged) => Stopped::Converged,
+        None => Stopped::Exhausted,
+    }
+}
+
 /// Whether `cost` more full-evaluation equivalents fit under `--max-evals`.
 fn affords(max_evals: Option<f64>, used: f64, cost: f64) -> bool {
     !max_evals.is_some_and(|m| m - used < cost - 1e-9)
@@ -210,7 +221,7 @@ enum AfterRound {
 
 fn after_round(outcome: Option<RoundOutcome>) -> AfterRound {
     match outcome {
-        Some(o) if o.candidates > 0 => AfterRound::Count(o),
+        Some(o) if o.candidates > 0 || o.restored => AfterRound::Count(o),
         // The searcher tries again until its patience runs out, and then spends nothing.
         Some(o) if o.evaluations_used > 0.0 => AfterRound::SearchAgain(o.evaluations_used),
         _ => AfterRound::Exhausted,
@@ -253,13 +264,21 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                 reused: observed.reused,
             });
             self.prepare(round, &observed, &mut state, &mut summary)?;
-            let p = state.parts.as_ref().expect("set by prepare");
-            // A round needs at least one probe and one confirm test.
-            let least = p.cost(cfg_probe_size.min(p.search.len())) + p.cost(p.confirm_ids.len());
+            // A round needs at least one probe and one confirm test, and a
+            // new served strategy its replay check: nothing is spent on a
+            // round that cannot be paid for.
+            let least = {
+                let p = state.parts.as_ref().expect("set by prepare");
+                let probe = p.cost(cfg_probe_size.min(p.search.len()));
+                let check = if state.replay.is_none() { probe } else { 0.0 };
+                check + probe + p.cost(p.confirm_ids.len())
+            };
             if !affords(opts.max_evals, state.used, least) {
                 summary.stopped = Stopped::MaxEvals;
                 break;
             }
+            self.check_replay(&observed, &mut state)?;
+            let p = state.parts.as_ref().expect("set by prepare");
             let input = RoundInput {
                 round,
                 observed: &observed,
@@ -282,7 +301,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                 }
                 AfterRound::SearchAgain(evaluations_used) => progress(Progress::Searched { round, evaluations_used }),
                 AfterRound::Exhausted => {
-                    summary.stopped = Stopped::Exhausted;
+                    summary.stopped = stopped_by(&proposers);
                     break;
                 }
             }
@@ -298,7 +317,9 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         let mut proposers: Vec<Box<dyn Proposer>> = vec![Box::new(ModelRewrite)];
         let cfg = &self.project.config;
         let search = cfg.loop_.search && cfg.harness.protocol == ProtocolChoice::Endpoint;
-        if search {
+        if search && cfg.gates.step_bound == StepBound::Off {
+            proposers.push(Box::new(JumpProposer::new(JumpSettings::from_config(cfg))));
+        } else if search {
             proposers.push(Box::new(SearchProposer::new(SearchSettings {
                 seed: cfg.loop_.seed,
                 cost_bound: cfg.gates.cost_bound,
@@ -316,8 +337,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
     }
 
     /// What a run establishes once, at its first round: the split and the
-    /// per-category floor's anchor; and again after each change of the served
-    /// strategy: its replay check. Their evaluations count in `state.used`.
+    /// per-category floor's anchor. Their evaluations count in `state.used`.
     fn prepare(
         &mut self,
         round: u64,
@@ -343,7 +363,14 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             }
             state.start = Some(summarize(&p.confirm_of(&root_results)));
         }
+        Ok(())
+    }
+
+    /// The served strategy's replay check, once per served strategy; its
+    /// evaluations count in `state.used`.
+    fn check_replay(&mut self, observed: &Observed, state: &mut RunState) -> Result<()> {
         if state.replay.is_none() {
+            let p = state.parts.as_ref().expect("set by prepare");
             let (r, k) = self.replay(observed, p)?;
             state.used += p.cost(k);
             state.replay = Some(r);
@@ -381,17 +408,15 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         };
         let search_results = input.parts.search_of(&input.observed.results);
         let diagnosis = layer_a::diagnose(&search_results, 5);
-        let mut screening = self.screen_round(
-            input,
-            &search_results,
-            &diagnosis,
-            &past,
-            &mut history,
-            proposers,
-            budget_left,
-            progress,
-        );
-        let proposed = screening.proposed();
+        let served = Serving { version: input.observed.version, accuracy: input.observed.summary.accuracy, pinned };
+        // A served strategy due for the best-ever restore is restored first: nothing is searched around it.
+        let restore_due = self.decide(&[], served, &best, 0)?.restore.is_some();
+        let mut screening = if restore_due {
+            Screening::default()
+        } else {
+            self.screen_round(input, &search_results, &diagnosis, &past, &mut history, proposers, budget_left, progress)
+        };
+        let proposed = screening.proposed() || restore_due;
         // What the proposers spent screening counts even when nothing came of it.
         let spent: f64 = proposers.iter_mut().map(|p| p.spent()).sum();
         // Their own records go with the round, or alone when it journals nothing.
@@ -409,7 +434,6 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         used += input.parts.cost(input.parts.confirm_ids.len())
             * screening.trials.iter().filter(|t| t.full.is_some()).count() as f64;
         let next_version = self.store().max_version()? + 1;
-        let served = Serving { version: input.observed.version, accuracy: input.observed.summary.accuracy, pinned };
         feedback(&mut screening.trials, &mut confirm.holdout);
         let decision = self.decide(&screening.trials, served, &best, next_version)?;
         let rejected_by = learn(&mut screening.trials, &decision, &mut history.tree);

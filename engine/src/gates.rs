@@ -137,6 +137,8 @@ pub struct GateInput<'a> {
     pub replay: &'a Replay,
     /// Dataset text a model saw while proposing this candidate (the evolver's examples).
     pub data: Option<&'a DataText>,
+    /// `gates.step_bound: schema`: every number within its `x-max-delta`.
+    pub bounded: bool,
 }
 
 /// Leaf paths whose values differ between two documents (added and removed keys too).
@@ -230,7 +232,8 @@ fn value_ranges(input: &GateInput<'_>) -> (bool, String) {
         // 1.6 - 1.2 is 0.40000000000000013 in floating point; a reviewer reads 0.4.
         let shown = fmt_num((delta * 1e9).round() / 1e9);
         moves.push(format!("{path} moves by {shown}"));
-        if let Some(max) = field.max_delta
+        if input.bounded
+            && let Some(max) = field.max_delta
             && delta > max + 1e-9
         {
             problems.push(format!("{path}: moves by {shown} (x-max-delta {})", fmt_num(max)));
@@ -505,6 +508,7 @@ mod tests {
             hypothesis: h,
             replay,
             data: None,
+            bounded: true,
         })
     }
 
@@ -562,6 +566,22 @@ mod tests {
             failed_at(&gates_for(&with("retrieve.top_k", json!(30)), &BTreeSet::new(), None, &stable())).unwrap();
         assert_eq!(g, Gate::ValueRanges);
         assert!(d.contains("moves by 25 (x-max-delta 10)"), "{d}");
+        // Without bounded steps (gates.step_bound: off, the default) the same move is legal.
+        let c = with("retrieve.top_k", json!(30));
+        let (schema, served, hash) = (StrategySchema::builtin(), served(), crate::artifact::content_hash(&c));
+        let input = GateInput {
+            schema: &schema,
+            served: &served,
+            candidate: &c,
+            candidate_hash: &hash,
+            seen: &BTreeSet::new(),
+            hypothesis: None,
+            replay: &stable(),
+            data: None,
+            bounded: false,
+        };
+        let ranges = run_gates(&input).into_iter().find(|r| r.gate == Gate::ValueRanges).expect("value_ranges ran");
+        assert!(ranges.pass && ranges.detail.contains("retrieve.top_k moves by 25"), "{}", ranges.detail);
         let (g, d) =
             failed_at(&gates_for(&with("retrieve.rerank_top_n", json!(8)), &BTreeSet::new(), None, &stable())).unwrap();
         assert_eq!(g, Gate::ValueRanges);
@@ -604,6 +624,7 @@ mod tests {
             hypothesis: None,
             replay: &Replay { mismatches: 0, n: 1, example: None },
             data,
+            bounded: true,
         };
         let r = run_gates(&input(Some(&data)));
         let (g, d) = failed_at(&r).unwrap();

@@ -19,6 +19,7 @@ pub mod exit;
 pub mod gates;
 pub mod hooks;
 pub mod hypothesis;
+pub mod jump;
 pub mod layer_a;
 pub mod llm;
 pub mod outcome;

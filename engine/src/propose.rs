@@ -16,7 +16,7 @@ use serde_json::Value;
 use crate::artifact::Artifact;
 use crate::backend::Backend;
 use crate::candidate::{Outcome, StoppedBy};
-use crate::events::{CandidateRecord, QuestionResult};
+use crate::events::{CandidateRecord, Credit, QuestionResult};
 use crate::gates::DataText;
 use crate::hypothesis::Hypothesis;
 use crate::layer_a::Diagnosis;
@@ -53,6 +53,9 @@ pub struct Ask<'a> {
     pub parent: Option<&'a Value>,
     /// Full-evaluation equivalents left under `--max-evals`, if set.
     pub budget_left: Option<f64>,
+    /// The harness settings that `x-inert-when` conditions under `harness.`
+    /// read (`{"judge": "evidence"}` for the built-in harness).
+    pub harness: &'a Value,
 }
 
 /// A proposer's answer for one direction.
@@ -67,6 +70,9 @@ pub enum Proposed {
         /// The candidate's results on the whole search part, when the proposer
         /// already evaluated it there (the probe and the winner's completion reuse them).
         known: Option<Vec<QuestionResult>>,
+        /// Per changed field, its hypothesis node and measured contribution
+        /// (the global search); empty when the proposer measured none.
+        credits: Vec<Credit>,
     },
     /// The move is out of scope (e.g. it needs an LLM role that is not configured).
     Blocked { reason: String },
@@ -99,6 +105,16 @@ impl From<&CandidateRecord> for Told {
     }
 }
 
+/// Why a proposer that proposes nothing more will not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopCause {
+    /// What is left of `--max-evals` cannot pay for another step.
+    Budget,
+    /// The search converged by its stated rule (`search.converge` trials in a
+    /// row without anything better than the served strategy worth a test).
+    Converged,
+}
+
 pub trait Proposer {
     /// A proposal along `plan`'s direction, or None when this proposer does not
     /// handle it (the next proposer is asked).
@@ -128,6 +144,11 @@ pub trait Proposer {
     /// Rebuilds the state a previous run journaled: its searches and the
     /// journal's candidate records (what became of what it proposed).
     fn restore(&mut self, _searches: &[crate::events::SearchRecord], _candidates: &[crate::events::CandidateRecord]) {}
+
+    /// Set once this proposer will propose nothing more in this run, and why.
+    fn stop_cause(&self) -> Option<StopCause> {
+        None
+    }
 }
 
 /// The schema's own moves (`planner::evolve`).
@@ -150,6 +171,7 @@ impl Proposer for RuleEvolver {
                 changes: vec![change],
                 data: None,
                 known: None,
+                credits: Vec::new(),
             }),
             Proposal::Blocked { reason } => Some(Proposed::Blocked { reason }),
             Proposal::Exhausted { reason } => Some(Proposed::Exhausted { reason }),
@@ -200,7 +222,7 @@ impl Proposer for ModelRewrite {
         let value = apply_patch(&ask.served.value, &patch.path, patch.value.clone());
         let from = schema::get_path(&ask.served.value, &patch.path).cloned().unwrap_or(Value::Null);
         let change = Change { path: patch.path, from, to: patch.value };
-        Some(Proposed::Candidate { value, changes: vec![change], data: Some(data), known: None })
+        Some(Proposed::Candidate { value, changes: vec![change], data: Some(data), known: None, credits: Vec::new() })
     }
 }
 

@@ -20,6 +20,8 @@ use crate::outcome::Evaluation;
 use crate::planner::{Change, DimensionEffect};
 use crate::schema::StrategySchema;
 
+static NO_MOVES: BTreeSet<(String, String, String)> = BTreeSet::new();
+
 /// What every candidate of a round is screened against.
 pub struct Screen<'a> {
     pub round: u64,
@@ -34,6 +36,8 @@ pub struct Screen<'a> {
     /// The round's probe sample and how many of it the served strategy answers.
     pub probe_ids: &'a [String],
     pub served_on_probe: usize,
+    /// `gates.step_bound: schema`: numbers stay within their `x-max-delta`.
+    pub bounded: bool,
 }
 
 /// One candidate to screen.
@@ -46,6 +50,8 @@ pub struct Candidate<'a> {
     pub hypothesis: Option<&'a Hypothesis>,
     /// Dataset text a model saw while proposing it.
     pub data: Option<&'a DataText>,
+    /// Fields it changes beyond `change`.
+    pub more: usize,
 }
 
 /// The stage a stopped candidate reached.
@@ -100,6 +106,7 @@ pub fn screen(
         hypothesis: c.hypothesis,
         replay: s.replay,
         data: c.data,
+        bounded: s.bounded,
     });
     seen.insert(c.hash.to_string());
     let failed: Option<GateResult> = gate_results.iter().find(|g| !g.pass).cloned();
@@ -110,9 +117,12 @@ pub fn screen(
     let field = s.schema.field(&c.change.path);
     let rules = gates::critic(&CriticInput {
         change: c.change,
-        max_delta: field.and_then(|f| f.max_delta),
+        // Without bounded steps no move is "the largest allowed".
+        max_delta: field.and_then(|f| f.max_delta).filter(|_| s.bounded),
         effect: s.effects.get(&c.change.path),
-        rejected_moves: s.rejected_moves,
+        // A move rejected before makes a one-field candidate a duplicate; a
+        // jump that moves several fields is new by the novelty gate.
+        rejected_moves: if c.more > 0 && !s.bounded { &NO_MOVES } else { s.rejected_moves },
         motivation: c.motivation,
         delta1: s.delta1,
     });
@@ -315,6 +325,7 @@ mod tests {
             delta1: 0.02,
             probe_ids: &probe_ids,
             served_on_probe: 5,
+            bounded: true,
         };
         let motivation = BTreeMap::from([(label.to_string(), 3)]);
         let c = Candidate {
@@ -325,6 +336,7 @@ mod tests {
             motivation: &motivation,
             hypothesis: None,
             data: None,
+            more: 0,
         };
         let mut r = record();
         (screen(&s, &c, &mut r, seen), r)

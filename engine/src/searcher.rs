@@ -1,5 +1,8 @@
-//! The search proposer: many multi-field candidates screened cheaply on the
-//! search part, the best one sent on to the gates and the confirm test.
+//! The step search proposer of the conservative mode (`gates.step_bound:
+//! schema`): many multi-field candidates, each within one `x-max-delta` step
+//! of the served strategy, screened cheaply on the search part, the best one
+//! sent on to the gates and the confirm test. The default is the global
+//! search of [`crate::jump`].
 //!
 //! Each round it answers the first direction the planner ranked (once per
 //! round). The fields it moves are those the round's plans implicate (Layer A
@@ -55,7 +58,7 @@ type Reached = BTreeMap<usize, (usize, f64)>;
 type Point = BTreeMap<String, Value>;
 
 /// `doc`'s evolvable, non-text field values.
-fn point_of(schema: &StrategySchema, doc: &Value) -> Point {
+pub(crate) fn point_of(schema: &StrategySchema, doc: &Value) -> Point {
     schema
         .evolvable()
         .filter(|f| f.kind != FieldKind::Text)
@@ -64,7 +67,7 @@ fn point_of(schema: &StrategySchema, doc: &Value) -> Point {
 }
 
 /// `served` with `point`'s values.
-fn materialize(served: &Value, point: &Point) -> Value {
+pub(crate) fn materialize(served: &Value, point: &Point) -> Value {
     let mut doc = served.clone();
     for (path, value) in point {
         crate::schema::set_path(&mut doc, path, value.clone());
@@ -145,6 +148,8 @@ pub struct SearchProposer {
     searches: u64,
     /// The served strategy's search-part accuracy in the current search.
     scored_served: f64,
+    /// Set once what is left of `--max-evals` could not pay for a search.
+    short_of_budget: bool,
 }
 
 impl SearchProposer {
@@ -161,6 +166,7 @@ impl SearchProposer {
             number: 0,
             searches: 0,
             scored_served: 0.0,
+            short_of_budget: false,
         }
     }
 }
@@ -219,7 +225,7 @@ fn label_bundles(ask: &Ask<'_>, depth: usize) -> Vec<Vec<Move>> {
 /// `space` without the options a missing model needs and, when `narrow`,
 /// narrowed to one step around `doc`: numbers within `x-max-delta` of their
 /// current value.
-fn step_box(schema: &StrategySchema, space: Space, doc: &Value, roles: &[String], narrow: bool) -> Space {
+pub(crate) fn step_box(schema: &StrategySchema, space: Space, doc: &Value, roles: &[String], narrow: bool) -> Space {
     let params = space
         .params
         .into_iter()
@@ -272,7 +278,7 @@ fn sparse(point: &[f64], current: &[f64], seed: u64, keep: usize) -> Vec<f64> {
 
 /// Numbers rounded to their `x-step` grid through the served value, so a
 /// reviewer reads `0.85`, not `0.8731...`, and `700`, not `672`.
-fn snap(schema: &StrategySchema, served: &Value, doc: &mut Value, space: &Space) {
+pub(crate) fn snap(schema: &StrategySchema, served: &Value, doc: &mut Value, space: &Space) {
     for p in &space.params {
         let (low, high) = match p.domain {
             Domain::Float { low, high } => (low, high),
@@ -382,7 +388,13 @@ fn consensus(scored: &[(Point, f64)], far: &Space, served: &Value) -> Option<Val
 
 /// Every field whose value differs between `from` and `to`, as changes; the
 /// plan's own field first when it moved, then by path.
-fn changes_between(space: &Space, schema: &StrategySchema, from: &Value, to: &Value, first: &str) -> Vec<Change> {
+pub(crate) fn changes_between(
+    space: &Space,
+    schema: &StrategySchema,
+    from: &Value,
+    to: &Value,
+    first: &str,
+) -> Vec<Change> {
     let mut paths: Vec<String> = space.params.iter().map(|p| p.path.clone()).collect();
     for inv in schema.invariants() {
         paths.push(inv.left.clone());
@@ -701,7 +713,7 @@ impl SearchProposer {
     fn remember(&mut self, schema: &StrategySchema, doc: &Value, score: f64) {
         let values = point_of(schema, doc);
         if let Some(r) = &mut self.record {
-            r.scored.push(ScoredPoint { values: values.clone(), score });
+            r.scored.push(ScoredPoint::new(values.clone(), score));
         }
         self.scored.push((values, score));
     }
@@ -747,7 +759,11 @@ impl SearchProposer {
         if docs.is_empty() {
             return self.fruitless();
         }
-        let count = self.fit(docs.len(), &sizes, budget_left, ask.total_questions)?;
+        let Some(count) = self.fit(docs.len(), &sizes, budget_left, ask.total_questions) else {
+            // What is left of --max-evals cannot pay for one candidate's ladder.
+            self.short_of_budget = true;
+            return None;
+        };
         let docs = &docs[..count];
         let (best_rung, ranking) = match self.halve(ask, docs, &order, &sizes, &served_correct) {
             Ok(r) => r,
@@ -774,7 +790,7 @@ impl SearchProposer {
         if changes.is_empty() {
             return self.fruitless();
         }
-        Some(Proposed::Candidate { value, changes, data: None, known: Some(known) })
+        Some(Proposed::Candidate { value, changes, data: None, known: Some(known), credits: Vec::new() })
     }
 }
 
@@ -802,6 +818,7 @@ impl Proposer for SearchProposer {
             screened: Vec::new(),
             scored: Vec::new(),
             proposed: None,
+            global: None,
         });
         let out = self.search(ask, plan);
         self.results.clear();
@@ -851,6 +868,10 @@ impl Proposer for SearchProposer {
 
     fn start_round(&mut self) {
         self.asked = false;
+    }
+
+    fn stop_cause(&self) -> Option<crate::propose::StopCause> {
+        self.short_of_budget.then_some(crate::propose::StopCause::Budget)
     }
 
     /// A round whose searched candidate was not accepted counts as a
@@ -1001,6 +1022,7 @@ mod tests {
             screened: vec![],
             scored: vec![],
             proposed: None,
+            global: None,
         });
         a.remember(&schema, &doc, 0.61);
         a.screened.insert("h1".into());

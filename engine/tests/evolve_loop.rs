@@ -350,3 +350,127 @@ fn no_category_ends_below_the_first_version_by_more_than_epsilon() {
         assert!(e as f64 / m as f64 >= *c as f64 / *n as f64 - 0.02, "{cat}");
     }
 }
+
+/// Three fields matter (top_k, pool, window_size); no other field changes
+/// anything, so a pruned jump moves only those.
+fn three_fields(v: &serde_json::Value) -> f64 {
+    let num = |p: &str| get_path(v, p).and_then(|x| x.as_f64()).unwrap_or(0.0);
+    let k = (num("retrieve.top_k") / 60.0).min(1.0);
+    let window = if num("ingest.window_size") >= 4.0 { 0.2 } else { 0.0 };
+    let pool = if num("retrieve.pool") >= 150.0 { 0.15 } else { 0.0 };
+    (0.2 + 0.4 * k + window + pool).min(0.97)
+}
+
+fn run_with(project: &Project, log: &mut MemoryJournal, backend: &dyn Backend, opts: &RunOptions) -> RunSummary {
+    let schema = StrategySchema::builtin();
+    let mut evo = Evolution { project, schema: &schema, backend, log };
+    evo.run(opts, &mut |_| {}).unwrap()
+}
+
+fn budget(max_evals: f64) -> RunOptions {
+    RunOptions { max_evals: Some(max_evals), ..RunOptions::rounds(60, 4) }
+}
+
+#[test]
+fn one_confirmed_jump_moves_the_fields_that_matter_and_credits_only_fields_it_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = project(dir.path(), |s| s.to_string());
+    let mut log = MemoryJournal::new(EngineProjector);
+    start(&p, &mut log, DEFAULT);
+    let summary = run_with(&p, &mut log, &Scripted::new(three_fields, "h1"), &budget(45.0));
+    assert!(summary.accepted >= 1, "{summary:?}");
+    assert!(summary.served_accuracy > summary.start_accuracy + 0.3, "{summary:?}");
+    assert!(summary.evaluations_used <= 45.0 + 1e-9, "{summary:?}");
+    let schema = StrategySchema::builtin();
+    let store = Store::new(&log);
+    let mut changed_any = std::collections::BTreeSet::new();
+    let mut credited = 0;
+    for c in store.candidates().unwrap() {
+        let parent = store.document(&c.parent_hash).unwrap().unwrap();
+        let changed = engine::jump::changed_fields(&schema, &parent, c.document.as_ref().unwrap());
+        for credit in &c.credits {
+            assert!(changed.contains(&credit.path), "{} credited to {}, which it does not change", c.id, credit.path);
+            assert!(credit.key.starts_with(&format!("{}::", credit.path)), "{credit:?}");
+            credited += 1;
+        }
+        if c.outcome == engine::candidate::Outcome::Accepted {
+            // Pruning put every field that does nothing back.
+            let extra: Vec<&String> = changed
+                .iter()
+                .filter(|p| {
+                    !["retrieve.top_k", "retrieve.pool", "ingest.window_size", "ingest.window_overlap"]
+                        .contains(&p.as_str())
+                })
+                .collect();
+            assert!(extra.is_empty(), "{} keeps fields that change nothing: {extra:?}", c.id);
+        }
+        changed_any.extend(changed);
+    }
+    assert!(credited > 0, "the searched candidates carry credits");
+    // No hypothesis node and no dimension's reputation for a field no candidate changed.
+    for e in events(&log) {
+        if let Event::HypothesisUpdated { node } = e
+            && node.visits > 0
+        {
+            assert!(changed_any.contains(&node.path), "node {} credited without a change", node.key);
+        }
+    }
+    for path in store.effects().unwrap().keys() {
+        assert!(changed_any.contains(path), "reputation of {path} without a change");
+    }
+}
+
+#[test]
+fn the_budget_is_never_exceeded_and_stops_a_run_as_max_evals() {
+    for max in [2.0, 4.0, 10.0, 20.0] {
+        let dir = tempfile::tempdir().unwrap();
+        let p = project(dir.path(), |s| s.to_string());
+        let mut log = MemoryJournal::new(EngineProjector);
+        start(&p, &mut log, DEFAULT);
+        let summary = run_with(&p, &mut log, &Scripted::new(three_fields, "h1"), &budget(max));
+        assert!(summary.evaluations_used <= max + 1e-9, "--max-evals {max}: {summary:?}");
+        assert_eq!(summary.stopped, evolve::Stopped::MaxEvals, "--max-evals {max}: {summary:?}");
+    }
+}
+
+#[test]
+fn a_search_that_finds_nothing_stops_converged_by_its_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = project(dir.path(), |s| {
+        s.replace("  stall: 40\n", "  stall: 10\n").replace("  converge: 80\n", "  converge: 30\n")
+    });
+    assert_eq!((p.config.search.stall, p.config.search.converge), (10, 30));
+    let mut log = MemoryJournal::new(EngineProjector);
+    start(&p, &mut log, DEFAULT);
+    let summary = run_with(&p, &mut log, &Scripted::new(flat, "h1"), &RunOptions::rounds(5, 4));
+    assert_eq!(summary.stopped, evolve::Stopped::Converged, "{summary:?}");
+    assert_eq!(summary.accepted, 0);
+    let searches = Store::new(&log).searches().unwrap();
+    let last = searches.last().and_then(|s| s.global.as_ref()).unwrap();
+    assert_eq!(last.ended, "converged");
+    assert!(last.since_best >= 30, "{last:?}");
+}
+
+#[test]
+fn bounded_steps_keep_the_step_search_within_x_max_delta() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = project(dir.path(), |s| s.replace("  step_bound: off\n", "  step_bound: schema\n"));
+    assert_eq!(p.config.gates.step_bound, engine::config::StepBound::Schema);
+    let mut log = MemoryJournal::new(EngineProjector);
+    start(&p, &mut log, DEFAULT);
+    let summary = run_with(&p, &mut log, &Scripted::new(three_fields, "h1"), &budget(30.0));
+    assert!(summary.accepted >= 1, "{summary:?}");
+    let schema = StrategySchema::builtin();
+    let store = Store::new(&log);
+    assert!(store.searches().unwrap().iter().all(|s| s.global.is_none()), "the step search, not the global one");
+    for c in store.candidates().unwrap() {
+        let parent = store.document(&c.parent_hash).unwrap().unwrap();
+        let doc = c.document.as_ref().unwrap();
+        for path in engine::jump::changed_fields(&schema, &parent, doc) {
+            let (a, b) = (get_path(&parent, &path).unwrap(), get_path(doc, &path).unwrap());
+            if let (Some(a), Some(b), Some(max)) = (a.as_f64(), b.as_f64(), schema.field(&path).unwrap().max_delta) {
+                assert!((b - a).abs() <= max + 1e-9, "{}: {path} moves {a} -> {b}, x-max-delta {max}", c.id);
+            }
+        }
+    }
+}

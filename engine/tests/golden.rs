@@ -37,6 +37,12 @@
 //! was re-recorded once for the value_ranges gate's wording of a move
 //! (`moves by 0.4`, not `0.40000000000000013`): two lines, no decision.
 //!
+//! Both files were re-recorded when the global search became the default
+//! (`gates.step_bound: off`, the per-step cost bound off, the `search:`
+//! section: TPE over the whole legal space, racing, consensus, pruning and
+//! per-field credits): every search-proposed candidate was meant to change,
+//! and `searched` events now carry the trials and pruning of a segment.
+//!
 //! To re-record (only when a decision is meant to change, and say why in
 //! the commit): `EMEND_GOLDEN_UPDATE=1 cargo test --release -p emend --test golden`.
 //! `EMEND_GOLDEN_BIN` runs another `emend` binary (how the files were first

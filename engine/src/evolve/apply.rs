@@ -76,7 +76,11 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         {
             events.push(evaluated_event(hash, &h, &d, results));
         }
-        let touched: BTreeSet<&str> = s.trials.iter().map(|t| t.node.key.as_str()).collect();
+        let touched: BTreeSet<&str> = s
+            .trials
+            .iter()
+            .flat_map(|t| std::iter::once(t.node.key.as_str()).chain(t.record.credits.iter().map(|c| c.key.as_str())))
+            .collect();
         let before = self.store().tree()?;
         for (k, node) in tree {
             if touched.contains(k.as_str()) || before.get(k) != Some(node) {

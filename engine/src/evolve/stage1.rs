@@ -2,7 +2,7 @@
 //! screen what they propose (gates, critic, probe, critic model) until the
 //! round has its candidates; a screening stop teaches the direction.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use journal::EventLog;
 
@@ -59,6 +59,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             PlannerSettings { ucb_c: cfg.loop_.ucb_c, ..PlannerSettings::default() },
         );
         let roles = self.backend.roles();
+        let harness = harness_facts(&cfg.harness);
         let (probe_ids, served_on_probe) = self.probe_sample(input, search_results);
         let probe_cost = input.parts.cost(probe_ids.len());
         let mut out = Screening { probe_size: probe_ids.len(), ..Screening::default() };
@@ -77,6 +78,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             delta1: cfg.gates.delta1,
             probe_ids: &probe_ids,
             served_on_probe,
+            bounded: cfg.gates.step_bound == crate::config::StepBound::Schema,
         };
         let mut slots = Slots::default();
         for plan in &plans {
@@ -113,6 +115,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
                         b - (out.probes - out.free_probes) as f64 * probe_cost
                             - input.parts.cost(input.parts.confirm_ids.len())
                     }),
+                    harness: &harness,
                 };
                 let Some(proposed) = proposers.iter_mut().find_map(|p| p.ask(&ask, plan, &node)) else {
                     continue;
@@ -178,7 +181,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             })
         };
         let base = base_record(&id, round, plan, screen.served);
-        let (value, mut changes, data, known) = match proposed {
+        let (value, mut changes, data, known, credits) = match proposed {
             Proposed::Failed { reason } => {
                 say(&id, None, Step::Errored { reason: reason.clone() });
                 let reason = format!("the evolver failed: {reason}");
@@ -201,16 +204,22 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
                 history.tree.insert(node.key.clone(), node);
                 return false;
             }
-            Proposed::Candidate { value, changes, data, known } => (value, changes, data, known),
+            Proposed::Candidate { value, changes, data, known, credits } => {
+                node = credited_node(node, &credits, &history.tree);
+                (value, changes, data, known, credits)
+            }
         };
         let change = changes.remove(0);
         let more = changes.len();
         let hash = crate::artifact::content_hash(&value);
+        let hypothesis = if credits.is_empty() { base.hypothesis.clone() } else { node.key.clone() };
         let mut record = CandidateRecord {
             hash: Some(hash.clone()),
             change: Some(change.clone()),
             document: Some(value.clone()),
             more_changes: changes,
+            credits,
+            hypothesis,
             ..base
         };
         let candidate = screen::Candidate {
@@ -219,8 +228,9 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             hash: &hash,
             change: &change,
             motivation: &plan.motivation,
-            hypothesis: history.tree.get(&plan.key),
+            hypothesis: history.tree.get(&node.key),
             data: data.as_ref(),
+            more,
         };
         let searched = known.is_some();
         let screened = screen::screen(screen, &candidate, &mut record, &mut history.seen);
@@ -244,6 +254,26 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         let produces = stop.by != StoppedBy::Gate(Gate::Novelty);
         out.trials.push(Trial::stopped(record, node, stop.outcome, stop.by, stop.reason));
         produces
+    }
+}
+
+/// A searched candidate is credited per field it changes: its node is the
+/// largest contributor's, never a direction it did not take; a candidate
+/// without credits keeps the planned direction's node.
+fn credited_node(
+    planned: Hypothesis,
+    credits: &[crate::events::Credit],
+    tree: &BTreeMap<String, Hypothesis>,
+) -> Hypothesis {
+    credits.first().map_or(planned, |top| top.node(tree))
+}
+
+/// The harness settings `x-inert-when` conditions may name (`harness.judge`):
+/// the built-in harness's judge; an external harness judges by itself.
+pub(super) fn harness_facts(h: &crate::config::HarnessConfig) -> serde_json::Value {
+    match h.kind {
+        crate::config::HarnessKind::Builtin => serde_json::json!({"judge": h.judge}),
+        crate::config::HarnessKind::Command => serde_json::json!({"kind": "command"}),
     }
 }
 
@@ -368,8 +398,13 @@ mod tests {
     fn blocked_directions_and_proposed_candidates_are_capped() {
         let blocked = Proposed::Blocked { reason: "needs a schema change".into() };
         let failed = Proposed::Failed { reason: "the model failed".into() };
-        let candidate =
-            Proposed::Candidate { value: serde_json::Value::Null, changes: Vec::new(), data: None, known: None };
+        let candidate = Proposed::Candidate {
+            value: serde_json::Value::Null,
+            changes: Vec::new(),
+            data: None,
+            known: None,
+            credits: Vec::new(),
+        };
         let mut slots = Slots::default();
         assert_eq!(slots.admit(&blocked, 1), Admit::Screen);
         assert_eq!(slots.admit(&blocked, 1), Admit::Skip);

@@ -288,20 +288,43 @@ pub(super) fn learn(
         if let Some(r) = &t.record.rejected_by {
             *rejected_by.entry(r.to_string()).or_default() += 1;
         }
+        if !t.record.credits.is_empty() {
+            credit(&t.record, tree);
+            continue;
+        }
         if let Some(delta) = t.feedback.or(t.record.delta) {
             t.node.record(delta, t.record.outcome == Outcome::Accepted);
         }
         tree.insert(t.node.key.clone(), t.node.clone());
     }
     if let Some(w) = decision.winner {
-        let accepted_key = trials[w.trial].node.key.clone();
+        let accepted = &trials[w.trial];
+        let keys: Vec<&str> = if accepted.record.credits.is_empty() {
+            vec![accepted.node.key.as_str()]
+        } else {
+            accepted.record.credits.iter().map(|c| c.key.as_str()).collect()
+        };
         for (k, node) in tree.iter_mut() {
-            if *k != accepted_key {
+            if !keys.contains(&k.as_str()) {
                 node.reopen();
             }
         }
     }
     rejected_by
+}
+
+/// Credits each field a candidate changes to its own node (`path::direction`)
+/// with that field's measured search-part contribution; a field whose
+/// contribution was not measured is credited nothing, and no node is
+/// credited for a field the candidate does not change.
+fn credit(record: &CandidateRecord, tree: &mut BTreeMap<String, Hypothesis>) {
+    let accepted = record.outcome == Outcome::Accepted;
+    for c in &record.credits {
+        let Some(delta) = c.delta else { continue };
+        let mut node = c.node(tree);
+        node.record(delta, accepted);
+        tree.insert(node.key.clone(), node);
+    }
 }
 
 #[cfg(test)]

@@ -59,6 +59,10 @@ pub enum Stopped {
     MaxTime,
     /// A round found nothing to propose; it was not run and spent no alpha.
     Exhausted,
+    /// The global search converged by its stated rule (`search.converge`
+    /// trials in a row with nothing better than the served strategy worth a
+    /// confirm test), possibly with budget left.
+    Converged,
 }
 
 impl Stopped {
@@ -68,6 +72,7 @@ impl Stopped {
             Stopped::MaxEvals => "max_evals",
             Stopped::MaxTime => "max_time",
             Stopped::Exhausted => "exhausted",
+            Stopped::Converged => "converged",
         }
     }
 }
