@@ -1,7 +1,9 @@
 //! The reviewer's static HTML report of a journal: the accuracy trajectory
 //! over rounds (an inline SVG chart marking accepted, rejected and
 //! rolled-back steps), per-category accuracy of the served strategy against
-//! the start, the gate funnel, the hypothesis tree, every served-pointer move
+//! the start, the gate funnel, the search (each `searched` event, the
+//! strategies it scored and the run's true funnel from trials drawn to
+//! candidates confirmed), the hypothesis tree, every served-pointer move
 //! and each journaled version's diff against its parent.
 //!
 //! [`gather`] reads the journal into a frozen [`ReportData`]; [`render`] turns
@@ -28,7 +30,7 @@ use crate::events::{CandidateRecord, EvalSummary, Event, RoundRecord, T_EVALUATI
 use crate::gates::Gate;
 use crate::hypothesis::Hypothesis;
 use crate::store::{Best, Served, Store, StoreError};
-use crate::views::Examples;
+use crate::views::{Examples, SearchFunnel, TrialsView};
 
 mod chart;
 mod html;
@@ -207,6 +209,10 @@ pub struct ReportData {
     pub category_note: Option<String>,
     pub candidates: usize,
     pub funnel: Vec<FunnelRow>,
+    /// Every search and every strategy it scored.
+    pub search: TrialsView,
+    /// The run's true funnel: trials drawn, raced out, pruned, proposed, confirmed.
+    pub search_funnel: SearchFunnel,
     pub hypotheses: Vec<Hypothesis>,
     pub versions: Vec<VersionSection>,
     pub moves: Vec<ServedMove>,
@@ -252,7 +258,11 @@ pub fn gather<L: EventLog + ?Sized>(log: &L, texts: &BTreeMap<String, QuestionTe
         (Some(served), Some(b)) => served_checkpoints(log, &served.hash, b)?,
         _ => Vec::new(),
     };
+    let search = TrialsView::build(log)?;
+    let search_funnel = search.funnel(&walk.all_cands);
     Ok(ReportData {
+        search,
+        search_funnel,
         checkpoints,
         head_seq: head.seq,
         head_hash: head.hash,
@@ -705,6 +715,7 @@ mod tests {
             alpha: None,
             accepted_version: accepted,
             more_changes: vec![],
+            credits: vec![],
         }
     }
 
@@ -809,6 +820,7 @@ mod tests {
             questions: vec![],
         };
         let mut accepted = cand("r1c1", None, "accepted", Some(2));
+        accepted.hash = Some("h2".into());
         let mut full = crate::candidate::sample_full(0.2, true, &[]);
         full.improved = 2;
         full.improved_examples = vec!["q1".into(), "q2".into()];
@@ -865,6 +877,50 @@ mod tests {
         let j = MemoryJournal::new(EngineProjector);
         let html = render(&gather(&j, &BTreeMap::new()).unwrap());
         assert!(html.contains("No round has finished yet"));
+        assert!(html.contains("No search journaled yet."));
         assert!(html.ends_with("</html>"));
+    }
+
+    #[test]
+    fn the_search_section_shows_each_search_and_the_true_funnel() {
+        let mut j = journal_with_rollback();
+        let point = |hash: &str, questions: usize, score: f64, stage: &str| {
+            let mut p = crate::events::ScoredPoint::new(BTreeMap::from([("retrieve.top_k".into(), json!(15))]), score);
+            (p.hash, p.questions, p.stage) = (Some(hash.into()), Some(questions), Some(stage.into()));
+            p
+        };
+        let record = crate::events::SearchRecord {
+            round: 2,
+            served_hash: "h1".into(),
+            searches: 1,
+            draws: 2,
+            misses: 0,
+            spent: 1.25,
+            screened: vec!["t1".into(), "h2".into(), "p1".into()],
+            scored: vec![point("t1", 24, 0.4, "trial"), point("h2", 96, 0.7, "trial"), point("p1", 96, 0.6, "prune")],
+            proposed: Some("h2".into()),
+            global: Some(crate::events::GlobalRecord {
+                part: "P".into(),
+                trials: 2,
+                since_best: 0,
+                ended: "proposed".into(),
+                prune: vec![],
+                credits: vec![],
+            }),
+        };
+        j.append(vec![Event::Searched(Box::new(record)).to_new()]).unwrap();
+        let data = gather(&j, &BTreeMap::new()).unwrap();
+        let f = &data.search_funnel;
+        assert_eq!(
+            (f.screened, f.raced_out, f.whole_part, f.prune_tests, f.proposed, f.confirmed),
+            (2, 1, 1, 1, 1, 1),
+            "h2 was accepted as v2"
+        );
+        let html = render(&data);
+        assert!(html.contains("<h2 id=\"search\">Search</h2>"), "{html}");
+        assert!(html.contains("<svg id=\"search-chart\""));
+        assert!(html.contains("<td class=\"num\">2 / 1 / 0</td>"), "two trials, one prune test");
+        assert!(html.contains("70.0% <code>h2</code> (1 field changed) <b>proposed</b>"), "{html}");
+        assert_eq!(html, render(&gather(&j, &BTreeMap::new()).unwrap()), "deterministic");
     }
 }

@@ -14,12 +14,41 @@ use serde_json::Value;
 use crate::candidate::{FullRecord, Outcome, StoppedBy};
 use crate::config::Project;
 use crate::confirm::ConfirmState;
-use crate::events::{CandidateRecord, Event, T_QUESTIONS};
+use crate::events::{CandidateRecord, Credit, Event, T_QUESTIONS};
 use crate::evolve::FileState;
 use crate::report::{self, QuestionText};
 use crate::store::{Store, StoreError, VersionInfo};
 
+mod trials;
+
+pub use trials::{SearchFunnel, SearchSummary, TrialRow, TrialsView};
+
 type Result<T> = std::result::Result<T, StoreError>;
+
+/// The heading over a searched candidate's kept fields, wherever a reviewer reads them.
+pub const KEPT_FIELDS: &str = "fields kept after pruning (search-part contribution when reverted alone)";
+
+/// A candidate's credits, largest contribution first (unmeasured ones last, then by path).
+pub fn kept_fields(credits: &[Credit]) -> Vec<&Credit> {
+    let mut out: Vec<&Credit> = credits.iter().collect();
+    out.sort_by(|a, b| {
+        let key = |c: &Credit| c.delta.unwrap_or(f64::NEG_INFINITY);
+        key(b).total_cmp(&key(a)).then(a.path.cmp(&b.path))
+    });
+    out
+}
+
+/// One line on a searched candidate's kept fields: `3 fields kept, largest
+/// contribution retrieve.top_k +6.2 pp`; None without credits.
+pub fn kept_summary(credits: &[Credit]) -> Option<String> {
+    let n = credits.len();
+    let plural = if n == 1 { "" } else { "s" };
+    let largest = kept_fields(credits).into_iter().next()?;
+    Some(match largest.delta {
+        Some(d) => format!("{n} field{plural} kept, largest contribution {} {:+.1} pp", largest.path, d * 100.0),
+        None => format!("{n} field{plural} kept, contribution{plural} not measured"),
+    })
+}
 
 /// A dataset question as `show` and the report present it; `before` and
 /// `after` are its stage under the parent and the candidate when known.
@@ -323,6 +352,9 @@ pub struct LogCandidate {
     pub rejected_by: Option<StoppedBy>,
     pub reason: String,
     pub delta: Option<f64>,
+    /// A searched candidate's kept fields and their search-part contributions, as recorded.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub credits: Vec<Credit>,
 }
 
 /// One entry of `emend log`, with the journal sequence number of its event.
@@ -402,6 +434,7 @@ impl LogView {
                     rejected_by: c.rejected_by,
                     reason: c.reason,
                     delta: c.delta,
+                    credits: c.credits,
                 }),
                 Event::RoundFinished(r) => entries.push(LogEntry::Round {
                     seq,
@@ -657,4 +690,38 @@ fn model_usage(rounds: &[Value]) -> crate::llm::Usage {
         }
     }
     total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn credit(path: &str, delta: Option<f64>, questions: usize) -> Credit {
+        Credit {
+            key: format!("{path}::increase"),
+            path: path.into(),
+            from: json!(5),
+            to: json!(40),
+            delta,
+            questions,
+            earlier: false,
+        }
+    }
+
+    #[test]
+    fn kept_fields_list_the_largest_contribution_first_and_unmeasured_ones_last() {
+        let credits = vec![
+            credit("b.x", None, 0),
+            credit("a.y", Some(0.01), 96),
+            credit("c.z", Some(0.062), 193),
+            credit("a.a", None, 0),
+        ];
+        let order: Vec<&str> = kept_fields(&credits).iter().map(|c| c.path.as_str()).collect();
+        assert_eq!(order, vec!["c.z", "a.y", "a.a", "b.x"]);
+        assert_eq!(kept_summary(&credits).as_deref(), Some("4 fields kept, largest contribution c.z +6.2 pp"));
+        assert_eq!(kept_summary(&credits[..1]).as_deref(), Some("1 field kept, contribution not measured"));
+        assert_eq!(kept_summary(&[]), None);
+        assert_eq!(credits[2].describe(), "c.z 5 -> 40 (+6.2 pp on 193 search questions)");
+    }
 }

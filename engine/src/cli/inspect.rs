@@ -413,6 +413,9 @@ pub fn render_log(view: &LogView) -> String {
                         Some(by) => format!("{} by {by}: {}", c.outcome, c.reason),
                     };
                     let _ = writeln!(out, "  {} {what}: {verdict}", c.id);
+                    if let Some(kept) = engine::views::kept_summary(&c.credits) {
+                        let _ = writeln!(out, "    {kept}");
+                    }
                 }
                 Ok(())
             }

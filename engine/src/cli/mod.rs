@@ -12,6 +12,7 @@ mod review;
 mod serve;
 mod shell;
 mod term;
+mod trials;
 mod validate;
 mod worker;
 
@@ -78,6 +79,8 @@ enum Command {
     Unquarantine(serve::ReviewArgs),
     /// Readable history: rounds, acceptances, rejections with reasons, rollbacks.
     Log(inspect::LogArgs),
+    /// Every strategy the journal's searches scored, one row each (like Optuna's trials table): stage, questions, score, hash, field values.
+    Trials(trials::TrialsArgs),
     /// What changed and why: a version's or candidate's diff, motivation, gates and statistics.
     Show(review::ShowArgs),
     /// Unified diff of two versions (or a version and a file).
@@ -147,6 +150,7 @@ pub fn main() -> ExitCode {
         Command::Quarantine(args) => serve::quarantine(&args, project),
         Command::Unquarantine(args) => serve::unquarantine(&args, project),
         Command::Log(args) => inspect::log(&args, project),
+        Command::Trials(args) => trials::run(&args, project),
         Command::Show(args) => review::show(&args, project),
         Command::Diff(args) => review::diff(&args, project),
         Command::Rollback(args) => review::rollback(&args, project),

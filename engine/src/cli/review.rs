@@ -18,7 +18,7 @@ use engine::exit;
 use engine::report;
 use engine::schema::StrategySchema;
 use engine::store::Store;
-use engine::views::{QuestionView, ShowView, VersionView};
+use engine::views::{self, QuestionView, ShowView, VersionView};
 use journal::EventLog;
 use serde_json::{Value, json};
 
@@ -183,6 +183,7 @@ pub fn render_show(v: &ShowView) -> String {
     match record {
         Some(c) => {
             render_why(&mut out, v, c);
+            render_kept(&mut out, c);
             render_screens(&mut out, c);
             render_full(&mut out, c);
         }
@@ -302,6 +303,17 @@ fn render_why(out: &mut String, v: &ShowView, c: &CandidateRecord) {
             h.evidence_for,
             h.evidence_against
         ));
+    }
+}
+
+/// A searched candidate's kept fields, largest search-part contribution first.
+fn render_kept(out: &mut String, c: &CandidateRecord) {
+    if c.credits.is_empty() {
+        return;
+    }
+    out.push_str(&format!("{}\n", bold(&format!("{}:", views::KEPT_FIELDS))));
+    for credit in views::kept_fields(&c.credits) {
+        out.push_str(&format!("  {}\n", credit.describe()));
     }
 }
 
@@ -828,6 +840,22 @@ mod tests {
         assert!(text.contains("probe: FAIL  10 questions"), "{text}");
         assert!(text.contains("diff:\n--- v1\n+++ r1c1\n@@ -1 +1 @@\n-top_k: 5\n+top_k: 15\n"), "{text}");
         assert!(text.contains("candidate r1c1: retrieve.top_k 5 -> 15\n"), "{text}");
+        assert!(!text.contains("fields kept"), "no credits, no heading: {text}");
+    }
+
+    #[test]
+    fn a_searched_candidate_lists_its_kept_fields_largest_contribution_first() {
+        let mut v = shown(false);
+        let credits = json!([
+            {"key": "retrieve.pool::increase", "path": "retrieve.pool", "from": 50, "to": 480, "delta": null, "questions": 0},
+            {"key": "retrieve.top_k::increase", "path": "retrieve.top_k", "from": 5, "to": 15, "delta": 0.062, "questions": 193},
+        ]);
+        v.candidate.as_mut().unwrap().credits = serde_json::from_value(credits).unwrap();
+        let text = plain(&render_show(&v));
+        let expected = "fields kept after pruning (search-part contribution when reverted alone):\n  \
+                        retrieve.top_k 5 -> 15 (+6.2 pp on 193 search questions)\n  \
+                        retrieve.pool 50 -> 480 (not measured)\n";
+        assert!(text.contains(expected), "{text}");
     }
 
     #[test]

@@ -62,6 +62,7 @@ pub fn pending(args: &PendingArgs, project_dir: Option<&Path>) -> CmdResult {
             "alpha": c.and_then(|c| c.alpha),
             "ci": full.map(|f| json!([f.ci_low, f.ci_high])),
             "changed": changed,
+            "credits": c.map(|c| c.credits.clone()).unwrap_or_default(),
         }));
     }
     if args.json {
@@ -93,11 +94,26 @@ pub fn pending(args: &PendingArgs, project_dir: Option<&Path>) -> CmdResult {
             )),
             changes.join(", ")
         );
+        print!("{}", render_kept(&p["credits"]));
     }
     if !list.is_empty() {
         println!("serve one with `emend approve vN`, close one with `emend reject vN --reason ...`");
     }
     Ok(exit::OK)
+}
+
+/// A pending version's kept fields (its candidate's credits as `pending --json` lists them),
+/// largest search-part contribution first, under their heading; empty without credits.
+fn render_kept(credits: &Value) -> String {
+    let credits: Vec<engine::events::Credit> = serde_json::from_value(credits.clone()).unwrap_or_default();
+    if credits.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("  {}:\n", engine::views::KEPT_FIELDS);
+    for c in engine::views::kept_fields(&credits) {
+        out.push_str(&format!("    {}\n", c.describe()));
+    }
+    out
 }
 
 #[derive(Debug, clap::Args)]
@@ -298,4 +314,25 @@ pub fn escalation(action: &EscalationAction, project_dir: Option<&Path>) -> CmdR
         if resolved { "; its direction may be proposed again" } else { "; its direction is held back again" }
     );
     Ok(exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pending_version_lists_its_kept_fields_largest_contribution_first() {
+        let credits = json!([
+            {"key": "a::increase", "path": "retrieve.pool", "from": 50, "to": 480, "delta": 0.01, "questions": 96},
+            {"key": "b::toggle", "path": "ingest.stamp_date", "from": false, "to": true, "delta": 0.03, "questions": 174},
+        ]);
+        assert_eq!(
+            render_kept(&credits),
+            "  fields kept after pruning (search-part contribution when reverted alone):\n    \
+             ingest.stamp_date false -> true (+3.0 pp on 174 search questions)\n    \
+             retrieve.pool 50 -> 480 (+1.0 pp on 96 search questions)\n"
+        );
+        assert_eq!(render_kept(&json!([])), "");
+        assert_eq!(render_kept(&Value::Null), "");
+    }
 }

@@ -32,15 +32,9 @@ struct Frame {
 
 impl Frame {
     fn new(d: &ReportData) -> Frame {
-        let (w, ht) = (1040.0_f64, 420.0_f64);
-        let (ml, mr, mt, mb) = (70.0, 24.0, 44.0, 56.0);
-        let (pw, ph) = (w - ml - mr, ht - mt - mb);
         let xs = d.points.iter().map(|p| p.x).chain(d.best_line.iter().map(|b| b.0));
         let x0 = xs.clone().fold(f64::INFINITY, f64::min);
-        let mut x1 = xs.fold(f64::NEG_INFINITY, f64::max);
-        if x1 <= x0 {
-            x1 = x0 + 1.0;
-        }
+        let x1 = xs.fold(f64::NEG_INFINITY, f64::max);
         let ys: Vec<f64> = d
             .points
             .iter()
@@ -48,6 +42,16 @@ impl Frame {
             .chain(d.best_line.iter().map(|b| b.1))
             .chain(d.rejected.iter().map(|r| r.accuracy))
             .collect();
+        Frame::fit((1040.0, 420.0), (70.0, 24.0, 44.0, 56.0), (x0, x1), &ys)
+    }
+
+    /// A plot of `size` (width, height) with margins (left, right, top,
+    /// bottom) over `x0..x1` and accuracies `ys`, on nice grid steps.
+    fn fit(size: (f64, f64), margins: (f64, f64, f64, f64), (x0, x1): (f64, f64), ys: &[f64]) -> Frame {
+        let (w, ht) = size;
+        let (ml, mr, mt, mb) = margins;
+        let (pw, ph) = (w - ml - mr, ht - mt - mb);
+        let x1 = if x1 <= x0 { x0 + 1.0 } else { x1 };
         let (ymin_raw, ymax_raw) =
             ys.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), y| (lo.min(*y), hi.max(*y)));
         let ystep = nice_step((ymax_raw - ymin_raw).max(0.01), 8.0, &[0.005, 0.01, 0.02, 0.025, 0.05, 0.1, 0.2, 0.25]);
@@ -95,7 +99,7 @@ fn svg(d: &ReportData) -> Markup {
             rect x=(ml) y=(mt) width=(pw) height=(ph) fill="#fbfcfe" stroke="#c9d0dc" {}
             (y_grid(&f))
             (x_ticks(&f))
-            (axes(&f))
+            (axes(&f, "round", "accuracy (full task set)"))
             (lines(d, &f))
             (rejected_markers(d, &f))
             (served_markers(d, &f))
@@ -140,15 +144,15 @@ fn x_ticks(f: &Frame) -> Markup {
 }
 
 /// The axes and their titles.
-fn axes(f: &Frame) -> Markup {
+fn axes(f: &Frame, x_title: &str, y_title: &str) -> Markup {
     let Frame { ht, ml, mt, pw, ph, .. } = *f;
     let mid = f1(mt + ph / 2.0);
     html! {
         line x1=(ml) y1=(mt) x2=(ml) y2=(f1(mt + ph)) stroke="#3b4456" {}
         line x1=(ml) y1=(f1(mt + ph)) x2=(f1(ml + pw)) y2=(f1(mt + ph)) stroke="#3b4456" {}
-        text x=(f1(ml + pw / 2.0)) y=(f1(ht - 12.0)) font-size="13" text-anchor="middle" fill="#1d2330" { "round" }
+        text x=(f1(ml + pw / 2.0)) y=(f1(ht - 12.0)) font-size="13" text-anchor="middle" fill="#1d2330" { (x_title) }
         text x="18" y=(mid) font-size="13" text-anchor="middle" fill="#1d2330" transform={ "rotate(-90 18 " (mid) ")" } {
-            "accuracy (full task set)"
+            (y_title)
         }
     }
 }
@@ -245,23 +249,126 @@ fn legend(ml: f64) -> Markup {
         _ => html! { path d="M11 -7 L18 0 L11 7 L4 0 Z" fill="#f0a020" stroke="#8a5a00" {} },
     };
     let names = ["served", "best-ever", "accepted", "nothing accepted", "rejected candidate", "rollback / restore"];
+    legend_row(ml, names.iter().map(|n| (*n, symbol(n))).collect())
+}
+
+/// Legend entries side by side, above the plot, from `ml`.
+fn legend_row(ml: f64, items: Vec<(&str, Markup)>) -> Markup {
     let mut lx = ml;
-    let placed: Vec<(f64, &str)> = names
-        .iter()
-        .map(|name| {
+    let placed: Vec<(f64, &str, Markup)> = items
+        .into_iter()
+        .map(|(name, symbol)| {
             let at = lx;
             lx += 40.0 + name.len() as f64 * 6.6;
-            (at, *name)
+            (at, name, symbol)
         })
         .collect();
     html! {
-        @for (x, name) in placed {
+        @for (x, name, symbol) in placed {
             g.legend transform={ "translate(" (f1(x)) " 18)" } {
-                (symbol(name))
+                (symbol)
                 text x="28" y="4" font-size="12" fill="#1d2330" { (name) }
             }
         }
     }
+}
+
+/// The search history: every scored strategy's search-part accuracy in
+/// journal order, with the best so far among those not raced out (like
+/// Optuna's optimization history). Nothing when no search is journaled.
+pub(super) fn search_history(d: &ReportData) -> Markup {
+    let rows = &d.search.trials;
+    if rows.is_empty() {
+        return html! {};
+    }
+    let ys: Vec<f64> = rows.iter().map(|t| t.score).collect();
+    let x1 = rows.last().map_or(1.0, |t| t.number as f64);
+    let f = Frame::fit((1040.0, 320.0), (70.0, 24.0, 40.0, 50.0), (0.0, x1), &ys);
+    let Frame { w, ht, ml, mt, pw, ph, .. } = f;
+    html! {
+        svg id="search-chart" class="chart" role="img" width=(w) height=(ht) viewBox={ "0 0 " (w) " " (ht) }
+            aria-label="Search-part accuracy of every strategy scored" {
+            rect x=(ml) y=(mt) width=(pw) height=(ph) fill="#fbfcfe" stroke="#c9d0dc" {}
+            (y_grid(&f))
+            (x_ticks(&f))
+            (axes(&f, "strategy scored (journal order)", "search-part accuracy"))
+            (best_so_far(d, &f))
+            (trial_markers(d, &f))
+            (search_legend(ml))
+        }
+    }
+}
+
+/// The best score so far among strategies not raced out, as a step line.
+fn best_so_far(d: &ReportData, f: &Frame) -> Markup {
+    let mut best: Option<f64> = None;
+    let mut pts = Vec::new();
+    for t in d.search.trials.iter().filter(|t| t.complete != Some(false)) {
+        let x = t.number as f64;
+        if let Some(b) = best {
+            pts.push(format!("{},{}", f1(f.px(x)), f1(f.py(b))));
+        }
+        let b = best.map_or(t.score, |b| b.max(t.score));
+        best = Some(b);
+        pts.push(format!("{},{}", f1(f.px(x)), f1(f.py(b))));
+    }
+    if let (Some(b), Some(last)) = (best, d.search.trials.last()) {
+        pts.push(format!("{},{}", f1(f.px(last.number as f64)), f1(f.py(b))));
+    }
+    html! {
+        @if pts.len() > 1 {
+            polyline.best points=(pts.join(" ")) fill="none" stroke="#7b61c4" stroke-width="1.5" {}
+        }
+    }
+}
+
+/// One marker per scored strategy: filled when it saw the whole search part,
+/// hollow when raced out, a square for a prune test, a diamond for the served
+/// baseline, ringed when proposed.
+fn trial_markers(d: &ReportData, f: &Frame) -> Markup {
+    html! {
+        @for t in &d.search.trials {
+            @let (cx, cy) = (f1(f.px(t.number as f64)), f1(f.py(t.score)));
+            @let class = match (t.stage.as_str(), t.complete) {
+                ("prune", _) => "prune",
+                ("served", _) => "served",
+                (_, Some(false)) => "raced",
+                _ => "complete",
+            };
+            g class={ "trial " (class) } {
+                title {
+                    "#" (t.number) ", search " (t.search) ", round " (t.round) ": " (t.stage) ", " (super::pct(t.score))
+                    @if let Some(q) = t.questions { " on " (q) " questions" }
+                    @if let Some(h) = &t.hash { ", " (h[..12.min(h.len())]) }
+                    @if let Some(n) = t.changed { ", " (n) " field" (if n == 1 { "" } else { "s" }) " changed" }
+                    @if t.proposed { ", proposed" }
+                }
+                @match class {
+                    "prune" => { rect x=(f1(f.px(t.number as f64) - 3.0)) y=(f1(f.py(t.score) - 3.0)) width="6" height="6"
+                        fill="#f0a020" stroke="#8a5a00" stroke-width="0.8" {} }
+                    "served" => { path d={ "M" (cx) " " (f1(f.py(t.score) - 5.5)) " l5.5 5.5 l-5.5 5.5 l-5.5 -5.5 Z" }
+                        fill="#3b4456" {} }
+                    "raced" => { circle cx=(cx) cy=(cy) r="3" fill="#ffffff" stroke="#9aa3b2" stroke-width="1.2" {} }
+                    _ => { circle cx=(cx) cy=(cy) r="3.5" fill="#2f6fb5" {} }
+                }
+                @if t.proposed {
+                    circle cx=(cx) cy=(cy) r="7.5" fill="none" stroke="#3a9d5d" stroke-width="2" {}
+                }
+            }
+        }
+    }
+}
+
+fn search_legend(ml: f64) -> Markup {
+    let items = vec![
+        ("served (baseline)", html! { path d="M11 -5.5 l5.5 5.5 l-5.5 5.5 l-5.5 -5.5 Z" fill="#3b4456" {} }),
+        ("whole search part", html! { circle cx="11" cy="0" r="3.5" fill="#2f6fb5" {} }),
+        ("raced out", html! { circle cx="11" cy="0" r="3" fill="#ffffff" stroke="#9aa3b2" stroke-width="1.2" {} }),
+        ("prune test", html! { rect x="8" y="-3" width="6" height="6" fill="#f0a020" stroke="#8a5a00" {} }),
+        ("proposed", html! { circle cx="11" cy="0" r="6.5" fill="none" stroke="#3a9d5d" stroke-width="2" {} }),
+        ("best so far", html! { line x1="0" y1="0" x2="22" y2="0" stroke="#7b61c4" stroke-width="1.5" {} }),
+    ];
+    legend_row(ml, items)
 }
 
 /// Under longitudinal replay: the served strategy's accuracy (left axis) and

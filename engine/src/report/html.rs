@@ -9,7 +9,7 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 use super::{FunnelRow, PointKind, ReportData, ServedMove, VersionSection, pct, pp, ratio};
 use crate::events::CandidateRecord;
 use crate::hypothesis::Hypothesis;
-use crate::views::QuestionView;
+use crate::views::{self, QuestionView, SearchSummary};
 
 /// Renders the report as one HTML document.
 pub fn render(d: &ReportData) -> String {
@@ -28,6 +28,7 @@ pub fn render(d: &ReportData) -> String {
                 (super::chart::checkpoints(d))
                 (categories(d))
                 (funnel(d))
+                (search(d))
                 (hypotheses(d))
                 (moves(d))
                 (versions(d))
@@ -213,6 +214,92 @@ fn funnel(d: &ReportData) -> Markup {
                                 style={ "width:" (format!("{:.0}", (r.stopped as f64 / d.candidates as f64 * 300.0).round())) "px" } {}
                         }
                     }
+                }
+            }
+        }
+    }
+}
+
+/// The searches: the true funnel, the history chart and one row per `searched` event.
+fn search(d: &ReportData) -> Markup {
+    html! {
+        h2 #search { "Search" }
+        @if d.search.searches.is_empty() {
+            p.muted { "No search journaled yet." }
+        } @else {
+            p.sub {
+                "Every strategy the searches scored before any gate: the sampler's trials, raced question by \
+                 question on the search part and dropped once clearly worse, the winner's prune tests (fields put \
+                 back to their served values), and what was proposed to the gates. The gate funnel above counts \
+                 only the candidates that reached the gates; " code { "emend trials" } " lists every strategy."
+            }
+            (search_funnel(d))
+            (super::chart::search_history(d))
+            table.searches {
+                tr {
+                    th.num { "search" } th.num { "round" } th.num { "scored (trials / prune tests / served)" }
+                    th.num { "raced out" } th.num { "spent" } th { "ended" } th { "best (score, hash, fields changed)" }
+                }
+                @for s in &d.search.searches { (search_row(d, s)) }
+            }
+            p.muted {
+                "Scores are search-part accuracies (estimated for a strategy raced out); spent is in \
+                 full-evaluation equivalents; the best are the top three not raced out."
+            }
+        }
+    }
+}
+
+/// The run's true funnel, from trials drawn to candidates confirmed.
+fn search_funnel(d: &ReportData) -> Markup {
+    let f = &d.search_funnel;
+    let mut rows = vec![("screened (trials drawn)", f.screened), ("raced out", f.raced_out)];
+    rows.push(("evaluated on the whole search part", f.whole_part));
+    if f.unrecorded > 0 {
+        rows.push(("scored by the step search (questions not recorded)", f.unrecorded));
+    }
+    rows.extend([
+        ("prune tests", f.prune_tests),
+        ("proposed to the gates", f.proposed),
+        ("confirmed (accepted)", f.confirmed),
+    ]);
+    let top = rows.iter().map(|r| r.1).max().unwrap_or(0).max(1) as f64;
+    html! {
+        table.search-funnel {
+            tr { th { "the whole run" } th.num { "strategies" } th {} }
+            @for (what, n) in rows {
+                tr {
+                    td { (what) }
+                    td.num { (n) }
+                    td {
+                        span class="bar pass" style={ "width:" (format!("{:.0}", (n as f64 / top * 300.0).round())) "px" } {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn search_row(d: &ReportData, s: &SearchSummary) -> Markup {
+    html! {
+        tr {
+            td.num { (s.search) }
+            td.num { (s.round) }
+            td.num { (s.trials) " / " (s.prune_tests) " / " (s.served) }
+            td.num { (s.raced_out.map_or("-".to_string(), |n| n.to_string())) }
+            td.num { (format!("{:.2}", s.spent)) }
+            td { (s.ended) }
+            td {
+                @for (i, t) in s.best.iter().filter_map(|n| d.search.row(*n)).enumerate() {
+                    @if i > 0 { br; }
+                    (pct(t.score)) " "
+                    code { (t.hash.as_deref().map_or("-", |h| &h[..12.min(h.len())])) }
+                    " (" (match t.changed {
+                        Some(1) => "1 field changed".to_string(),
+                        Some(n) => format!("{n} fields changed"),
+                        None => "fields changed unknown".to_string(),
+                    }) ")"
+                    @if t.proposed { " " b { "proposed" } }
                 }
             }
         }
@@ -413,6 +500,10 @@ fn gate_record(c: &CandidateRecord) -> Markup {
             " (actionability " (format!("{:.2}", c.actionability)) ")."
         }
         ul.facts { @for f in facts(c) { li { (f) } } }
+        @if !c.credits.is_empty() {
+            p.kept { (views::KEPT_FIELDS) ":" }
+            ul.credits { @for k in views::kept_fields(&c.credits) { li { code { (k.describe()) } } } }
+        }
     }
 }
 
