@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
-# The peer benchmark: `emend evolve` against Optuna's TPE sampler on the same
-# field space, search part and held-out part (see bench/optuna/peer.py).
+# The peer benchmark: `emend evolve` against three peers on the same field
+# space, search part and held-out part -- Optuna's TPE sampler, random search
+# (Optuna's RandomSampler) and SMAC3 (random forest) -- see bench/optuna/peer.py.
 #
-# Installs Optuna and PyYAML (bench/optuna/requirements.txt) into a virtual
-# environment under target/bench-optuna/venv (nothing is installed globally),
-# builds target/release/emend unless EMEND names a binary, and passes every
-# argument on to peer.py, e.g.
+# Installs Optuna, SMAC3 and PyYAML (bench/optuna/requirements.txt; all from
+# PyPI as wheels or pure-Python builds: no C compiler, no swig, no apt
+# packages) into a virtual environment under target/bench-optuna/venv
+# (nothing is installed globally), builds target/release/emend unless EMEND
+# names a binary, and passes every argument on to peer.py, e.g.
 #
-#   scripts/bench-optuna.sh --tpe-budget 90 --seeds 0,1,2 --ceilings 1000,2000
+#   scripts/bench-optuna.sh --peer-budget 90 --peers tpe,random,smac --seeds 0,1,2 --ceilings 1000,2000
+#
+# (the defaults). --peers chooses the peers; --peer-cache DIR records each peer
+# run and reads it back when its inputs are identical (--peers-only records
+# the peers without emend's side); --tpe-budget, --tpe-cache and --tpe-only
+# are the older names of --peer-budget, --peer-cache and --peers-only.
+# SMAC3 takes 70-100 s of its own a run besides the evaluations.
 #
 # Results: target/bench-optuna/results.md and results.json (or --out DIR).
 # Environment: EMEND (the binary), EMEND_LOCOMO (the LoCoMo file; default
