@@ -263,21 +263,7 @@ pub enum ClusterMode {
 /// which is read as `off`.
 impl<'de> Deserialize<'de> for ClusterMode {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Bool(bool),
-            Text(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::Bool(false) => Ok(ClusterMode::Off),
-            Raw::Text(t) if t == "off" => Ok(ClusterMode::Off),
-            Raw::Text(t) if t == "require" => Ok(ClusterMode::Require),
-            Raw::Bool(true) => Err(serde::de::Error::custom("gates.cluster_check: expected off or require, got true")),
-            Raw::Text(t) => {
-                Err(serde::de::Error::custom(format!("gates.cluster_check: expected off or require, got {t:?}")))
-            }
-        }
+        Ok(if off_or(d, "gates.cluster_check", "require")? { ClusterMode::Require } else { ClusterMode::Off })
     }
 }
 
@@ -373,21 +359,25 @@ pub enum StepBound {
 /// which is read as `off`.
 impl<'de> Deserialize<'de> for StepBound {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Bool(bool),
-            Text(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::Bool(false) => Ok(StepBound::Off),
-            Raw::Text(t) if t == "off" => Ok(StepBound::Off),
-            Raw::Text(t) if t == "schema" => Ok(StepBound::Schema),
-            Raw::Bool(true) => Err(serde::de::Error::custom("gates.step_bound: expected off or schema, got true")),
-            Raw::Text(t) => {
-                Err(serde::de::Error::custom(format!("gates.step_bound: expected off or schema, got {t:?}")))
-            }
-        }
+        Ok(if off_or(d, "gates.step_bound", "schema")? { StepBound::Schema } else { StepBound::Off })
+    }
+}
+
+/// Reads `off` or `other`, true for `other`; YAML 1.1's `false` is `off`,
+/// `true` and any other text are refused naming `field`.
+fn off_or<'de, D: serde::Deserializer<'de>>(d: D, field: &str, other: &str) -> Result<bool, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Bool(bool),
+        Text(String),
+    }
+    match Raw::deserialize(d)? {
+        Raw::Bool(false) => Ok(false),
+        Raw::Text(t) if t == "off" => Ok(false),
+        Raw::Text(t) if t == other => Ok(true),
+        Raw::Bool(true) => Err(serde::de::Error::custom(format!("{field}: expected off or {other}, got true"))),
+        Raw::Text(t) => Err(serde::de::Error::custom(format!("{field}: expected off or {other}, got {t:?}"))),
     }
 }
 
