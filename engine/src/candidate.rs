@@ -52,7 +52,7 @@ pub enum Rule {
     CategoryVsFirstVersion,
     /// The one-sided exact test on the confirm part passes at the LORD++ alpha.
     ConfirmBetter,
-    /// The CR2 / t(G-1) cluster check says better (only with `gates.cluster_check: require`).
+    /// The CR2 cluster check (Bell-McCaffrey degrees of freedom) says better (only with `gates.cluster_check: require`).
     ClusterCheck,
     /// Mean context tokens within `gates.cost_bound_v1` of v1's.
     CostVsFirstVersion,
@@ -250,7 +250,8 @@ pub struct FullRecord {
     /// The CR2 cluster check by conversation, reported whether or not it is required.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<stats::ClusterCheck>,
-    /// What the reusable holdout let flow back into the search after an accept.
+    /// Older runs only: what Thresholdout let flow back into the search after
+    /// an accept. Never written now and never read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub holdout: Option<stats::HoldoutAnswer>,
 }

@@ -249,7 +249,7 @@ impl Default for SplitConfig {
     }
 }
 
-/// `gates.cluster_check`: the CR2 / t(G-1) check by conversation, recorded
+/// `gates.cluster_check`: the CR2 check by conversation (Bell-McCaffrey degrees of freedom), recorded
 /// in every confirm test's gate record; `require` makes it a rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -312,7 +312,9 @@ pub struct GateConfig {
     /// LORD++ initial wealth as a share of alpha (W0 = lord_w0 * alpha).
     #[serde(default = "d_w0")]
     pub lord_w0: f64,
-    /// Thresholdout's budget of overfitting answers on the confirm part.
+    /// No longer used: nothing measured on the confirm part flows back into
+    /// the search, so there is no Thresholdout budget to spend. Still loads
+    /// from older emend.yaml files.
     #[serde(default = "d_holdout_budget")]
     pub holdout_budget: u32,
 }
@@ -1180,11 +1182,9 @@ fn render_gates(out: &mut String, g: &GateConfig) {
         "  # Paired bootstrap resamples (the interval shown; the gate is the exact test).\n  bootstrap_resamples: {}\n",
         g.bootstrap_resamples
     ));
-    out.push_str("  # CR2 / t(G-1) check by conversation, always recorded: off or require.\n  cluster_check: off\n");
-    out.push_str(&format!(
-        "  # Thresholdout budget of the confirm part (numbers fed back into the search).\n  holdout_budget: {}\n",
-        g.holdout_budget
-    ));
+    out.push_str(
+        "  # CR2 check by conversation (Bell-McCaffrey degrees of freedom), always recorded: off or require.\n  cluster_check: off\n",
+    );
 }
 
 /// The `loop:` section at the defaults `l`.

@@ -1,16 +1,17 @@
 //! The confirm side of a run: the seeded search/confirm split of the task
-//! set, and the LORD++ and Thresholdout states replayed from the journal's
-//! confirm tests. Nothing here is stored apart from the candidates' gate
-//! records: every confirm test journals its LORD++ test (index, alpha, wealth
-//! after) and, after an accept, the holdout's answer, so the state is a pure
-//! function of the journal and the configuration.
+//! set, and the LORD++ state replayed from the journal's confirm tests.
+//! Nothing here is stored apart from the candidates' gate records: every
+//! confirm test journals its LORD++ test (index, alpha, wealth after), so the
+//! state is a pure function of the journal and the configuration. (Records of
+//! older runs may hold a Thresholdout answer; it is no longer read: nothing
+//! measured on the confirm part flows back into the search.)
 
 use std::collections::BTreeSet;
 
 use crate::config::GateConfig;
 use crate::config::SplitConfig;
 use crate::events::{CandidateRecord, QuestionResult};
-use crate::stats::{self, Gamma, Holdout, HoldoutAnswer, HoldoutConfig, Lord, LordConfig, TaskKey};
+use crate::stats::{self, Gamma, Lord, LordConfig, TaskKey};
 
 /// The two parts of the task set, as id sets and sorted id lists.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,16 +80,10 @@ pub fn lord_config(g: &GateConfig) -> LordConfig {
     LordConfig { alpha: g.alpha, w0: g.lord_w0 * g.alpha, gamma: Gamma::Basel }
 }
 
-/// Thresholdout's configuration: the library defaults with `gates.holdout_budget`.
-pub fn holdout_config(g: &GateConfig, seed: u64) -> HoldoutConfig {
-    HoldoutConfig { budget: g.holdout_budget, seed, ..HoldoutConfig::default() }
-}
-
 /// The confirm tests' running state, replayed from the journal.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConfirmState {
     pub lord: Lord,
-    pub holdout: Holdout,
     /// Discordant and total questions over every confirm test so far.
     pub discordant: u64,
     pub questions: u64,
@@ -96,9 +91,8 @@ pub struct ConfirmState {
 
 impl ConfirmState {
     /// Replays the journal's confirm tests (candidate records in journal order).
-    pub fn replay(g: &GateConfig, seed: u64, records: &[CandidateRecord]) -> ConfirmState {
+    pub fn replay(g: &GateConfig, records: &[CandidateRecord]) -> ConfirmState {
         let mut lord = Lord::new(lord_config(g));
-        let mut holdout = Holdout::new(holdout_config(g, seed));
         let (mut discordant, mut questions) = (0, 0);
         for full in records.iter().filter_map(|r| r.full.as_ref()) {
             if let Some(t) = &full.lord {
@@ -111,16 +105,8 @@ impl ConfirmState {
                 discordant += c.improved + c.regressed;
                 questions += c.questions;
             }
-            match full.holdout {
-                Some(HoldoutAnswer::Search { .. }) => holdout.queries += 1,
-                Some(HoldoutAnswer::Confirm { .. }) => {
-                    holdout.queries += 1;
-                    holdout.spent += 1;
-                }
-                _ => {}
-            }
         }
-        ConfirmState { lord, holdout, discordant, questions }
+        ConfirmState { lord, discordant, questions }
     }
 
     /// The pooled discordance rate of the confirm tests so far.
@@ -195,7 +181,7 @@ mod tests {
     }
 
     #[test]
-    fn the_state_replays_lord_tests_accepts_and_holdout_spending() {
+    fn the_state_replays_lord_tests_and_accepts() {
         let g = GateConfig::default();
         let mut live = Lord::new(lord_config(&g));
         let mut records = Vec::new();
@@ -204,17 +190,13 @@ mod tests {
             let mut full = sample_full(0.0, t.accepted, &[]);
             full.lord = Some(t);
             full.confirm = Some(stats::better_test(3, 1, 40, t.alpha));
-            if t.accepted {
-                full.holdout = Some(HoldoutAnswer::Confirm { value: 0.05 });
-            }
             records.push(record(&format!("c{i}"), full));
         }
-        let s = ConfirmState::replay(&g, 0, &records);
+        let s = ConfirmState::replay(&g, &records);
         assert_eq!(s.lord, live);
-        assert_eq!((s.holdout.queries, s.holdout.spent), (1, 1));
         assert_eq!(s.discordance(), Some(0.1));
         assert!(s.next_mde(200).is_some());
-        let empty = ConfirmState::replay(&g, 0, &[]);
+        let empty = ConfirmState::replay(&g, &[]);
         assert_eq!(empty.lord.next_alpha(), 6.0 / std::f64::consts::PI.powi(2) * 0.025);
         assert_eq!(empty.next_mde(200), None);
     }

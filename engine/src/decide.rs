@@ -25,8 +25,10 @@ pub struct Tested<'a> {
     /// Its index among the round's trials.
     pub trial: usize,
     pub full: &'a FullRecord,
-    /// Its accuracy on the full task set.
-    pub accuracy: f64,
+    /// Its accuracy on the whole task set, measured by evaluating it: the
+    /// caller measures the winner's ([`winner_of`]) before deciding; the
+    /// others are never read and may be `None`.
+    pub accuracy: Option<f64>,
 }
 
 /// The served pointer before the decision.
@@ -136,14 +138,12 @@ impl Decision {
 pub fn decide(tested: &[Tested<'_>], served: Serving, best: &Best, next_version: u64, policy: &Policy<'_>) -> Decision {
     let tau_rollback = policy.tau_rollback;
     let pending = policy.approval == Approval::Manual;
-    let mut winner: Option<&Tested<'_>> = None;
-    for t in tested.iter().filter(|t| t.full.accept) {
-        if winner.is_none_or(|w| t.full.delta > w.full.delta) {
-            winner = Some(t);
-        }
-    }
-    let winner =
-        winner.map(|w| Winner { trial: w.trial, version: next_version, accuracy: w.accuracy, delta: w.full.delta });
+    let winner = winner_of(tested).map(|i| &tested[i]).map(|w| Winner {
+        trial: w.trial,
+        version: next_version,
+        accuracy: w.accuracy.expect("the winner's whole-set accuracy is measured before the decision"),
+        delta: w.full.delta,
+    });
     let verdicts = tested
         .iter()
         .map(|t| {
@@ -179,6 +179,18 @@ pub fn decide(tested: &[Tested<'_>], served: Serving, best: &Best, next_version:
         tau: tau_rollback,
     });
     Decision { winner, pending, held_by_quarantine, verdicts, best: best_after, restore, pinned }
+}
+
+/// The index in `tested` of the round's winner: the candidate that passed
+/// every rule with the largest paired delta, the earliest on a tie.
+pub fn winner_of(tested: &[Tested<'_>]) -> Option<usize> {
+    let mut winner: Option<usize> = None;
+    for (i, t) in tested.iter().enumerate().filter(|(_, t)| t.full.accept) {
+        if winner.is_none_or(|w| t.full.delta > tested[w].full.delta) {
+            winner = Some(i);
+        }
+    }
+    winner
 }
 
 /// Who applies a decision, and when.
@@ -291,7 +303,7 @@ mod tests {
     #[test]
     fn manual_approval_makes_the_winner_pending_and_serves_nothing() {
         let a = full(0.05, true, &[]);
-        let tested = [Tested { trial: 0, full: &a, accuracy: 0.65 }];
+        let tested = [Tested { trial: 0, full: &a, accuracy: Some(0.65) }];
         let manual = Policy { approval: Approval::Manual, ..auto() };
         let d = decide(&tested, SERVED, &best(3, 0.60), 4, &manual);
         assert!(d.pending);
@@ -313,7 +325,7 @@ mod tests {
     #[test]
     fn a_pending_winner_keeps_an_operators_pin_and_a_due_restore_still_happens() {
         let a = full(0.05, true, &[]);
-        let tested = [Tested { trial: 0, full: &a, accuracy: 0.65 }];
+        let tested = [Tested { trial: 0, full: &a, accuracy: Some(0.65) }];
         let manual = Policy { approval: Approval::Manual, ..auto() };
         let pinned = Serving { pinned: true, ..SERVED };
         let d = decide(&tested, pinned, &best(2, 0.70), 4, &manual);
@@ -345,7 +357,7 @@ mod tests {
         let q = BTreeSet::from([6]);
         let policy = Policy { quarantined: &q, ..auto() };
         let a = full(0.01, true, &[]);
-        let tested = [Tested { trial: 0, full: &a, accuracy: 0.61 }];
+        let tested = [Tested { trial: 0, full: &a, accuracy: Some(0.61) }];
         let pinned = Serving { version: 2, accuracy: 0.60, pinned: true };
         let d = decide(&tested, pinned, &best(6, 0.70), 7, &policy);
         assert_eq!(d.winner.map(|w| w.version), Some(7));
@@ -361,9 +373,9 @@ mod tests {
         let (a, b, c) =
             (full(0.02, true, &[]), full(0.05, true, &[]), full(0.09, false, &[Rule::CategoryVsFirstVersion]));
         let tested = [
-            Tested { trial: 0, full: &a, accuracy: 0.62 },
-            Tested { trial: 2, full: &b, accuracy: 0.65 },
-            Tested { trial: 3, full: &c, accuracy: 0.69 },
+            Tested { trial: 0, full: &a, accuracy: Some(0.62) },
+            Tested { trial: 2, full: &b, accuracy: Some(0.65) },
+            Tested { trial: 3, full: &c, accuracy: Some(0.69) },
         ];
         let d = decide(&tested, SERVED, &best(3, 0.60), 4, &auto());
         assert_eq!(d.winner, Some(Winner { trial: 2, version: 4, accuracy: 0.65, delta: 0.05 }));
@@ -383,7 +395,8 @@ mod tests {
     #[test]
     fn a_tie_goes_to_the_earliest() {
         let (a, b) = (full(0.05, true, &[]), full(0.05, true, &[]));
-        let tested = [Tested { trial: 1, full: &a, accuracy: 0.65 }, Tested { trial: 4, full: &b, accuracy: 0.65 }];
+        let tested =
+            [Tested { trial: 1, full: &a, accuracy: Some(0.65) }, Tested { trial: 4, full: &b, accuracy: Some(0.65) }];
         let d = decide(&tested, SERVED, &best(3, 0.60), 4, &auto());
         assert_eq!(d.winner.map(|w| w.trial), Some(1));
         assert_eq!(d.verdicts[1], (4, Verdict::NotBest));
@@ -394,7 +407,7 @@ mod tests {
         let r = Rule::Stats(RuleKind::McnemarPBelowAlpha);
         let mut a = full(0.05, false, &[r, Rule::CategoryVsFirstVersion]);
         a.rules.push(a.rules[0].clone());
-        let tested = [Tested { trial: 0, full: &a, accuracy: 0.65 }];
+        let tested = [Tested { trial: 0, full: &a, accuracy: Some(0.65) }];
         let d = decide(&tested, SERVED, &best(3, 0.60), 4, &auto());
         assert_eq!(d.winner, None);
         assert_eq!(d.verdicts, vec![(0, Verdict::Failed(vec![r, Rule::CategoryVsFirstVersion]))]);
@@ -405,7 +418,7 @@ mod tests {
     #[test]
     fn a_winner_below_the_best_ever_leaves_the_best_pointer() {
         let a = full(0.01, true, &[]);
-        let tested = [Tested { trial: 0, full: &a, accuracy: 0.61 }];
+        let tested = [Tested { trial: 0, full: &a, accuracy: Some(0.61) }];
         let d = decide(&tested, SERVED, &best(2, 0.62), 4, &auto());
         assert_eq!(d.best, BestAfter { version: 2, accuracy: 0.62, moved: false });
         // 0.61 is within tau of 0.62: no restore.
@@ -426,7 +439,7 @@ mod tests {
     #[test]
     fn a_winner_below_the_best_by_more_than_tau_is_accepted_then_restored() {
         let a = full(0.01, true, &[]);
-        let tested = [Tested { trial: 0, full: &a, accuracy: 0.61 }];
+        let tested = [Tested { trial: 0, full: &a, accuracy: Some(0.61) }];
         let d = decide(&tested, SERVED, &best(2, 0.70), 4, &auto());
         assert_eq!(d.winner.map(|w| w.version), Some(4));
         assert_eq!(d.restore.map(|r| (r.from, r.to)), Some((4, 2)));
@@ -439,7 +452,7 @@ mod tests {
         assert!(d.pinned);
         assert_eq!(d.restore, None);
         let a = full(0.01, true, &[]);
-        let tested = [Tested { trial: 0, full: &a, accuracy: 0.61 }];
+        let tested = [Tested { trial: 0, full: &a, accuracy: Some(0.61) }];
         let d = decide(&tested, pinned, &best(2, 0.70), 4, &auto());
         assert!(!d.pinned);
         assert_eq!(d.restore.map(|r| r.to), Some(2));
@@ -454,7 +467,7 @@ mod tests {
     #[test]
     fn events_apply_accept_best_and_restore_in_order() {
         let a = full(0.05, true, &[]);
-        let tested = [Tested { trial: 0, full: &a, accuracy: 0.65 }];
+        let tested = [Tested { trial: 0, full: &a, accuracy: Some(0.65) }];
         let stamp = Stamp { who: "u@h".into(), at: "T".into() };
         let doc = serde_json::json!({"x": 1});
         let d = decide(&tested, SERVED, &best(3, 0.60), 4, &auto());

@@ -295,6 +295,13 @@ impl Credit {
 }
 
 impl CandidateRecord {
+    /// Its paired delta on the search part (the probe's), when it was
+    /// probed. The only delta of a candidate the search may learn from: the
+    /// confirm test's (`full`, and `delta` once it ran) never flows back.
+    pub fn search_delta(&self) -> Option<f64> {
+        self.probe.as_ref().map(|p| p.delta)
+    }
+
     /// A candidate's record before anything is known about it: no change,
     /// no gate passed, outcome `rejected` until the round says otherwise.
     pub fn new(id: &str, round: u64, parent_version: u64, parent_hash: &str, hypothesis: &str) -> CandidateRecord {
@@ -679,11 +686,13 @@ fn project_candidate(state: &mut dyn ProjectionState, c: &CandidateRecord) -> Re
         state.put(T_STRATEGIES, &hash_key(hash), json!({"document": doc, "version": null}));
     }
     count_in_funnel(state, c);
-    // A candidate with credits counts once per field it changes, each with its own contribution.
+    // A candidate with credits counts once per field it changes, each with its own contribution
+    // (a candidate that changes one field contributes its probe delta).
+    let single = if c.credits.len() == 1 { c.search_delta() } else { None };
     for credit in &c.credits {
         let effect: DimensionEffect =
             state.get(T_EFFECTS, &credit.path).map(serde_json::from_value).transpose()?.unwrap_or_default();
-        state.put(T_EFFECTS, &credit.path, to_value(&with_credit(effect, c.outcome, credit.delta)));
+        state.put(T_EFFECTS, &credit.path, to_value(&with_credit(effect, c.outcome, credit.delta.or(single))));
     }
     if let Some(change) = c.change.as_ref().filter(|_| c.credits.is_empty()) {
         let effect: DimensionEffect =
@@ -717,15 +726,17 @@ fn with_credit(mut effect: DimensionEffect, outcome: Outcome, delta: Option<f64>
 }
 
 /// A dimension's effect record with candidate `c` of that dimension added: a candidate
-/// that was not accepted and did not help (delta at most 0) counts as reverted.
+/// that was not accepted and did not help on the search part (probe delta at
+/// most 0) counts as reverted. The confirm test's delta is never read.
 fn with_candidate(mut effect: DimensionEffect, c: &CandidateRecord) -> DimensionEffect {
+    let delta = c.search_delta();
     effect.tried += 1;
     if c.outcome == Outcome::Accepted {
         effect.accepted += 1;
-    } else if c.delta.is_some_and(|d| d <= 0.0) {
+    } else if delta.is_some_and(|d| d <= 0.0) {
         effect.reverted += 1;
     }
-    effect.total_delta += c.delta.unwrap_or(0.0);
+    effect.total_delta += delta.unwrap_or(0.0);
     effect
 }
 
@@ -862,12 +873,21 @@ mod tests {
             ucb: 1.0,
             gates: vec![],
             critic: None,
-            probe: None,
+            // The probe's search-part delta; the record's `delta` is a confirm-part
+            // figure of the opposite sign, which no effect may read.
+            probe: delta.map(|d| crate::gates::ProbeVerdict {
+                n: 50,
+                served_accuracy: 0.5,
+                candidate_accuracy: 0.5 + d,
+                delta: d,
+                tolerance: 0.02,
+                pass: true,
+            }),
             full: None,
             outcome,
             rejected_by: None,
             reason: String::new(),
-            delta,
+            delta: delta.map(|d| -d - 0.5),
             alpha: None,
             accepted_version: None,
             more_changes: vec![],
@@ -876,7 +896,7 @@ mod tests {
     }
 
     #[test]
-    fn a_dimension_effect_counts_a_candidate_that_did_not_help_as_reverted() {
+    fn a_dimension_effect_counts_search_part_deltas_only() {
         let effect = [
             judged(Outcome::Accepted, Some(0.05)),
             judged(Outcome::Rejected, Some(0.0)),

@@ -126,7 +126,7 @@ struct Trial {
     known: Option<Vec<QuestionResult>>,
     node: Hypothesis,
     /// The number fed back into the search (UCB reward): the probe's
-    /// search-part delta, or after an accept the holdout's answer.
+    /// search-part delta, never a confirm-part figure.
     feedback: Option<f64>,
 }
 
@@ -393,7 +393,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         let mut history = History { tree: store.tree()?, seen: store.seen_hashes()? };
         let pinned = store.served()?.ok_or_else(|| missing(input.observed.version))?.pinned;
         let cfg = &self.project.config;
-        let mut confirm = ConfirmState::replay(&cfg.gates, cfg.loop_.seed, &store.candidates()?);
+        let mut confirm = ConfirmState::replay(&cfg.gates, &store.candidates()?);
         let past = Past {
             effects: store.effects()?,
             rejected_moves: store.rejected_moves()?,
@@ -410,7 +410,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         let diagnosis = layer_a::diagnose(&search_results, 5);
         let served = Serving { version: input.observed.version, accuracy: input.observed.summary.accuracy, pinned };
         // A served strategy due for the best-ever restore is restored first: nothing is searched around it.
-        let restore_due = self.decide(&[], served, &best, 0)?.restore.is_some();
+        let restore_due = self.decide(&[], served, &best, 0, None)?.restore.is_some();
         let mut screening = if restore_due {
             Screening::default()
         } else {
@@ -434,14 +434,19 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         used += input.parts.cost(input.parts.confirm_ids.len())
             * screening.trials.iter().filter(|t| t.full.is_some()).count() as f64;
         let next_version = self.store().max_version()? + 1;
-        feedback(&mut screening.trials, &mut confirm.holdout);
-        let decision = self.decide(&screening.trials, served, &best, next_version)?;
+        feedback(&mut screening.trials);
+        // The winner is evaluated on the whole task set before the decision,
+        // so best-ever and auto-restore compare measured accuracies only.
+        let pick = tested(&screening.trials, None);
+        let winner = decide::winner_of(&pick).map(|i| pick[i].trial);
+        let completed = self.completed(input.parts, &screening.trials, winner, &mut used)?;
+        let measured = completed.as_ref().map(|(i, results)| (*i, summarize(results).accuracy));
+        let decision = self.decide(&screening.trials, served, &best, next_version, measured)?;
         let rejected_by = learn(&mut screening.trials, &decision, &mut history.tree);
         let told: Vec<Told> = screening.trials.iter().map(|t| Told::from(&t.record)).collect();
         for p in proposers.iter_mut() {
             p.tell(&told);
         }
-        let completed = self.completed(input.parts, &screening.trials, &decision, &mut used)?;
         self.batch(&mut events, &screening, completed.as_ref(), &history.tree)?;
         let split = split_record(&cfg.harness.split, input.parts);
         let (applied, hook_failures) =
@@ -451,23 +456,38 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
     }
 
     /// The round's decision, from the frozen records of the candidates that
-    /// had the confirm test.
-    fn decide(&self, trials: &[Trial], served: Serving, best: &Best, next_version: u64) -> Result<Decision> {
-        let tested: Vec<Tested<'_>> = trials
-            .iter()
-            .enumerate()
-            .filter_map(|(i, t)| {
-                let full = t.record.full.as_ref()?;
-                t.full.as_ref()?;
-                Some(Tested { trial: i, full, accuracy: served.accuracy + t.feedback.unwrap_or(0.0) })
-            })
-            .collect();
+    /// had the confirm test and the winner's measured whole-set accuracy
+    /// (`measured`: trial index and accuracy).
+    fn decide(
+        &self,
+        trials: &[Trial],
+        served: Serving,
+        best: &Best,
+        next_version: u64,
+        measured: Option<(usize, f64)>,
+    ) -> Result<Decision> {
+        let tested = tested(trials, measured);
         let ineligible = self.store().ineligible()?;
         let cfg = &self.project.config;
         let policy =
             Policy { tau_rollback: cfg.gates.tau_rollback, approval: cfg.serve.approval, quarantined: &ineligible };
         Ok(decide::decide(&tested, served, best, next_version, &policy))
     }
+}
+
+/// The candidates that had the confirm test, with the measured whole-set
+/// accuracy of the one `measured` names (trial index and accuracy).
+fn tested(trials: &[Trial], measured: Option<(usize, f64)>) -> Vec<Tested<'_>> {
+    trials
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| {
+            let full = t.record.full.as_ref()?;
+            t.full.as_ref()?;
+            let accuracy = measured.filter(|(m, _)| *m == i).map(|(_, a)| a);
+            Some(Tested { trial: i, full, accuracy })
+        })
+        .collect()
 }
 
 /// The progress line of a decided round.

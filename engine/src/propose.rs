@@ -89,7 +89,8 @@ pub struct Told {
     pub hypothesis: String,
     pub outcome: Outcome,
     pub stopped_by: Option<StoppedBy>,
-    /// Paired delta of the full test, else of the probe.
+    /// Paired delta on the search part (the probe's), never the confirm
+    /// test's: nothing measured on the confirm part reaches a proposer.
     pub delta: Option<f64>,
 }
 
@@ -100,7 +101,7 @@ impl From<&CandidateRecord> for Told {
             hypothesis: r.hypothesis.clone(),
             outcome: r.outcome,
             stopped_by: r.rejected_by,
-            delta: r.delta,
+            delta: r.search_delta(),
         }
     }
 }

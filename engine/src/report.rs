@@ -166,6 +166,8 @@ pub struct VersionSection {
     pub note: String,
     pub diff: String,
     pub accuracy: Option<f64>,
+    /// Its measured accuracies on the whole set and each part (as `show` prints them).
+    pub figures: Option<crate::views::Figures>,
     pub candidate: Option<CandidateRecord>,
     /// The full test's improved and regressed questions (the same view `show` lists).
     pub examples: Examples,
@@ -229,7 +231,14 @@ pub fn gather<L: EventLog + ?Sized>(log: &L, texts: &BTreeMap<String, QuestionTe
     let store = Store::new(log);
     let head = log.head();
     let served = store.served()?;
-    let best = store.best()?;
+    let mut best = store.best()?;
+    // The best-ever's accuracy as its recorded evaluation gives it (older
+    // journals could hold an estimate in the pointer).
+    if let Some(b) = best.as_mut()
+        && let Some(f) = crate::views::recorded_figures(log, &b.hash, Some(&b.clone()))?
+    {
+        b.accuracy = f.whole.accuracy;
+    }
 
     let mut walk = Walk::default();
     for record in log.read_from(1)? {
@@ -241,8 +250,9 @@ pub fn gather<L: EventLog + ?Sized>(log: &L, texts: &BTreeMap<String, QuestionTe
 
     // Versions: accuracy, the gate record that produced them, examples.
     for s in &mut walk.sections {
-        // The accuracy `show` prints for this version (the current harness's evaluation first).
-        s.accuracy = recorded_evaluation(log, &s.hash, best.as_ref())?.map(|(_, e)| e.accuracy);
+        // The figures `show` prints for this version (the current harness's evaluation first).
+        s.figures = crate::views::recorded_figures(log, &s.hash, best.as_ref())?;
+        s.accuracy = s.figures.as_ref().map(|f| f.whole.accuracy);
         s.candidate = walk.all_cands.iter().find(|c| c.accepted_version == Some(s.version)).cloned();
         s.attach_examples(texts);
     }
@@ -401,8 +411,13 @@ impl Walk {
             self.first_at = Some(r.at.clone());
         }
         self.place_ops(x);
-        self.points.push(round_point(r, self.round_restored));
-        if let Some(b) = r.best_accuracy {
+        // The served and best-ever versions' recorded evaluations (older
+        // journals could hold an estimate in the round record).
+        let measured = |v: u64| self.version_hash.get(&v).and_then(|h| self.latest_acc.get(h)).copied();
+        let served = measured(r.served_version_after).unwrap_or(r.served_accuracy);
+        let best = r.best_version.and_then(measured).or(r.best_accuracy);
+        self.points.push(round_point(r, served, self.round_restored));
+        if let Some(b) = best {
             self.best_line.push((x, b));
         }
         self.rejected.extend(self.round_cands.drain(..).filter_map(|c| rejected_point(r.round, &c)));
@@ -445,6 +460,7 @@ impl VersionSection {
             note,
             diff,
             accuracy: None,
+            figures: None,
             candidate: None,
             examples: Examples::default(),
             serving: if origin_is_pending { vec!["pending approval".to_string()] } else { vec![] },
@@ -460,7 +476,7 @@ impl VersionSection {
 }
 
 /// The served strategy's point at the end of a round.
-fn round_point(r: &RoundRecord, restored: bool) -> Point {
+fn round_point(r: &RoundRecord, accuracy: f64, restored: bool) -> Point {
     let kind = if restored {
         PointKind::AutoRestored
     } else if r.accepted.is_some() {
@@ -475,26 +491,34 @@ fn round_point(r: &RoundRecord, restored: bool) -> Point {
     };
     Point {
         x: r.round as f64,
-        accuracy: r.served_accuracy,
+        accuracy,
         kind,
         version: r.served_version_after,
-        label: format!("round {}: {what}; served v{} at {}", r.round, r.served_version_after, pct(r.served_accuracy)),
+        label: format!(
+            "round {}: {what}; served v{} at {} on the whole task set",
+            r.round,
+            r.served_version_after,
+            pct(accuracy)
+        ),
     }
 }
 
 /// A fully tested candidate that was not accepted, for the trajectory chart.
 fn rejected_point(round: u64, c: &CandidateRecord) -> Option<RejectedPoint> {
-    let acc = c.full.as_ref().map(|f| f.cand_accuracy).filter(|_| c.accepted_version.is_none())?;
+    let full = c.full.as_ref().filter(|_| c.accepted_version.is_none())?;
+    let acc = full.cand_accuracy;
     let change = c.change_summary().unwrap_or_else(|| c.hypothesis.clone());
     Some(RejectedPoint {
         round,
         accuracy: acc,
         label: format!(
-            "{} {change}: {} by {} at {}",
+            "{} {change}: {} by {} at {} on the confirm part ({} questions; the served strategy {} on the same part)",
             c.id,
             c.outcome,
             c.rejected_by.map_or_else(|| "?".to_string(), |r| r.to_string()),
-            pct(acc)
+            pct(acc),
+            full.n,
+            pct(full.base_accuracy)
         ),
     })
 }

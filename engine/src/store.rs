@@ -185,11 +185,12 @@ impl<'a, L: EventLog + ?Sized> Store<'a, L> {
         self.log.get(T_LAYER_A, key)?.map(|v| decode(&format!("diagnosis {key}"), v)).transpose()
     }
 
-    /// `(path, from, to)` of every move that was evaluated and rejected with a non-positive delta.
+    /// `(path, from, to)` of every move that was probed and rejected with a
+    /// non-positive search-part delta (a confirm test's delta is never read).
     pub fn rejected_moves(&self) -> Result<BTreeSet<(String, String, String)>> {
         let mut out = BTreeSet::new();
         for c in self.candidates()? {
-            let non_positive = c.delta.is_some_and(|d| d <= 0.0);
+            let non_positive = c.search_delta().is_some_and(|d| d <= 0.0);
             if let (Outcome::Rejected, true, Some(ch)) = (c.outcome, non_positive, &c.change) {
                 out.insert((ch.path.clone(), ch.from.to_string(), ch.to.to_string()));
             }

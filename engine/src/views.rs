@@ -19,8 +19,10 @@ use crate::evolve::FileState;
 use crate::report::{self, QuestionText};
 use crate::store::{Store, StoreError, VersionInfo};
 
+mod figures;
 mod trials;
 
+pub use figures::{Figures, PartFigure, recorded_figures};
 pub use trials::{SearchFunnel, SearchSummary, TrialRow, TrialsView};
 
 type Result<T> = std::result::Result<T, StoreError>;
@@ -121,7 +123,10 @@ pub struct VersionView {
     pub origin: String,
     pub round: Option<u64>,
     pub note: String,
+    /// Its measured whole-task-set accuracy (`figures.whole`).
     pub accuracy: Option<f64>,
+    /// Its measured accuracies on the whole set and on each part.
+    pub figures: Option<Figures>,
 }
 
 /// The parent's Layer A diagnosis that motivated a candidate.
@@ -282,7 +287,8 @@ fn version_view<L: EventLog + ?Sized>(log: &L, info: VersionInfo) -> Result<Vers
     }
     let name =
         if tags.is_empty() { format!("v{}", info.version) } else { format!("v{} ({})", info.version, tags.join(", ")) };
-    let accuracy = report::recorded_evaluation(log, &info.hash, best.as_ref())?.map(|(_, s)| s.accuracy);
+    let figures = recorded_figures(log, &info.hash, best.as_ref())?;
+    let accuracy = figures.as_ref().map(|f| f.whole.accuracy);
     Ok(VersionView {
         version: info.version,
         name,
@@ -292,6 +298,7 @@ fn version_view<L: EventLog + ?Sized>(log: &L, info: VersionInfo) -> Result<Vers
         round: info.round,
         note: info.note,
         accuracy,
+        figures,
     })
 }
 
@@ -422,9 +429,15 @@ impl LogView {
     pub fn build<L: EventLog + ?Sized>(log: &L) -> Result<LogView> {
         let mut entries = Vec::new();
         let mut pending = Vec::new();
+        // Each version's hash and each strategy's latest whole-set accuracy:
+        // a round prints the served version's recorded evaluation (older
+        // journals could hold an estimate in the round record).
+        let mut hashes: BTreeMap<u64, String> = BTreeMap::new();
+        let mut measured: BTreeMap<String, f64> = BTreeMap::new();
         for record in log.read_from(1)? {
             let event = Event::from_record(&record).map_err(StoreError::Corrupt)?;
             let seq = record.seq;
+            note_measured(&event, &mut hashes, &mut measured);
             match event {
                 Event::CandidateJudged(c) => pending.push(LogCandidate {
                     change: c.change_summary(),
@@ -443,7 +456,11 @@ impl LogView {
                     at: r.at,
                     served_before: r.served_version_before,
                     served_after: r.served_version_after,
-                    served_accuracy: r.served_accuracy,
+                    served_accuracy: hashes
+                        .get(&r.served_version_after)
+                        .and_then(|h| measured.get(h))
+                        .copied()
+                        .unwrap_or(r.served_accuracy),
                     accepted: r.accepted,
                     candidates: std::mem::take(&mut pending),
                 }),
@@ -515,6 +532,19 @@ impl LogView {
     }
 }
 
+/// Notes a version's hash or a strategy's whole-set accuracy as the log walks the journal.
+fn note_measured(event: &Event, hashes: &mut BTreeMap<u64, String>, measured: &mut BTreeMap<String, f64>) {
+    match event {
+        Event::StrategyVersioned { version, hash, .. } => {
+            hashes.insert(*version, hash.clone());
+        }
+        Event::Evaluated { strategy_hash, summary, .. } => {
+            measured.insert(strategy_hash.clone(), summary.accuracy);
+        }
+        _ => {}
+    }
+}
+
 /// What the next confirm test can see, replayed from the journal.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ConfirmView {
@@ -523,9 +553,9 @@ pub struct ConfirmView {
     pub tests: u64,
     pub next_alpha: f64,
     pub lord_wealth: f64,
-    pub holdout_budget_left: u32,
-    pub holdout_budget: u32,
-    pub holdout_advice: String,
+    /// What the search learns from the confirm part, what that guarantees,
+    /// and what counts as fresh data.
+    pub reuse: String,
     pub discordance_rate: Option<f64>,
     /// The gain the next confirm test sees with 80% power.
     pub mde_80: Option<f64>,
@@ -545,7 +575,9 @@ pub struct StatusView {
     pub confirm: ConfirmView,
     pub served_version: u64,
     pub served_hash: String,
+    /// The served version's measured whole-set accuracy (`served_figures.whole`).
     pub served_accuracy: Option<f64>,
+    pub served_figures: Option<Figures>,
     pub served_pinned: bool,
     /// Who or what pinned the served version, and why (empty when not pinned).
     pub served_cause: String,
@@ -555,7 +587,9 @@ pub struct StatusView {
     pub served_path: String,
     pub best_version: Option<u64>,
     pub best_hash: Option<String>,
+    /// The best-ever version's measured whole-set accuracy (`best_figures.whole`).
     pub best_accuracy: Option<f64>,
+    pub best_figures: Option<Figures>,
     pub rounds: usize,
     /// The last round's record as journaled.
     pub last_round: Option<Value>,
@@ -600,7 +634,11 @@ impl StatusView {
         let served = store.served()?.ok_or(StatusError::NothingServed)?;
         let best = store.best()?;
         let rounds = store.rounds()?;
-        let served_accuracy = store.latest_evaluation(&served.hash)?.map(|(_, s)| s.accuracy);
+        let served_figures = recorded_figures(log, &served.hash, best.as_ref())?;
+        let best_figures = match &best {
+            Some(b) => recorded_figures(log, &b.hash, Some(b))?,
+            None => None,
+        };
         let last = rounds.last().cloned();
         let mut rejected_by = BTreeMap::<String, u64>::new();
         for r in &rounds {
@@ -622,7 +660,8 @@ impl StatusView {
             last_hook_failure: store.last_hook_failure()?,
             confirm,
             served_version: served.version,
-            served_accuracy,
+            served_accuracy: served_figures.as_ref().map(|f| f.whole.accuracy),
+            served_figures,
             served_pinned: served.pinned,
             served_cause: if served.pinned { served.cause } else { String::new() },
             served_reason: if served.pinned { served.reason } else { String::new() },
@@ -631,7 +670,8 @@ impl StatusView {
             served_path: project.strategy_path().display().to_string(),
             best_version: best.as_ref().map(|b| b.version),
             best_hash: best.as_ref().map(|b| b.hash.clone()),
-            best_accuracy: best.as_ref().map(|b| b.accuracy),
+            best_accuracy: best_figures.as_ref().map(|f| f.whole.accuracy),
+            best_figures,
             rounds: rounds.len(),
             llm: LlmView {
                 last_round: last
@@ -658,21 +698,19 @@ fn file_state(file: &FileState) -> String {
 
 fn confirm_view(project: &Project, candidates: &[CandidateRecord], questions: Option<u64>) -> ConfirmView {
     let cfg = &project.config;
-    let state = ConfirmState::replay(&cfg.gates, cfg.loop_.seed, candidates);
-    let holdout_budget_left = state.holdout.budget_left();
-    let holdout_advice = if holdout_budget_left == 0 {
-        "spent: no more numbers flow back from the confirm part; start a fresh one (change harness.split.seed or add questions)"
-    } else {
-        "when it runs out, start a fresh confirm part (change harness.split.seed or add questions)"
-    };
+    let state = ConfirmState::replay(&cfg.gates, candidates);
+    let reuse = format!(
+        "only each confirm test's verdict reaches the search, so under the global null the chance of any false \
+         accept stays within W0 = {:.3} however many tests read this part; a new harness.split.seed reuses the \
+         same questions and is not fresh data: fresh data is questions no search has read (add them to the dataset)",
+        state.lord.config.w0
+    );
     ConfirmView {
         questions,
         tests: state.lord.tests,
         next_alpha: state.lord.next_alpha(),
         lord_wealth: state.lord.wealth(),
-        holdout_budget_left,
-        holdout_budget: state.holdout.config.budget,
-        holdout_advice: holdout_advice.to_string(),
+        reuse,
         discordance_rate: state.discordance(),
         mde_80: questions.and_then(|n| state.next_mde(n)),
     }

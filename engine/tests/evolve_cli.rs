@@ -225,7 +225,9 @@ fn sixty_rounds_on_the_embedded_dataset_accept_or_stop_exhausted() {
     assert!(c["questions"].as_u64().unwrap() > 0, "{s}");
     let (alpha, wealth) = (c["next_alpha"].as_f64().unwrap(), c["lord_wealth"].as_f64().unwrap());
     assert!(alpha > 0.0 && alpha < 0.05 && wealth > 0.0, "{s}");
-    assert!(c["holdout_budget_left"].as_u64().unwrap() <= 20, "{s}");
+    let reuse = c["reuse"].as_str().unwrap();
+    assert!(reuse.contains("only each confirm test's verdict") && reuse.contains("not fresh data"), "{s}");
+    assert!(!reuse.contains("holdout"), "{s}");
     // Every accepted version names its confirm-part delta, alpha and wealth.
     let (code, out, _) = emend(&dir, &["show", "v2"]);
     assert_eq!(code, 0);

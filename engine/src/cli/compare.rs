@@ -9,6 +9,12 @@
 //! skipped. Bad input exits 2 and names the file and line; a rejected
 //! candidate is a result, not an error, and exits 0.
 //!
+//! The verdict is the gate's: the confirm test's one-sided exact McNemar
+//! (binomial) test of "better" at `--alpha` (`confirm_better`, the same
+//! p-value the gate records for the same counts), with the per-category and
+//! cost rules. The two-sided McNemar test and the bootstrap interval are
+//! shown for information and decide nothing.
+//!
 //! `--unit trajectory` is for the outcomes of a longitudinal replay (`emend
 //! eval --protocol replay --outcomes`): ids are `<question>@<checkpoint>`, and
 //! the bootstrap draws every observation of a question together. Runs whose
@@ -21,7 +27,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, anyhow};
 use engine::exit;
 use engine::stats::{
-    self, BootstrapConfig, BootstrapUnit, CategoryDelta, CompareConfig, Comparison, Cost, Outcome, Rule, Thresholds,
+    self, BootstrapConfig, BootstrapUnit, CategoryDelta, CompareConfig, Comparison, Cost, Outcome, Thresholds,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -34,7 +40,8 @@ pub struct CompareArgs {
     base: PathBuf,
     /// Outcomes of the candidate strategy on the same questions, JSONL.
     cand: PathBuf,
-    /// Significance level of McNemar's test (this comparison's alpha).
+    /// Significance level of the gate's one-sided exact test (for a confirm test the
+    /// gate recorded, the alpha it was tested at).
     #[arg(long, default_value_t = 0.05)]
     alpha: f64,
     /// Largest allowed accuracy drop in any category, a fraction (0.02 = 2pp).
@@ -87,12 +94,13 @@ pub fn run(args: &CompareArgs) -> CmdResult {
     let comparison = stats::compare(&base.outcomes, &cand.outcomes, &config, cost.as_ref())
         .with_context(|| format!("comparing {} (baseline) with {} (candidate)", base.name, cand.name))
         .map_err(Failure::bad_input)?;
+    let gate = GateVerdict::of(&comparison, args.alpha);
     if args.json {
-        let report = Report::new(&base.name, &cand.name, &comparison, &config.thresholds, cost.as_ref());
+        let report = Report::new(&base.name, &cand.name, &comparison, &gate, &config.thresholds, cost.as_ref());
         let json = serde_json::to_string_pretty(&report).map_err(|e| Failure::failed(anyhow!(e)))?;
         super::common::print_json_text(&json);
     } else {
-        print!("{}", human(&base.name, &cand.name, &comparison, &config.thresholds, cost.as_ref()));
+        print!("{}", human(&base.name, &cand.name, &comparison, &gate, &config.thresholds, cost.as_ref()));
     }
     Ok(exit::OK)
 }
@@ -237,6 +245,64 @@ fn no_tokens(name: &str, line: usize) -> anyhow::Error {
     anyhow!("--cost-bound needs \"context_tokens\" on every line of both files; {name}:{line} has none")
 }
 
+/// The gate's verdict on a comparison: its one-sided exact test of "better"
+/// in place of the two-sided McNemar and the bootstrap interval, then the
+/// comparison's category and cost rules.
+struct GateVerdict {
+    test: stats::BetterTest,
+    rules: Vec<RuleRow>,
+    accept: bool,
+}
+
+/// One rule of the verdict, as the gate names it.
+#[derive(Serialize)]
+struct RuleRow {
+    name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    category: Option<String>,
+    value: f64,
+    threshold: f64,
+    pass: bool,
+    detail: String,
+}
+
+impl GateVerdict {
+    fn of(c: &Comparison, alpha: f64) -> GateVerdict {
+        let p = &c.paired;
+        let test = stats::better_test(p.improved().len() as u64, p.regressed().len() as u64, p.n() as u64, alpha);
+        let mut rules = vec![RuleRow {
+            name: "confirm_better".into(),
+            category: None,
+            value: test.p_value,
+            threshold: alpha,
+            pass: test.better,
+            detail: format!(
+                "one-sided exact p = {} vs alpha {alpha} ({} improved, {} regressed of {}; lower bound {:+.4})",
+                p_value(test.p_value),
+                test.improved,
+                test.regressed,
+                test.questions,
+                test.lower_bound
+            ),
+        }];
+        let kept = c
+            .verdict
+            .rules
+            .iter()
+            .filter(|r| !matches!(r.name, stats::RuleKind::McnemarPBelowAlpha | stats::RuleKind::CiExcludesZero));
+        rules.extend(kept.map(|r| RuleRow {
+            name: r.name.name().to_string(),
+            category: r.category.clone(),
+            value: r.value,
+            threshold: r.threshold,
+            pass: r.pass,
+            detail: r.detail.clone(),
+        }));
+        let accept = rules.iter().all(|r| r.pass);
+        GateVerdict { test, rules, accept }
+    }
+}
+
 /// The `--json` output: one object, fields in a fixed order, maps sorted.
 #[derive(Serialize)]
 struct Report<'a> {
@@ -257,6 +323,9 @@ struct Report<'a> {
     resampling_units: usize,
     resamples: u32,
     seed: u64,
+    /// The gate's one-sided exact test of "better" (decides).
+    confirm_better: stats::BetterTest,
+    /// The two-sided McNemar test, for information (decides nothing).
     mcnemar_test: stats::McNemarTest,
     mcnemar_p: f64,
     mcnemar_exact_p: f64,
@@ -265,7 +334,7 @@ struct Report<'a> {
     cost: Option<CostReport>,
     thresholds: &'a Thresholds,
     accept: bool,
-    rules: &'a [Rule],
+    rules: &'a [RuleRow],
     improved_ids: &'a [String],
     regressed_ids: &'a [String],
 }
@@ -282,6 +351,7 @@ impl<'a> Report<'a> {
         baseline: &'a str,
         candidate: &'a str,
         c: &'a Comparison,
+        gate: &'a GateVerdict,
         thresholds: &'a Thresholds,
         cost: Option<&Cost>,
     ) -> Self {
@@ -304,6 +374,7 @@ impl<'a> Report<'a> {
             resampling_units: c.bootstrap.units,
             resamples: c.bootstrap.resamples,
             seed: c.bootstrap.seed,
+            confirm_better: gate.test,
             mcnemar_test: c.mcnemar.test,
             mcnemar_p: c.mcnemar.p_value,
             mcnemar_exact_p: c.mcnemar.exact_p,
@@ -315,8 +386,8 @@ impl<'a> Report<'a> {
                 growth: k.growth(),
             }),
             thresholds,
-            accept: c.verdict.accept,
-            rules: &c.verdict.rules,
+            accept: gate.accept,
+            rules: &gate.rules,
             improved_ids: p.improved(),
             regressed_ids: p.regressed(),
         }
@@ -324,7 +395,14 @@ impl<'a> Report<'a> {
 }
 
 /// The human report.
-fn human(base: &str, cand: &str, c: &Comparison, thresholds: &Thresholds, cost: Option<&Cost>) -> String {
+fn human(
+    base: &str,
+    cand: &str,
+    c: &Comparison,
+    gate: &GateVerdict,
+    thresholds: &Thresholds,
+    cost: Option<&Cost>,
+) -> String {
     let p = &c.paired;
     let ci = &c.bootstrap;
     let m = &c.mcnemar;
@@ -358,6 +436,13 @@ fn human(base: &str, cand: &str, c: &Comparison, thresholds: &Thresholds, cost: 
         ci.resamples,
         ci.seed
     );
+    let t = &gate.test;
+    let _ = writeln!(
+        w,
+        "gate test exact binomial, one-sided (the confirm test's): p = {} at alpha {}",
+        p_value(t.p_value),
+        t.alpha
+    );
     let _ = writeln!(w, "{}", mcnemar_line(m));
     if let Some(k) = cost {
         let _ = writeln!(
@@ -371,7 +456,7 @@ fn human(base: &str, cand: &str, c: &Comparison, thresholds: &Thresholds, cost: 
     let _ = writeln!(w);
     let _ = write!(w, "{}", category_table(p));
     let _ = writeln!(w);
-    let _ = write!(w, "{}", verdict_section(c, thresholds));
+    let _ = write!(w, "{}", verdict_section(gate, thresholds));
     out
 }
 
@@ -392,7 +477,7 @@ fn mcnemar_line(m: &stats::McNemar) -> String {
         (stats::McNemarTest::Exact, Some(chi)) => format!("  (chi-square p = {})", p_value(chi)),
         (stats::McNemarTest::Exact, None) => String::new(),
     };
-    format!("McNemar   {test}: p = {}{other}", p_value(m.p_value))
+    format!("McNemar   {test}, two-sided, for information: p = {}{other}", p_value(m.p_value))
 }
 
 /// Accuracy per category, baseline against candidate.
@@ -413,27 +498,22 @@ fn category_table(p: &stats::Paired) -> String {
     term::table(&["category", "n", "baseline", "candidate", "delta"], rows, &[false, true, true, true, true])
 }
 
-/// The decision and every rule with its verdict.
-fn verdict_section(c: &Comparison, thresholds: &Thresholds) -> String {
+/// The gate's decision and every rule with its verdict.
+fn verdict_section(gate: &GateVerdict, thresholds: &Thresholds) -> String {
     let mut out = String::new();
     let w = &mut out;
-    let failed = c.verdict.failed().count();
-    let decision = if c.verdict.accept {
-        format!("ACCEPT (all {} rules pass", c.verdict.rules.len())
+    let failed = gate.rules.iter().filter(|r| !r.pass).count();
+    let decision = if gate.accept {
+        format!("ACCEPT (all {} rules pass", gate.rules.len())
     } else {
-        format!("REJECT ({failed} of {} rules fail", c.verdict.rules.len())
+        format!("REJECT ({failed} of {} rules fail", gate.rules.len())
     };
     let _ = writeln!(w, "verdict: {decision}; alpha {}, epsilon {})", thresholds.alpha, thresholds.epsilon_c);
-    let rows = c
-        .verdict
+    let rows = gate
         .rules
         .iter()
         .map(|rule| {
-            vec![
-                format!("  {}", if rule.pass { "PASS" } else { "FAIL" }),
-                rule.name.name().to_string(),
-                rule.detail.clone(),
-            ]
+            vec![format!("  {}", if rule.pass { "PASS" } else { "FAIL" }), rule.name.clone(), rule.detail.clone()]
         })
         .collect();
     let _ = write!(w, "{}", term::table(&[], rows, &[]));

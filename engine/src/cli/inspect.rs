@@ -52,8 +52,12 @@ pub fn render_status(v: &StatusView) -> String {
         v.served_hash,
         acc(v.served_accuracy)
     );
+    if let Some(f) = &v.served_figures {
+        let _ = writeln!(out, "  measured: {}", f.describe());
+    }
     let _ = match (v.best_version, &v.best_hash, v.best_accuracy) {
         (Some(b), Some(h), Some(a)) => writeln!(out, "best-ever: v{b} (hash {h:.12}) accuracy {a:.4}"),
+        (Some(b), Some(h), None) => writeln!(out, "best-ever: v{b} (hash {h:.12}) not evaluated"),
         _ => writeln!(out, "best-ever: none yet (no round has run)"),
     };
     let _ = writeln!(out, "served file: {} ({})", v.served_path, v.served_file);
@@ -125,7 +129,7 @@ fn render_serving(out: &mut String, v: &StatusView) {
     }
 }
 
-/// The confirm part, the next test's power and the holdout budget.
+/// The confirm part, the next test's power and what its reuse guarantees.
 fn render_confirm(out: &mut String, c: &ConfirmView) {
     let (alpha, wealth) = (c.next_alpha, c.lord_wealth);
     let _ = match c.questions {
@@ -153,8 +157,7 @@ fn render_confirm(out: &mut String, c: &ConfirmView) {
         ),
         _ => writeln!(out, "minimum detectable effect: unknown until a confirm test has observed a discordance rate"),
     };
-    let _ =
-        writeln!(out, "holdout budget: {} of {} left; {}", c.holdout_budget_left, c.holdout_budget, c.holdout_advice);
+    let _ = writeln!(out, "confirm-part reuse: {}", c.reuse);
 }
 
 pub fn escalations(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {

@@ -240,6 +240,9 @@ fn render_version(out: &mut String, info: &VersionView, c: Option<&CandidateReco
         info.accuracy.map_or("not evaluated".to_string(), |a| format!("{a:.4}")),
         info.hash
     ));
+    if let Some(f) = &info.figures {
+        out.push_str(&format!("  measured: {}\n", f.describe()));
+    }
     if !info.note.is_empty() && Some(info.note.as_str()) != c.map(|c| c.reason.as_str()) {
         out.push_str(&format!("  {}\n", info.note));
     }

@@ -26,16 +26,16 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         &self,
         parts: &Parts,
         trials: &[Trial],
-        decision: &Decision,
+        winner: Option<usize>,
         used: &mut f64,
     ) -> Result<Option<(usize, Vec<QuestionResult>)>> {
-        let Some(w) = decision.winner else { return Ok(None) };
-        let t = &trials[w.trial];
+        let Some(w) = winner else { return Ok(None) };
+        let t = &trials[w];
         if t.known.as_ref().is_none_or(|k| k.len() != parts.search.len()) {
             *used += parts.cost(parts.search.len());
         }
         let c = self.complete(parts, t)?;
-        Ok(Some((w.trial, c)))
+        Ok(Some((w, c)))
     }
 
     /// The winner's results on the whole task set: its confirm-part results

@@ -100,15 +100,21 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
     }
 
     /// The best-ever pointer under the current harness and dataset; when they
-    /// changed, every version is re-scored first (cheap with the stage cache).
+    /// changed, or the pointer's accuracy is not its recorded evaluation's,
+    /// every version is re-scored first (from the records, or cheaply with
+    /// the stage cache).
     pub(super) fn ensure_best(&mut self, observed: &Observed, used: &mut f64) -> Result<(Best, Vec<Event>)> {
         let (h, d) = (self.backend.harness_hash(), self.backend.dataset_hash());
         // Quarantined, pending and rejected versions are never the best-ever.
         let ineligible = self.store().ineligible()?;
+        // The pointer is kept only when its accuracy is the best-ever's
+        // recorded whole-set evaluation (older journals could hold an
+        // estimate there): otherwise it is recomputed from the records.
         if let Some(best) = self.store().best()?
             && best.harness_hash == h
             && best.dataset_hash == d
             && !ineligible.contains(&best.version)
+            && self.store().evaluation(&best.hash, &h, &d)?.is_some_and(|r| r.summary.accuracy == best.accuracy)
         {
             return Ok((best, vec![]));
         }

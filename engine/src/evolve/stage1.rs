@@ -205,6 +205,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
                 return false;
             }
             Proposed::Candidate { value, changes, data, known, credits } => {
+                let credits = if credits.is_empty() { diff_credits(plan, &changes) } else { credits };
                 node = credited_node(node, &credits, &history.tree);
                 (value, changes, data, known, credits)
             }
@@ -266,6 +267,30 @@ fn credited_node(
     tree: &BTreeMap<String, Hypothesis>,
 ) -> Hypothesis {
     credits.first().map_or(planned, |top| top.node(tree))
+}
+
+/// The credits of a candidate proposed without any: none when it changes
+/// exactly the planned field (its node is the planned one), else one per
+/// field it changes, on that field's own node and unmeasured, so that no
+/// node is credited for a field the candidate does not change.
+fn diff_credits(plan: &Plan, changes: &[planner::Change]) -> Vec<crate::events::Credit> {
+    if let [only] = changes
+        && only.path == plan.path
+    {
+        return Vec::new();
+    }
+    changes
+        .iter()
+        .map(|c| crate::events::Credit {
+            key: crate::hypothesis::key(&c.path, crate::jump::direction(&c.from, &c.to)),
+            path: c.path.clone(),
+            from: c.from.clone(),
+            to: c.to.clone(),
+            delta: None,
+            questions: 0,
+            earlier: false,
+        })
+        .collect()
 }
 
 /// The harness settings `x-inert-when` conditions may name (`harness.judge`):

@@ -256,19 +256,11 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
 }
 
 /// What flows back into the search after a test: the probe's search-part
-/// delta, or for a candidate that passed every rule the holdout's answer
-/// (the search part's delta once the holdout's budget is spent).
-pub(super) fn feedback(trials: &mut [Trial], holdout: &mut stats::Holdout) {
+/// delta, whatever the confirm test said. Of the confirm part only each
+/// test's verdict reaches the search (through the served strategy).
+pub(super) fn feedback(trials: &mut [Trial]) {
     for t in trials.iter_mut() {
-        t.feedback = t.record.probe.as_ref().map(|p| p.delta).or(t.record.delta);
-        let Some(full) = t.record.full.as_mut().filter(|f| f.accept) else { continue };
-        let search = t.record.probe.as_ref().map_or(0.0, |p| p.delta);
-        let answer = holdout.query(search, full.delta);
-        full.holdout = Some(answer);
-        t.feedback = Some(match answer {
-            stats::HoldoutAnswer::Search { value } | stats::HoldoutAnswer::Confirm { value } => value,
-            stats::HoldoutAnswer::Exhausted => search,
-        });
+        t.feedback = t.record.search_delta();
     }
 }
 
@@ -292,7 +284,7 @@ pub(super) fn learn(
             credit(&t.record, tree);
             continue;
         }
-        if let Some(delta) = t.feedback.or(t.record.delta) {
+        if let Some(delta) = t.feedback {
             t.node.record(delta, t.record.outcome == Outcome::Accepted);
         }
         tree.insert(t.node.key.clone(), t.node.clone());
@@ -314,13 +306,15 @@ pub(super) fn learn(
 }
 
 /// Credits each field a candidate changes to its own node (`path::direction`)
-/// with that field's measured search-part contribution; a field whose
+/// with that field's measured search-part contribution (for a candidate that
+/// changes one field, its probe delta is that contribution); a field whose
 /// contribution was not measured is credited nothing, and no node is
 /// credited for a field the candidate does not change.
 fn credit(record: &CandidateRecord, tree: &mut BTreeMap<String, Hypothesis>) {
     let accepted = record.outcome == Outcome::Accepted;
+    let single = if record.credits.len() == 1 { record.search_delta() } else { None };
     for c in &record.credits {
-        let Some(delta) = c.delta else { continue };
+        let Some(delta) = c.delta.or(single) else { continue };
         let mut node = c.node(tree);
         node.record(delta, accepted);
         tree.insert(node.key.clone(), node);
@@ -332,18 +326,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn feedback_is_the_probe_delta_and_only_an_accepted_test_asks_the_holdout() {
+    fn feedback_is_the_probe_delta_and_never_a_confirm_figure() {
         let mut probed = crate::evolve::tests::trial(Some("a"), Some(StoppedBy::Probe));
         probed.record.probe = Some(crate::gates::probe_verdict(30, 27, 50, 0.02));
         let mut unprobed = crate::evolve::tests::trial(None, Some(StoppedBy::Errored));
         unprobed.record.delta = Some(0.01);
-        let mut trials = vec![probed, unprobed, crate::evolve::tests::trial(None, None)];
-        let mut holdout = stats::Holdout::new(stats::HoldoutConfig::default());
-        feedback(&mut trials, &mut holdout);
+        // Probed, then rejected and accepted by the confirm test: the confirm deltas stay out.
+        let mut rejected = crate::evolve::tests::trial(Some("b"), None);
+        rejected.record.probe = Some(crate::gates::probe_verdict(30, 33, 50, 0.02));
+        rejected.record.full = Some(crate::candidate::sample_full(-0.2, false, &[Rule::ConfirmBetter]));
+        rejected.record.delta = Some(-0.2);
+        let mut accepted = crate::evolve::tests::trial(Some("c"), None);
+        accepted.record.probe = Some(crate::gates::probe_verdict(30, 36, 50, 0.02));
+        accepted.record.full = Some(crate::candidate::sample_full(0.3, true, &[]));
+        accepted.record.delta = Some(0.3);
+        let mut trials = vec![probed, unprobed, crate::evolve::tests::trial(None, None), rejected, accepted];
+        feedback(&mut trials);
         let fed: Vec<Option<f64>> = trials.iter().map(|t| t.feedback).collect();
         assert!((fed[0].unwrap() + 0.06).abs() < 1e-12, "{fed:?}");
-        assert_eq!(&fed[1..], &[Some(0.01), None]);
-        assert_eq!(holdout.queries, 0);
+        assert_eq!(&fed[1..3], &[None, None]);
+        assert!((fed[3].unwrap() - 0.06).abs() < 1e-12, "{fed:?}");
+        assert!((fed[4].unwrap() - 0.12).abs() < 1e-12, "{fed:?}");
     }
 
     #[test]

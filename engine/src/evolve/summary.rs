@@ -179,7 +179,11 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         summary.served_mean_tokens = served_eval.as_ref().and_then(|r| r.summary.mean_context_tokens);
         if let Some(best) = store.best()? {
             summary.best_version = best.version;
-            summary.best_accuracy = best.accuracy;
+            // Its recorded whole-set evaluation, as `status` and `show` print it.
+            summary.best_accuracy = match store.evaluation(&best.hash, &h, &d)? {
+                Some(r) => r.summary.accuracy,
+                None => store.latest_evaluation(&best.hash)?.map_or(0.0, |(_, s)| s.accuracy),
+            };
         }
         if summary.rounds == 0 {
             summary.start_accuracy = summary.served_accuracy;

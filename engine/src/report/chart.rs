@@ -82,8 +82,10 @@ pub(super) fn trajectory(d: &ReportData) -> Markup {
             p.muted { "No round has finished yet: run " code { "emend evolve" } "." }
         } @else {
             p.sub {
-                "The served strategy's accuracy on the full task set after each round, the best-ever accuracy, \
-                 and every fully evaluated candidate that was not accepted. Hover a marker for details."
+                "The served strategy's and the best-ever's measured accuracy on the whole task set after each round \
+                 (each from that version's recorded evaluation); crosses: candidates the confirm test did not \
+                 accept, at their accuracy on the confirm part only (hover for the served strategy's on the same \
+                 part). Hover a marker for details."
             }
             (svg(d))
         }

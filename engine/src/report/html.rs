@@ -466,6 +466,7 @@ fn version(v: &VersionSection) -> Markup {
                 }
             }
             p.muted { "hash " code { (v.hash) } }
+            @if let Some(f) = &v.figures { p.figures { "measured: " (f.describe()) } }
             @if !v.note.is_empty() { p { (v.note) } }
             @for line in &v.serving { p.serving { "serving: " (line) } }
             @if let Some(c) = &v.candidate {
