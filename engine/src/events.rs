@@ -302,6 +302,14 @@ impl CandidateRecord {
         self.probe.as_ref().map(|p| p.delta)
     }
 
+    /// Each credited field with its measured search-part contribution: the
+    /// credit's own, or for a candidate that changes one field its probe
+    /// delta (that field's contribution); `None` when not measured.
+    pub fn credit_deltas(&self) -> impl Iterator<Item = (&Credit, Option<f64>)> {
+        let single = if self.credits.len() == 1 { self.search_delta() } else { None };
+        self.credits.iter().map(move |c| (c, c.delta.or(single)))
+    }
+
     /// A candidate's record before anything is known about it: no change,
     /// no gate passed, outcome `rejected` until the round says otherwise.
     pub fn new(id: &str, round: u64, parent_version: u64, parent_hash: &str, hypothesis: &str) -> CandidateRecord {
@@ -686,13 +694,11 @@ fn project_candidate(state: &mut dyn ProjectionState, c: &CandidateRecord) -> Re
         state.put(T_STRATEGIES, &hash_key(hash), json!({"document": doc, "version": null}));
     }
     count_in_funnel(state, c);
-    // A candidate with credits counts once per field it changes, each with its own contribution
-    // (a candidate that changes one field contributes its probe delta).
-    let single = if c.credits.len() == 1 { c.search_delta() } else { None };
-    for credit in &c.credits {
+    // A candidate with credits counts once per field it changes, each with its own contribution.
+    for (credit, delta) in c.credit_deltas() {
         let effect: DimensionEffect =
             state.get(T_EFFECTS, &credit.path).map(serde_json::from_value).transpose()?.unwrap_or_default();
-        state.put(T_EFFECTS, &credit.path, to_value(&with_credit(effect, c.outcome, credit.delta.or(single))));
+        state.put(T_EFFECTS, &credit.path, to_value(&with_credit(effect, c.outcome, delta)));
     }
     if let Some(change) = c.change.as_ref().filter(|_| c.credits.is_empty()) {
         let effect: DimensionEffect =

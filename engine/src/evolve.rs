@@ -57,7 +57,7 @@ pub use summary::{RunSummary, Stopped, recorded_accuracy};
 
 use apply::split_record;
 use observe::Observed;
-use stage2::{feedback, learn};
+use stage2::learn;
 use summary::RoundOutcome;
 
 /// Settings of a run.
@@ -125,9 +125,6 @@ struct Trial {
     /// Its results on the whole search part, when its proposer evaluated them.
     known: Option<Vec<QuestionResult>>,
     node: Hypothesis,
-    /// The number fed back into the search (UCB reward): the probe's
-    /// search-part delta, never a confirm-part figure.
-    feedback: Option<f64>,
 }
 
 impl Trial {
@@ -141,7 +138,7 @@ impl Trial {
         record.outcome = outcome;
         record.rejected_by = Some(by);
         record.reason = reason;
-        Trial { record, artifact: None, full: None, known: None, node, feedback: None }
+        Trial { record, artifact: None, full: None, known: None, node }
     }
 
     fn error(&mut self, reason: String) {
@@ -434,7 +431,6 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         used += input.parts.cost(input.parts.confirm_ids.len())
             * screening.trials.iter().filter(|t| t.full.is_some()).count() as f64;
         let next_version = self.store().max_version()? + 1;
-        feedback(&mut screening.trials);
         // The winner is evaluated on the whole task set before the decision,
         // so best-ever and auto-restore compare measured accuracies only.
         let pick = tested(&screening.trials, None);
@@ -517,7 +513,7 @@ mod tests {
         record.hash = hash.map(str::to_string);
         record.rejected_by = by;
         let node = Hypothesis::new("retrieve.top_k", Direction::Increase);
-        Trial { record, artifact: None, full: None, known: None, node, feedback: None }
+        Trial { record, artifact: None, full: None, known: None, node }
     }
 
     #[test]

@@ -234,11 +234,14 @@ pub fn gather<L: EventLog + ?Sized>(log: &L, texts: &BTreeMap<String, QuestionTe
     let mut best = store.best()?;
     // The best-ever's accuracy as its recorded evaluation gives it (older
     // journals could hold an estimate in the pointer).
-    if let Some(b) = best.as_mut()
-        && let Some(f) = crate::views::recorded_figures(log, &b.hash, Some(&b.clone()))?
-    {
-        b.accuracy = f.whole.accuracy;
+    let best_eval = match &best {
+        Some(b) => recorded_evaluation(log, &b.hash, Some(b))?,
+        None => None,
+    };
+    if let (Some(b), Some((_, e))) = (best.as_mut(), best_eval) {
+        b.accuracy = e.accuracy;
     }
+    let split = crate::views::last_split(log)?;
 
     let mut walk = Walk::default();
     for record in log.read_from(1)? {
@@ -251,7 +254,7 @@ pub fn gather<L: EventLog + ?Sized>(log: &L, texts: &BTreeMap<String, QuestionTe
     // Versions: accuracy, the gate record that produced them, examples.
     for s in &mut walk.sections {
         // The figures `show` prints for this version (the current harness's evaluation first).
-        s.figures = crate::views::recorded_figures(log, &s.hash, best.as_ref())?;
+        s.figures = crate::views::recorded_figures(log, &s.hash, best.as_ref(), split.as_ref())?;
         s.accuracy = s.figures.as_ref().map(|f| f.whole.accuracy);
         s.candidate = walk.all_cands.iter().find(|c| c.accepted_version == Some(s.version)).cloned();
         s.attach_examples(texts);

@@ -22,7 +22,7 @@ use crate::store::{Store, StoreError, VersionInfo};
 mod figures;
 mod trials;
 
-pub use figures::{Figures, PartFigure, recorded_figures};
+pub use figures::{Figures, PartFigure, last_split, recorded_figures};
 pub use trials::{SearchFunnel, SearchSummary, TrialRow, TrialsView};
 
 type Result<T> = std::result::Result<T, StoreError>;
@@ -287,7 +287,7 @@ fn version_view<L: EventLog + ?Sized>(log: &L, info: VersionInfo) -> Result<Vers
     }
     let name =
         if tags.is_empty() { format!("v{}", info.version) } else { format!("v{} ({})", info.version, tags.join(", ")) };
-    let figures = recorded_figures(log, &info.hash, best.as_ref())?;
+    let figures = recorded_figures(log, &info.hash, best.as_ref(), last_split(log)?.as_ref())?;
     let accuracy = figures.as_ref().map(|f| f.whole.accuracy);
     Ok(VersionView {
         version: info.version,
@@ -634,9 +634,10 @@ impl StatusView {
         let served = store.served()?.ok_or(StatusError::NothingServed)?;
         let best = store.best()?;
         let rounds = store.rounds()?;
-        let served_figures = recorded_figures(log, &served.hash, best.as_ref())?;
+        let split = last_split(log)?;
+        let served_figures = recorded_figures(log, &served.hash, best.as_ref(), split.as_ref())?;
         let best_figures = match &best {
-            Some(b) => recorded_figures(log, &b.hash, Some(b))?,
+            Some(b) => recorded_figures(log, &b.hash, Some(b), split.as_ref())?,
             None => None,
         };
         let last = rounds.last().cloned();

@@ -239,7 +239,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             Screened::Passed { candidate, probe_delta } => {
                 say(&id, Some((&change, more)), Step::Passed { probe_delta });
                 out.passed.push((out.trials.len(), probe_delta));
-                out.trials.push(Trial { record, artifact: Some(*candidate), full: None, known, node, feedback: None });
+                out.trials.push(Trial { record, artifact: Some(*candidate), full: None, known, node });
                 out.probes += 1;
                 out.free_probes += u64::from(searched);
                 return true;

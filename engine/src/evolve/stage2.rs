@@ -255,18 +255,11 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
     }
 }
 
-/// What flows back into the search after a test: the probe's search-part
-/// delta, whatever the confirm test said. Of the confirm part only each
-/// test's verdict reaches the search (through the served strategy).
-pub(super) fn feedback(trials: &mut [Trial]) {
-    for t in trials.iter_mut() {
-        t.feedback = t.record.search_delta();
-    }
-}
-
 /// Writes the decision into the candidates' records and teaches the tree:
-/// every evaluated candidate's hypothesis learns its delta, and an acceptance
-/// reopens every other direction. Returns the round's counts by stage.
+/// every probed candidate's hypothesis learns its search-part delta (the
+/// probe's, whatever the confirm test said: of the confirm part only each
+/// test's verdict reaches the search), and an acceptance reopens every other
+/// direction. Returns the round's counts by stage.
 pub(super) fn learn(
     trials: &mut [Trial],
     decision: &Decision,
@@ -284,7 +277,7 @@ pub(super) fn learn(
             credit(&t.record, tree);
             continue;
         }
-        if let Some(delta) = t.feedback {
+        if let Some(delta) = t.record.search_delta() {
             t.node.record(delta, t.record.outcome == Outcome::Accepted);
         }
         tree.insert(t.node.key.clone(), t.node.clone());
@@ -312,9 +305,8 @@ pub(super) fn learn(
 /// credited for a field the candidate does not change.
 fn credit(record: &CandidateRecord, tree: &mut BTreeMap<String, Hypothesis>) {
     let accepted = record.outcome == Outcome::Accepted;
-    let single = if record.credits.len() == 1 { record.search_delta() } else { None };
-    for c in &record.credits {
-        let Some(delta) = c.delta.or(single) else { continue };
+    for (c, delta) in record.credit_deltas() {
+        let Some(delta) = delta else { continue };
         let mut node = c.node(tree);
         node.record(delta, accepted);
         tree.insert(node.key.clone(), node);
@@ -326,27 +318,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn feedback_is_the_probe_delta_and_never_a_confirm_figure() {
-        let mut probed = crate::evolve::tests::trial(Some("a"), Some(StoppedBy::Probe));
-        probed.record.probe = Some(crate::gates::probe_verdict(30, 27, 50, 0.02));
-        let mut unprobed = crate::evolve::tests::trial(None, Some(StoppedBy::Errored));
-        unprobed.record.delta = Some(0.01);
-        // Probed, then rejected and accepted by the confirm test: the confirm deltas stay out.
+    fn a_rejected_confirm_test_teaches_the_tree_its_probe_delta_only() {
+        // Probed at +0.06 on the search part, then rejected by the confirm test at -0.20.
         let mut rejected = crate::evolve::tests::trial(Some("b"), None);
         rejected.record.probe = Some(crate::gates::probe_verdict(30, 33, 50, 0.02));
         rejected.record.full = Some(crate::candidate::sample_full(-0.2, false, &[Rule::ConfirmBetter]));
         rejected.record.delta = Some(-0.2);
-        let mut accepted = crate::evolve::tests::trial(Some("c"), None);
-        accepted.record.probe = Some(crate::gates::probe_verdict(30, 36, 50, 0.02));
-        accepted.record.full = Some(crate::candidate::sample_full(0.3, true, &[]));
-        accepted.record.delta = Some(0.3);
-        let mut trials = vec![probed, unprobed, crate::evolve::tests::trial(None, None), rejected, accepted];
-        feedback(&mut trials);
-        let fed: Vec<Option<f64>> = trials.iter().map(|t| t.feedback).collect();
-        assert!((fed[0].unwrap() + 0.06).abs() < 1e-12, "{fed:?}");
-        assert_eq!(&fed[1..3], &[None, None]);
-        assert!((fed[3].unwrap() - 0.06).abs() < 1e-12, "{fed:?}");
-        assert!((fed[4].unwrap() - 0.12).abs() < 1e-12, "{fed:?}");
+        let decision = Decision {
+            winner: None,
+            pending: false,
+            held_by_quarantine: None,
+            verdicts: vec![(0, crate::decide::Verdict::Failed(vec![Rule::ConfirmBetter]))],
+            best: crate::decide::BestAfter { version: 1, accuracy: 0.5, moved: false },
+            restore: None,
+            pinned: false,
+        };
+        let mut tree = BTreeMap::new();
+        learn(&mut [rejected], &decision, &mut tree);
+        let node = &tree["retrieve.top_k::increase"];
+        assert_eq!(node.visits, 1);
+        assert!((node.best_delta.unwrap() - 0.06).abs() < 1e-12, "{node:?}");
+        assert!(node.total_reward > 0.0, "{node:?}");
     }
 
     #[test]

@@ -10,8 +10,8 @@ use serde_json::Value;
 
 use crate::config::SplitConfig;
 use crate::confirm::Parts;
-use crate::events::{QuestionResult, SplitRecord, T_EVALUATIONS, evaluation_key};
-use crate::records::summarize;
+use crate::events::{QuestionResult, SplitRecord, T_EVALUATIONS};
+use crate::report;
 use crate::store::{Best, Store, StoreError};
 
 /// What a reader of the search-part figure must know.
@@ -55,11 +55,7 @@ impl Figures {
     /// The figures of `results`, split as `split` records (when its confirm
     /// part is the one these results split into).
     pub fn of(evaluation: String, results: &[QuestionResult], split: Option<&SplitRecord>) -> Option<Figures> {
-        let whole = summarize(results);
-        let whole = PartFigure { accuracy: whole.accuracy, correct: whole.correct, n: whole.n };
-        if whole.n == 0 {
-            return None;
-        }
+        let whole = PartFigure::of(results.iter())?;
         let parts = split.and_then(|s| {
             let config = SplitConfig { confirm_fraction: s.confirm_fraction, seed: s.seed };
             let parts = Parts::of(results, &config).ok()?;
@@ -85,37 +81,25 @@ impl Figures {
     }
 }
 
-/// The figures of the strategy `hash` from its recorded evaluation: under the
-/// best-ever pointer's harness and dataset (the current ones) first, else the
-/// latest; split as the journal's last round split the task set.
+/// The figures of the strategy `hash` from the evaluation `show` reads
+/// ([`report::recorded_evaluation`]: under the best-ever pointer's harness and
+/// dataset first, else the latest), split as `split` records (the journal's
+/// last round's, [`last_split`]).
 pub fn recorded_figures<L: EventLog + ?Sized>(
     log: &L,
     hash: &str,
     best: Option<&Best>,
+    split: Option<&SplitRecord>,
 ) -> Result<Option<Figures>, StoreError> {
-    if hash.is_empty() {
-        return Ok(None);
-    }
-    let mut found = None;
-    if let Some(b) = best {
-        let key = evaluation_key(hash, &b.harness_hash, &b.dataset_hash);
-        found = log.get(T_EVALUATIONS, &key)?.map(|v| (key, v));
-    }
-    if found.is_none() {
-        let store = Store::new(log);
-        if let Some((key, _)) = store.latest_evaluation(hash)? {
-            found = log.get(T_EVALUATIONS, &key)?.map(|v| (key, v));
-        }
-    }
-    let Some((key, v)) = found else { return Ok(None) };
+    let Some((key, _)) = report::recorded_evaluation(log, hash, best)? else { return Ok(None) };
+    let Some(v) = log.get(T_EVALUATIONS, &key)? else { return Ok(None) };
     let results: Vec<QuestionResult> = serde_json::from_value(v.get("questions").cloned().unwrap_or(Value::Null))
         .map_err(|e| StoreError::Corrupt(format!("evaluation {key}: {e}")))?;
-    let split = last_split(log)?;
-    Ok(Figures::of(key, &results, split.as_ref()))
+    Ok(Figures::of(key, &results, split))
 }
 
 /// The split the journal's last round recorded.
-fn last_split<L: EventLog + ?Sized>(log: &L) -> Result<Option<SplitRecord>, StoreError> {
+pub fn last_split<L: EventLog + ?Sized>(log: &L) -> Result<Option<SplitRecord>, StoreError> {
     let rounds = Store::new(log).rounds()?;
     Ok(rounds.iter().rev().find_map(|r| serde_json::from_value(r.get("split")?.clone()).ok()))
 }
