@@ -419,8 +419,10 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         // Their own records go with the round, or alone when it journals nothing.
         let searched: Vec<Event> = proposers.iter_mut().flat_map(|p| p.journal()).collect();
         if !proposed {
-            if !searched.is_empty() {
-                self.log.append(searched.iter().map(Event::to_new).collect())?;
+            // A re-scored best-ever pointer is journaled even when nothing is proposed.
+            events.extend(searched);
+            if !events.is_empty() {
+                self.log.append(events.iter().map(Event::to_new).collect())?;
             }
             return Ok(if spent > 0.0 { Some(RoundOutcome::empty(spent)) } else { None });
         }

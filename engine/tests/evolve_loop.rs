@@ -187,6 +187,44 @@ fn a_real_improvement_is_accepted_with_a_complete_gate_record() {
     assert!(log.verify().unwrap().is_ok());
 }
 
+/// Best-ever decides on measured figures only: every best-ever move carries
+/// the version's recorded whole-set accuracy, and a pointer holding anything
+/// else (an older journal's estimate) is re-scored from the records.
+#[test]
+fn the_best_ever_pointer_holds_measured_accuracies_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = project(dir.path(), |s| s.to_string());
+    let mut log = MemoryJournal::new(EngineProjector);
+    start(&p, &mut log, DEFAULT);
+    let backend = Scripted::new(by_top_k, "h1");
+    let summary = run(&p, &mut log, &backend, 3, 4);
+    assert!(summary.accepted >= 1, "{summary:?}");
+    let recorded = |log: &MemoryJournal, hash: &str| {
+        Store::new(log).latest_evaluation(hash).unwrap().map(|(_, s)| s.accuracy).expect("evaluated")
+    };
+    let mut moves = 0;
+    for e in events(&log) {
+        if let Event::BestChanged { hash, accuracy, .. } = e {
+            assert_eq!(accuracy, recorded(&log, &hash), "best-ever move to {hash}");
+            moves += 1;
+        }
+    }
+    assert!(moves >= 2, "{moves}");
+    // A pointer with an estimate in it is re-scored at the next round.
+    let best = Store::new(&log).best().unwrap().unwrap();
+    let stale = Event::BestChanged {
+        version: best.version,
+        hash: best.hash.clone(),
+        accuracy: best.accuracy + 0.03,
+        harness_hash: best.harness_hash.clone(),
+        dataset_hash: best.dataset_hash.clone(),
+    };
+    log.append(vec![stale.to_new()]).unwrap();
+    run(&p, &mut log, &backend, 1, 4);
+    let after = Store::new(&log).best().unwrap().unwrap();
+    assert_eq!(after.accuracy, recorded(&log, &after.hash), "{after:?}");
+}
+
 #[test]
 fn nothing_is_accepted_when_no_strategy_matters() {
     let dir = tempfile::tempdir().unwrap();
