@@ -247,6 +247,12 @@ pub struct CandidateRecord {
     /// these, never for a field the candidate does not change.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub credits: Vec<Credit>,
+    /// The direction the proposer was asked for, when its proposal does not
+    /// change that direction's field (an evolver asked to rewrite one field
+    /// that edits another). The proposal is credited to the fields it
+    /// changes; a gate's stop counts against the direction asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked: Option<String>,
 }
 
 /// One field a candidate changes, credited to its own hypothesis node.
@@ -337,6 +343,7 @@ impl CandidateRecord {
             accepted_version: None,
             more_changes: vec![],
             credits: vec![],
+            asked: None,
         }
     }
 
@@ -898,6 +905,7 @@ mod tests {
             accepted_version: None,
             more_changes: vec![],
             credits: vec![],
+            asked: None,
         }
     }
 

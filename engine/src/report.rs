@@ -743,6 +743,7 @@ mod tests {
             accepted_version: accepted,
             more_changes: vec![],
             credits: vec![],
+            asked: None,
         }
     }
 

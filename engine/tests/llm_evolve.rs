@@ -71,8 +71,14 @@ fn evolve_with_every_role_and_a_misbehaving_evolver() {
     let (events, export) = events(&dir);
     let rewrites: Vec<&Value> = events
         .iter()
-        .filter(|e| e["kind"] == "candidate_judged" && e["payload"]["hypothesis"] == "answer.prompt::rewrite")
+        .filter(|e| {
+            let asked = e["payload"].get("asked").unwrap_or(&e["payload"]["hypothesis"]);
+            e["kind"] == "candidate_judged" && asked == "answer.prompt::rewrite"
+        })
         .collect();
+    // The edit of the locked judge is credited to the field it changes, and
+    // says which direction the evolver was asked for.
+    assert_eq!(rewrites[0]["payload"]["hypothesis"], "judge.kind::toggle", "{:#}", rewrites[0]);
     assert_eq!(rewrites.len(), 3, "{rewrites:#?}");
     let stopped: Vec<(String, String)> = rewrites
         .iter()

@@ -181,7 +181,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             })
         };
         let base = base_record(&id, round, plan, screen.served);
-        let (value, mut changes, data, known, credits) = match proposed {
+        let (value, mut changes, data, known, (credits, asked, hypothesis)) = match proposed {
             Proposed::Failed { reason } => {
                 say(&id, None, Step::Errored { reason: reason.clone() });
                 let reason = format!("the evolver failed: {reason}");
@@ -205,15 +205,14 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
                 return false;
             }
             Proposed::Candidate { value, changes, data, known, credits } => {
-                let credits = if credits.is_empty() { diff_credits(plan, &changes) } else { credits };
-                node = credited_node(node, &credits, &history.tree);
-                (value, changes, data, known, credits)
+                let credited = Credited::of(plan, node, &changes, credits, &history.tree);
+                node = credited.node;
+                (value, changes, data, known, (credited.credits, credited.asked, credited.hypothesis))
             }
         };
         let change = changes.remove(0);
         let more = changes.len();
         let hash = crate::artifact::content_hash(&value);
-        let hypothesis = if credits.is_empty() { base.hypothesis.clone() } else { node.key.clone() };
         let mut record = CandidateRecord {
             hash: Some(hash.clone()),
             change: Some(change.clone()),
@@ -221,6 +220,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             more_changes: changes,
             credits,
             hypothesis,
+            asked,
             ..base
         };
         let candidate = screen::Candidate {
@@ -258,15 +258,38 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
     }
 }
 
-/// A searched candidate is credited per field it changes: its node is the
-/// largest contributor's, never a direction it did not take; a candidate
-/// without credits keeps the planned direction's node.
-fn credited_node(
-    planned: Hypothesis,
-    credits: &[crate::events::Credit],
-    tree: &BTreeMap<String, Hypothesis>,
-) -> Hypothesis {
-    credits.first().map_or(planned, |top| top.node(tree))
+/// Whom a proposed candidate is credited to: its credits (one per field a
+/// searched candidate keeps, or [`diff_credits`]), the node its gate stops
+/// count against, the direction asked when the proposal strayed from it, and
+/// the key journaled as its hypothesis.
+struct Credited {
+    node: Hypothesis,
+    credits: Vec<crate::events::Credit>,
+    asked: Option<String>,
+    hypothesis: String,
+}
+
+impl Credited {
+    /// A searched candidate's node is its largest contributor's, never a
+    /// direction it did not take; one that changes the planned field keeps
+    /// the planned node. A proposal that does not change the planned field
+    /// (an evolver asked to rewrite one field that edits another) is
+    /// credited to the fields it changes, and keeps the planned node for its
+    /// gate stops (escalation, the next attempt).
+    fn of(
+        plan: &Plan,
+        planned: Hypothesis,
+        changes: &[planner::Change],
+        credits: Vec<crate::events::Credit>,
+        tree: &BTreeMap<String, Hypothesis>,
+    ) -> Credited {
+        let strayed = credits.is_empty() && !changes.iter().any(|c| c.path == plan.path);
+        let credits = if credits.is_empty() { diff_credits(plan, changes) } else { credits };
+        let asked = strayed.then(|| plan.key.clone());
+        let node = if strayed { planned } else { credits.first().map_or(planned, |top| top.node(tree)) };
+        let hypothesis = credits.first().map_or_else(|| plan.key.clone(), |top| top.key.clone());
+        Credited { node, credits, asked, hypothesis }
+    }
 }
 
 /// The credits of a candidate proposed without any: none when it changes

@@ -274,6 +274,11 @@ pub(super) fn learn(
             *rejected_by.entry(r.to_string()).or_default() += 1;
         }
         if !t.record.credits.is_empty() {
+            // A strayed proposal's node is the direction asked: its gate
+            // stops are kept, its measurement goes to the fields changed.
+            if t.record.asked.is_some() {
+                tree.insert(t.node.key.clone(), t.node.clone());
+            }
             credit(&t.record, tree);
             continue;
         }
