@@ -13,7 +13,7 @@
 //!   set) a percentile cluster bootstrap can be narrower, and "the interval
 //!   excludes zero" then fires more often than its level under the null. Do
 //!   not gate on it; for a cluster-level check use `cluster_check` (CR2 with
-//!   t(G - 1)), which says when there are too few clusters to tell.
+//!   Bell-McCaffrey degrees of freedom), which says when there are too few clusters to tell.
 //!
 //! The interval is the percentile interval at `level` (type-7 quantiles, linear
 //! interpolation between order statistics, as numpy's default). The generator

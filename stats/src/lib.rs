@@ -19,7 +19,7 @@
 //! bound at the test's own alpha) and [`minimum_detectable_effect`],
 //! [`Lord`] (LORD++ online error control indexed by tests run),
 //! [`Holdout`] (Thresholdout for numbers fed back from the confirm part) and
-//! [`cluster_check`] (CR2 with t(G - 1), or "too few clusters to tell").
+//! [`cluster_check`] (CR2 with Bell-McCaffrey degrees of freedom, or "too few clusters to tell").
 //!
 //! Nothing here reads files, clocks or global randomness: seeds and
 //! thresholds are arguments, and the same inputs give the same output.
@@ -45,7 +45,7 @@ mod verdict;
 
 pub use alpha::AlphaSchedule;
 pub use bootstrap::{BootstrapCi, BootstrapConfig, BootstrapError, BootstrapUnit, paired_bootstrap};
-pub use cluster::{ClusterCheck, MIN_CLUSTERS, cluster_check};
+pub use cluster::{ClusterCheck, MIN_CLUSTERS, bell_mccaffrey_df, cluster_check};
 pub use comparison::{CompareConfig, Comparison, StatsError, compare};
 pub use holdout::{Holdout, HoldoutAnswer, HoldoutConfig};
 pub use lord::{Gamma, JM_CONSTANT, Lord, LordConfig, LordError, LordTest};

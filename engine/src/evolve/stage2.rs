@@ -64,9 +64,11 @@ fn cluster_rule(c: &stats::ClusterCheck) -> RuleRecord {
         stats::ClusterCheck::TooFewClusters { clusters, needed } => {
             (f64::NAN, f64::NAN, format!("{clusters} conversation(s): too few to tell (needs {needed})"))
         }
-        stats::ClusterCheck::Tested { clusters, p_value, alpha, t, df, .. } => {
-            (*p_value, *alpha, format!("CR2 t = {t:.3} on {df} df over {clusters} conversations: p = {p_value:.4}"))
-        }
+        stats::ClusterCheck::Tested { clusters, p_value, alpha, t, df, .. } => (
+            *p_value,
+            *alpha,
+            format!("CR2 t = {t:.3} on {df:.2} Bell-McCaffrey df over {clusters} conversations: p = {p_value:.4}"),
+        ),
     };
     RuleRecord { name: Rule::ClusterCheck, category: None, value, threshold, pass: c.better(), detail }
 }
