@@ -41,8 +41,8 @@ fi
 
 emend=${EMEND:-}
 if [ -z "$emend" ]; then
-    echo "== cargo build --release -p emend" >&2
-    cargo build --release -p emend --quiet
+    echo "== cargo build --release -p emend --features minilm (dense_kind: minilm when EMEND_MINILM_DIR is set)" >&2
+    cargo build --release -p emend --features minilm --quiet
     emend=$root/target/release/emend
 fi
 

@@ -239,6 +239,7 @@ fn locomo_dev_has_762_questions_and_stable_outcomes() {
     assert!(files[0] == files[1], "two runs wrote different outcome files");
 }
 
+#[cfg(feature = "minilm")]
 #[test]
 fn a_missing_minilm_model_dir_is_bad_input_naming_the_setting() {
     let out = Command::new(env!("CARGO_BIN_EXE_emend"))
@@ -250,4 +251,60 @@ fn a_missing_minilm_model_dir_is_bad_input_naming_the_setting() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("EMEND_MINILM_DIR: /nonexistent/minilm: not a directory"), "{err}");
+}
+
+/// A binary built without the `minilm` feature refuses a model directory
+/// (and `dense_kind: minilm`) with exit 2 and the command that builds it in.
+#[cfg(not(feature = "minilm"))]
+#[test]
+fn a_binary_without_minilm_says_how_to_build_it_in() {
+    let out = Command::new(env!("CARGO_BIN_EXE_emend"))
+        .arg("eval")
+        .args(["--strategy", default_strategy().to_str().unwrap()])
+        .env("EMEND_MINILM_DIR", "/nonexistent/minilm")
+        .output()
+        .expect("emend runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("EMEND_MINILM_DIR: /nonexistent/minilm: this emend is built without MiniLM support"), "{err}");
+    assert!(err.contains("--features minilm"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+
+    let tmp = tempfile::tempdir().unwrap();
+    let strategy = std::fs::read_to_string(default_strategy()).unwrap();
+    let minilm = tmp.path().join("minilm.yaml");
+    std::fs::write(&minilm, strategy.replace("dense_kind: trigram", "dense_kind: minilm")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_emend"))
+        .args(["eval", "--strategy", minilm.to_str().unwrap()])
+        .env_remove("EMEND_MINILM_DIR")
+        .output()
+        .expect("emend runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("index.dense_kind: minilm") && err.contains("--features minilm"), "{err}");
+}
+
+/// A binary built without the `llm` feature refuses a project that
+/// configures a model role, with exit 2, the role and the build command.
+#[cfg(not(feature = "llm"))]
+#[test]
+fn a_binary_without_llm_refuses_a_configured_role_and_says_how_to_build_it_in() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_emend")).current_dir(dir).args(args).output().expect("emend runs");
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).to_string())
+    };
+    let (code, err) = run(&["init", "--tasks", "builtin"]);
+    assert_eq!(code, Some(0), "{err}");
+    let config = std::fs::read_to_string(dir.join("emend.yaml")).unwrap();
+    let roles = "roles:\n  judge: {base_url: \"http://127.0.0.1:9/v1\", model: \"m\"}\n";
+    assert!(config.contains("\nroles: {}\n"), "{config}");
+    std::fs::write(dir.join("emend.yaml"), config.replace("\nroles: {}\n", &format!("\n{roles}"))).unwrap();
+    for args in [&["evolve", "--rounds", "1"][..], &["eval", "--strategy", "strategies/served.yaml"][..]] {
+        let (code, err) = run(args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains("roles.judge: this emend is built without LLM support"), "{args:?}: {err}");
+        assert!(err.contains("--features llm"), "{args:?}: {err}");
+    }
 }

@@ -580,7 +580,11 @@ impl Evaluator {
                 field: "index.dense_kind",
                 value: "minilm",
                 model: "all-MiniLM-L6-v2",
-                setting: "set EMEND_MINILM_DIR or harness.minilm_dir; install with scripts/install-minilm.sh DIR",
+                setting: if cfg!(feature = "minilm") {
+                    "set EMEND_MINILM_DIR or harness.minilm_dir; install with scripts/install-minilm.sh DIR"
+                } else {
+                    crate::minilm::NOT_BUILT
+                },
             });
         }
         if self.judge_kind(s) == JudgeKind::Llm && self.llm_judge.is_none() {

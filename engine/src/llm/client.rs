@@ -1,9 +1,8 @@
-//! One role's client: async-openai's chat API over the role's endpoint,
-//! with emend's own retry policy instead of the library's.
+//! One role's client: a chat endpoint (the transport, with the `llm`
+//! feature) with emend's own retry policy instead of the library's.
 //!
-//! The library's built-in retry layer is replaced by [`StatusService`],
-//! which turns every non-2xx response into an error that keeps the status
-//! and `Retry-After`, so that [`RoleClient::call`] decides: 429, 408, 5xx,
+//! The transport turns every non-2xx response into an error that keeps the
+//! status and `Retry-After`, so that [`RoleClient::call`] decides: 429, 408, 5xx,
 //! timeouts, connection errors and unreadable bodies are retried with
 //! exponential backoff and jitter (Retry-After wins when the server sends
 //! it) up to `retries` times and within `deadline_secs`; other statuses
@@ -13,33 +12,22 @@
 //! A reply that does not parse is answered once with the parse error; a
 //! second bad reply fails the call.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use async_openai::Client;
-use async_openai::config::OpenAIConfig;
-use async_openai::error::OpenAIError;
-use async_openai::middleware::{HttpRequestFactory, ReqwestService};
-use async_openai::types::chat::{
-    ChatCompletionRequestAssistantMessage, ChatCompletionRequestMessage, ChatCompletionRequestSystemMessage,
-    ChatCompletionRequestUserMessage, CreateChatCompletionRequest,
-};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
-use tower_service::Service;
 
 use super::cache::ReplyCache;
+use super::transport::Transport;
 use super::{PROMPTS_VERSION, Role, RoleUsage};
 use crate::config::RoleConfig;
 
 /// Longest backoff between two attempts when the server sends no Retry-After.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How much of an error body is kept in a message.
-const BODY_EXCERPT: usize = 300;
+pub(super) const BODY_EXCERPT: usize = 300;
 
 /// One chat message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -47,16 +35,6 @@ pub enum Message {
     System(String),
     User(String),
     Assistant(String),
-}
-
-impl Message {
-    fn to_openai(&self) -> ChatCompletionRequestMessage {
-        match self {
-            Message::System(t) => ChatCompletionRequestSystemMessage::from(t.clone()).into(),
-            Message::User(t) => ChatCompletionRequestUserMessage::from(t.clone()).into(),
-            Message::Assistant(t) => ChatCompletionRequestAssistantMessage::from(t.clone()).into(),
-        }
-    }
 }
 
 /// A call's messages (the role's settings add model, temperature and max tokens).
@@ -96,51 +74,6 @@ pub enum CallErrorKind {
     /// A failure that retrying cannot fix (401, 404, 400...).
     #[error("{0}")]
     Fatal(String),
-}
-
-/// A non-2xx response, as [`StatusService`] reports it.
-#[derive(Debug, thiserror::Error)]
-#[error("HTTP {status}: {body}")]
-struct HttpStatus {
-    status: u16,
-    retry_after: Option<Duration>,
-    body: String,
-}
-
-/// The HTTP transport installed in async-openai's client instead of its
-/// default stack (which retries by itself and drops response headers on
-/// errors): plain reqwest, non-2xx responses turned into [`HttpStatus`].
-#[derive(Clone, Default)]
-struct StatusService {
-    inner: ReqwestService,
-}
-
-type Response = <ReqwestService as Service<HttpRequestFactory>>::Response;
-
-impl Service<HttpRequestFactory> for StatusService {
-    type Response = Response;
-    type Error = OpenAIError;
-    type Future = Pin<Box<dyn Future<Output = Result<Response, OpenAIError>> + Send + 'static>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), OpenAIError>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: HttpRequestFactory) -> Self::Future {
-        let mut inner = self.inner.clone();
-        Box::pin(async move {
-            let response = inner.call(request).await?;
-            let status = response.status();
-            if status.is_success() {
-                return Ok(response);
-            }
-            let retry_after =
-                response.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(parse_retry_after);
-            let body = response.text().await.unwrap_or_default();
-            let body: String = body.chars().take(BODY_EXCERPT).collect();
-            Err(OpenAIError::Boxed(Box::new(HttpStatus { status: status.as_u16(), retry_after, body })))
-        })
-    }
 }
 
 /// What may be kept of a model endpoint's text in an error or a log line: never the text
@@ -192,24 +125,6 @@ pub enum Attempt {
     Fail(String),
 }
 
-fn classify(e: &OpenAIError) -> Attempt {
-    let retry = |message: String, retry_after| Attempt::Retry { message, retry_after };
-    match e {
-        OpenAIError::Boxed(b) => match b.downcast_ref::<HttpStatus>() {
-            Some(h) if h.status == 429 || h.status == 408 || h.status >= 500 => retry(h.to_string(), h.retry_after),
-            Some(h) => Attempt::Fail(h.to_string()),
-            None => retry(b.to_string(), None),
-        },
-        OpenAIError::ApiError(a) => {
-            let s = a.status_code.as_u16();
-            if s == 429 || s == 408 || s >= 500 { retry(a.to_string(), None) } else { Attempt::Fail(a.to_string()) }
-        }
-        OpenAIError::Reqwest(r) => retry(format!("transport error: {r}"), None),
-        OpenAIError::JSONDeserialize(err, _) => retry(format!("unreadable response body: {err}"), None),
-        other => Attempt::Fail(other.to_string()),
-    }
-}
-
 /// The wait before retry number `retry` (0-based): Retry-After when given,
 /// else `base * 2^retry` capped at [`MAX_BACKOFF`], scaled into [1/2, 1] by
 /// `jitter` (in [0, 1)) so that concurrent callers spread out.
@@ -240,7 +155,7 @@ pub struct RoleClient {
     role: Role,
     endpoint: String,
     settings: RoleConfig,
-    client: Client<OpenAIConfig>,
+    transport: Transport,
     /// Only to scrub it from error text a server might echo.
     key: String,
     permits: tokio::sync::Semaphore,
@@ -251,18 +166,12 @@ pub struct RoleClient {
 impl RoleClient {
     pub fn new(role: Role, settings: &RoleConfig, key: String, cache: Arc<ReplyCache>) -> RoleClient {
         let endpoint = settings.base_url.trim().trim_end_matches('/').to_string();
-        // Everything explicit: nothing is taken from OPENAI_* variables.
-        let config = OpenAIConfig::new()
-            .with_api_base(endpoint.clone())
-            .with_api_key(key.clone())
-            .with_org_id("")
-            .with_project_id("");
-        let client = Client::with_config(config).with_http_service(StatusService::default());
+        let transport = Transport::new(&endpoint, &key);
         RoleClient {
             role,
             endpoint,
             settings: settings.clone(),
-            client,
+            transport,
             key,
             permits: tokio::sync::Semaphore::new(settings.concurrency),
             cache,
@@ -321,22 +230,6 @@ impl RoleClient {
         Err(CallError { role: self.role, requests, kind })
     }
 
-    #[allow(deprecated)] // max_tokens: what OpenAI-compatible servers (vLLM, llama.cpp, Ollama) all accept
-    async fn send(&self, messages: &[Message]) -> Result<(String, u64, u64), OpenAIError> {
-        let request = CreateChatCompletionRequest {
-            messages: messages.iter().map(Message::to_openai).collect(),
-            model: self.settings.model.trim().to_string(),
-            temperature: Some(self.settings.temperature as f32),
-            max_tokens: Some(self.settings.max_tokens),
-            ..Default::default()
-        };
-        let response = self.client.chat().create(request).await?;
-        let (p, c) =
-            response.usage.as_ref().map_or((0, 0), |u| (u64::from(u.prompt_tokens), u64::from(u.completion_tokens)));
-        let text = response.choices.into_iter().next().and_then(|c| c.message.content).unwrap_or_default();
-        Ok((text, p, c))
-    }
-
     /// One call: the cached reply when there is one, else requests with
     /// retries until `parse` accepts a reply.
     pub async fn call<T>(&self, request: &Request, parse: fn(&str) -> Result<T, String>) -> Result<T, CallError> {
@@ -362,7 +255,7 @@ impl RoleClient {
             requests += 1;
             bump(&self.counters.requests, 1);
             let per_try = timeout.min(remaining);
-            let attempt = match tokio::time::timeout(per_try, self.send(&messages)).await {
+            let attempt = match tokio::time::timeout(per_try, self.transport.send(&self.settings, &messages)).await {
                 Ok(Ok((text, prompt_tokens, completion_tokens))) => {
                     bump(&self.counters.prompt_tokens, prompt_tokens);
                     bump(&self.counters.completion_tokens, completion_tokens);
@@ -382,7 +275,7 @@ impl RoleClient {
                         Err(e) => return self.fail(requests, CallErrorKind::Malformed(e)),
                     }
                 }
-                Ok(Err(e)) => classify(&e),
+                Ok(Err(attempt)) => attempt,
                 Err(_) if per_try < timeout => {
                     return self.fail(
                         requests,
@@ -450,17 +343,5 @@ mod tests {
         assert_eq!(parse_retry_after(" 0.5 "), Some(Duration::from_millis(500)));
         assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
         assert_eq!(parse_retry_after("-1"), None);
-    }
-
-    #[test]
-    fn statuses_are_classified() {
-        let status = |s: u16| {
-            classify(&OpenAIError::Boxed(Box::new(HttpStatus { status: s, retry_after: None, body: "x".into() })))
-        };
-        assert!(matches!(status(429), Attempt::Retry { .. }));
-        assert!(matches!(status(503), Attempt::Retry { .. }));
-        assert!(matches!(status(408), Attempt::Retry { .. }));
-        assert_eq!(status(401), Attempt::Fail("HTTP 401: x".into()));
-        assert!(matches!(status(404), Attempt::Fail(_)));
     }
 }

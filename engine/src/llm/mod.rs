@@ -15,6 +15,15 @@ pub mod advice;
 pub mod cache;
 pub mod client;
 pub mod pipeline;
+#[cfg(feature = "llm")]
+mod transport;
+#[cfg(not(feature = "llm"))]
+#[path = "transport_absent.rs"]
+mod transport;
+
+/// How to get model endpoints into a binary built without them.
+pub const NOT_BUILT: &str = "this emend is built without LLM support; rebuild it with the llm feature: \
+     cargo install --path engine --features llm (or cargo build --release -p emend --features llm)";
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -161,6 +170,9 @@ impl Models {
     /// Sets up the roles; `cache_dir` None keeps replies in memory only.
     pub fn new(roles: &BTreeMap<String, RoleConfig>, cache_dir: Option<&Path>) -> Result<Models, SetupError> {
         crate::config::check_roles(roles).map_err(SetupError::new)?;
+        if let Some(name) = roles.keys().next().filter(|_| !transport::BUILT) {
+            return Err(SetupError::new(format!("roles.{name}: {NOT_BUILT}")));
+        }
         let cache = Arc::new(cache::ReplyCache::open(cache_dir).map_err(SetupError::new)?);
         let mut clients = BTreeMap::new();
         for (name, config) in roles {
