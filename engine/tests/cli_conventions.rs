@@ -355,3 +355,34 @@ fn the_man_page_parses() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stderr), "", "groff warnings");
 }
+
+#[test]
+fn man_dir_writes_a_page_per_subcommand_with_exit_status_environment_and_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (code, _, err) = emend(tmp.path(), &["man", "--dir", "pages"]);
+    assert_eq!(code, 0, "{err}");
+    let dir = tmp.path().join("pages");
+    let mut names: Vec<String> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    for page in ["emend.1", "emend-evolve.1", "emend-rollback.1", "emend-restore-best.1", "emend-man.1"] {
+        assert!(names.iter().any(|n| n == page), "{page} missing from {names:?}");
+    }
+    assert!(!names.iter().any(|n| n == "emend-help.1"), "{names:?}");
+    let groff = Command::new("groff").arg("--version").output().is_ok();
+    for name in &names {
+        let file = dir.join(name);
+        let page = std::fs::read_to_string(&file).unwrap();
+        for section in [".SH \"EXIT STATUS\"", ".SH ENVIRONMENT", ".SH FILES", "EMEND_MINILM_DIR", "emend.yaml"] {
+            assert!(page.contains(section), "{name}: no {section}");
+        }
+        if groff {
+            let out = Command::new("groff").args(["-man", "-Tutf8", "-ww", "-z"]).arg(&file).output().unwrap();
+            assert!(out.status.success() && out.stderr.is_empty(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+    }
+    // `emend man` alone still prints emend(1), with the same closing sections.
+    let (code, page, _) = emend(tmp.path(), &["man"]);
+    assert_eq!(code, 0);
+    assert_eq!(page, std::fs::read_to_string(dir.join("emend.1")).unwrap());
+}

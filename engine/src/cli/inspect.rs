@@ -394,6 +394,7 @@ pub struct LogArgs {
     /// Show only the last N entries.
     #[arg(long)]
     pub limit: Option<usize>,
+    /// Print `{"entries": [...]}` on stdout: the rounds and reviews as listed, served accuracies from recorded evaluations.
     #[arg(long)]
     pub json: bool,
 }

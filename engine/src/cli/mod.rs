@@ -110,8 +110,8 @@ enum Command {
     Schema,
     /// Print a shell completion script: `emend completions bash > ~/.local/share/bash-completion/completions/emend`.
     Completions(shell::CompletionsArgs),
-    /// Print the man page (roff) on stdout: `emend man | man -l -`.
-    Man,
+    /// Print the man page emend(1) (roff) on stdout (`emend man | man -l -`), or write every page with --dir.
+    Man(shell::ManArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -163,7 +163,7 @@ pub fn main() -> ExitCode {
         Command::Worker(args) => worker::run(&args),
         Command::Schema => shell::schema(),
         Command::Completions(args) => shell::completions(&args, &mut Cli::command()),
-        Command::Man => shell::man(Cli::command()),
+        Command::Man(args) => shell::man(&args, Cli::command()),
         Command::Collision(args) => collision::run(&args),
         Command::Audit(args) => audit::run(&args, project),
     };
@@ -195,4 +195,33 @@ fn init_tracing() {
         .with_ansi(term::stderr_colour())
         .with_target(false)
         .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Every argument of every subcommand says what it does in `--help`.
+    #[test]
+    fn every_argument_has_help() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                if cmd.get_name() != sub.get_name() {
+                    walk(sub, &format!("{path} {}", sub.get_name()), missing);
+                }
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&super::Cli::command(), "emend", &mut missing);
+        assert!(missing.is_empty(), "arguments without help: {missing:#?}");
+    }
 }

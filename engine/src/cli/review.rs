@@ -538,6 +538,7 @@ pub struct RollbackArgs {
     /// Replace a hand-edited served file, journaling its content first.
     #[arg(long)]
     pub force: bool,
+    /// Print one JSON object on stdout: the rollback record journaled, any hand-edit version, quarantines and hook failure.
     #[arg(long)]
     pub json: bool,
 }
@@ -550,6 +551,7 @@ pub struct RestoreBestArgs {
     /// Replace a hand-edited served file, journaling its content first.
     #[arg(long)]
     pub force: bool,
+    /// Print one JSON object on stdout: the rollback record journaled, any hand-edit version, quarantines and hook failure.
     #[arg(long)]
     pub json: bool,
 }

@@ -30,6 +30,7 @@ fn bad(msg: String) -> Failure {
 
 #[derive(Debug, clap::Args)]
 pub struct PendingArgs {
+    /// Print `{"pending": [...]}` on stdout: per version its parent, round, candidate, confirm-part delta, alpha, CI, changed fields and credits.
     #[arg(long)]
     pub json: bool,
 }
@@ -123,6 +124,7 @@ pub struct ReviewArgs {
     /// Why (journaled).
     #[arg(long)]
     pub reason: Option<String>,
+    /// Print one JSON object on stdout: the version acted on and the journal events written.
     #[arg(long)]
     pub json: bool,
 }
@@ -257,12 +259,15 @@ pub enum EscalationAction {
     Resolve {
         /// The escalated class (a hypothesis key such as `retrieve.top_k::increase`).
         key: String,
+        /// Why it is closed (journaled with the review).
         #[arg(long)]
         reason: String,
     },
     /// Open a resolved escalation again: its direction is held back again.
     Reopen {
+        /// The escalated class (a hypothesis key such as `retrieve.top_k::increase`).
         key: String,
+        /// Why it is opened again (journaled with the review).
         #[arg(long)]
         reason: Option<String>,
     },

@@ -65,10 +65,87 @@ pub fn completions(args: &CompletionsArgs, cmd: &mut clap::Command) -> CmdResult
     Ok(exit::OK)
 }
 
-pub fn man(cmd: clap::Command) -> CmdResult {
+#[derive(Debug, clap::Args)]
+pub struct ManArgs {
+    /// Write emend.1 and one page per subcommand (emend-evolve.1, ...) into this directory instead.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<std::path::PathBuf>,
+}
+
+/// The sections every page ends with: exit status, environment, files.
+const MAN_TAIL: &str = r#".SH "EXIT STATUS"
+.TP
+\fB0\fR
+The command did what it was asked (an evolve run that accepted nothing still succeeded).
+.TP
+\fB1\fR
+The run failed: an evaluation of the served strategy, the journal, or I/O.
+.TP
+\fB2\fR
+Bad input or usage: malformed YAML, a strategy that breaks the schema, a bad dataset, a bad flag,
+a hand\-edited served file, a setting this binary is built without.
+.TP
+\fB3\fR
+Another process holds the journal (the message names its pid, host and start time).
+.SH ENVIRONMENT
+.TP
+\fBEMEND_MINILM_DIR\fR
+The all\-MiniLM\-L6\-v2 model directory (wins over harness.minilm_dir; needs the minilm feature).
+.TP
+\fBNO_COLOR\fR, \fBCLICOLOR_FORCE\fR
+Colour off, or on even when stdout is not a terminal.
+.TP
+\fBRUST_LOG\fR
+Log filter for stderr (default warn).
+.TP
+\fBRAY_ADDRESS\fR
+The Ray cluster address for harness.executor: ray when harness.ray.address is not set.
+.TP
+API keys
+Each model role reads its key from the variable its roles.<role>.api_key_env names.
+Hooks receive EMEND_PROJECT, EMEND_SERVED_FILE, EMEND_SERVED_VERSION, EMEND_SERVED_HASH,
+EMEND_PREVIOUS_VERSION, EMEND_CHANGE and, for on_pending, EMEND_PENDING_VERSION,
+EMEND_PENDING_HASH and EMEND_PENDING_PARENT.
+.SH FILES
+.TP
+\fBemend.yaml\fR
+The project configuration (found in the current directory or the nearest parent, or \-\-project).
+.TP
+\fBstrategies/served.yaml\fR
+The served strategy, rewritten from the journal on every change.
+.TP
+\fB.emend/\fR
+The journal (sled store and its read view), the lock and the caches.
+"#;
+
+/// One page: clap's sections, then [`MAN_TAIL`].
+fn man_page(cmd: clap::Command) -> Result<Vec<u8>, Failure> {
     let mut buf = Vec::new();
     clap_mangen::Man::new(cmd).render(&mut buf).map_err(Failure::failed)?;
-    write_stdout(&buf)?;
+    buf.extend_from_slice(MAN_TAIL.as_bytes());
+    Ok(buf)
+}
+
+pub fn man(args: &ManArgs, cmd: clap::Command) -> CmdResult {
+    let Some(dir) = &args.dir else {
+        write_stdout(&man_page(cmd)?)?;
+        return Ok(exit::OK);
+    };
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Failure::bad_input(anyhow::anyhow!("--dir {}: cannot create: {e}", dir.display())))?;
+    let mut cmd = cmd;
+    cmd.build();
+    let mut pages = vec![("emend.1".to_string(), man_page(cmd.clone())?)];
+    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+        let name = format!("emend-{}", sub.get_name());
+        pages.push((format!("{name}.1"), man_page(sub.clone().display_name(name))?));
+    }
+    for (file, page) in &pages {
+        let path = dir.join(file);
+        engine::artifact::write_atomic(&path, page)
+            .map_err(|e| Failure::failed(anyhow::anyhow!("{}: cannot write: {e}", path.display())))?;
+    }
+    println!("wrote {} man pages to {}", pages.len(), dir.display());
     Ok(exit::OK)
 }
 
