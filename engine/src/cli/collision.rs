@@ -121,6 +121,12 @@ pub fn run(args: &CollisionArgs) -> CmdResult {
     }
     let model = match strategy.index.dense_kind {
         harness::strategy::DenseKind::Minilm => {
+            if !cfg!(feature = "minilm") {
+                return Err(Failure::bad_input(anyhow!(
+                    "emend collision: index.dense_kind: minilm: {}",
+                    harness::minilm::NOT_BUILT
+                )));
+            }
             let Some((dir, setting)) = harness::minilm::locate(None) else {
                 return Err(Failure::bad_input(anyhow!(
                     "emend collision: index.dense_kind: minilm needs the model: set EMEND_MINILM_DIR (scripts/install-minilm.sh)"
