@@ -11,6 +11,12 @@ use serde::{Deserialize, Serialize};
 use crate::stats::{AlphaSchedule, BootstrapUnit};
 
 pub const CONFIG_FILE: &str = "emend.yaml";
+/// The JSON Schema of `emend.yaml` (schemas/emend.schema.json), for editors;
+/// [`parse_config`] is authoritative.
+pub const CONFIG_SCHEMA: &str = include_str!("../../schemas/emend.schema.json");
+/// Where `emend init` writes [`CONFIG_SCHEMA`], relative to the project
+/// directory; the first line of the emend.yaml it writes names it.
+pub const CONFIG_SCHEMA_FILE: &str = "schema/emend.schema.json";
 /// The journal and caches, inside the project directory.
 pub const STATE_DIR: &str = ".emend";
 
@@ -1065,14 +1071,15 @@ hooks:
   timeout: 30s
 ";
 
-/// The commented `emend.yaml` that `emend init` writes.
+/// The commented `emend.yaml` that `emend init` writes, its first line the
+/// modeline naming [`CONFIG_SCHEMA_FILE`].
 pub fn render_config(
     tasks: &str,
     strategy: &Path,
     harness_command: Option<&[String]>,
     schema: Option<&Path>,
 ) -> String {
-    let mut out = String::new();
+    let mut out = crate::artifact::schema_modeline(CONFIG_SCHEMA_FILE);
     out.push_str("# emend project configuration. Paths are relative to this file's directory.\n\n");
     render_harness(&mut out, tasks, harness_command, schema);
     out.push_str(&format!(

@@ -275,10 +275,35 @@ fn harness_command_and_schema_paths_are_relative_to_emend_yaml() {
     assert!(config.contains("schema: \"../my.schema.json\""), "{config}");
     assert!(config.contains(r#"argv: ["python3", "../adapter.py", "{strategy}", "{tasks}", "{out}"]"#), "{config}");
     assert!(!config.contains(tmp.path().to_str().unwrap()), "{config}");
-    // The served file's modeline names that schema, and init copied none of its own.
+    // The served file's modeline names that schema, and init copied none of its own
+    // (only emend.yaml's schema).
     let served = std::fs::read_to_string(tmp.path().join("p/strategies/served.yaml")).unwrap();
     assert_eq!(served.lines().next().unwrap(), format!("{MODELINE}../../my.schema.json"));
-    assert!(!tmp.path().join("p/schema").exists());
+    assert!(!tmp.path().join("p/schema/strategy.schema.json").exists());
+    assert!(tmp.path().join("p/schema/emend.schema.json").is_file());
+}
+
+#[test]
+fn init_writes_emend_yaml_under_the_modeline_of_its_schema() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    init(&dir);
+    let config = std::fs::read_to_string(dir.join("emend.yaml")).unwrap();
+    assert_eq!(config.lines().next().unwrap(), format!("{MODELINE}schema/emend.schema.json"), "{config}");
+    // The file the modeline names, relative to emend.yaml, is the schema built into emend.
+    assert_eq!(std::fs::read_to_string(dir.join("schema/emend.schema.json")).unwrap(), engine::config::CONFIG_SCHEMA);
+    // The modeline is a comment: the project loads as before.
+    let (code, _, err) = emend(&dir, &["status"]);
+    assert_eq!(code, 0, "{err}");
+    // init refuses to overwrite a different schema/emend.schema.json and leaves it as it was.
+    let other = tmp.path().join("q");
+    std::fs::create_dir_all(other.join("schema")).unwrap();
+    std::fs::write(other.join("schema/emend.schema.json"), "{}").unwrap();
+    let (code, _, err) = emend(tmp.path(), &["init", "q", "--tasks", "builtin"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("emend.schema.json"), "{err}");
+    assert_eq!(std::fs::read_to_string(other.join("schema/emend.schema.json")).unwrap(), "{}");
+    assert!(!other.join("emend.yaml").exists());
 }
 
 #[test]

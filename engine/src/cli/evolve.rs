@@ -131,7 +131,7 @@ fn plan_init(args: &InitArgs) -> Result<InitPlan, Failure> {
         )));
     }
     // Paths given on the command line are relative to where the user stands.
-    // emend.yaml holds them relative to its own directory, as its first line says.
+    // emend.yaml holds them relative to its own directory, as its header says.
     let project_abs = absolute_dir(dir);
     let tasks = tasks_setting(&args.tasks, &project_abs)?;
     let schema_path = args.schema.as_deref().map(absolute);
@@ -147,6 +147,14 @@ fn plan_init(args: &InitArgs) -> Result<InitPlan, Failure> {
         return Err(Failure::bad_input(anyhow::anyhow!(
             "{}: already exists and differs from emend's schema; refusing to overwrite it",
             schema_copy.display()
+        )));
+    }
+    let config_schema = dir.join(config::CONFIG_SCHEMA_FILE);
+    if config_schema.exists() && std::fs::read(&config_schema).ok().as_deref() != Some(config::CONFIG_SCHEMA.as_bytes())
+    {
+        return Err(Failure::bad_input(anyhow::anyhow!(
+            "{}: already exists and differs from emend's configuration schema; refusing to overwrite it",
+            config_schema.display()
         )));
     }
     let schema_rel = schema_path.as_deref().map(|p| PathBuf::from(artifact::relative_path(&project_abs, p)));
@@ -194,13 +202,21 @@ fn starting_strategy(
     }
 }
 
-/// Writes the project into its (existing) directory: emend.yaml, the journal with v1,
-/// the served file and, without `--schema`, a copy of the built-in schema. The task
-/// set and harness are checked (the backend built) before anything is written.
+/// Writes the project into its (existing) directory: emend.yaml and the schema its
+/// modeline names, the journal with v1, the served file and, without `--schema`, a
+/// copy of the built-in strategy schema. The task set and harness are checked (the
+/// backend built) before anything is written.
 fn write_project(plan: &InitPlan, args: &InitArgs) -> Result<Box<dyn engine::backend::Backend>, Failure> {
     let (dir, project) = (&args.dir, &plan.project);
     let backend = init_backend(project, &plan.schema, args)?;
     artifact::write_atomic(&project.config_path(), plan.config.as_bytes()).map_err(Failure::failed)?;
+    // The schema emend.yaml's first line names, for editors; emend itself reads
+    // emend.yaml with its own parser.
+    let config_schema = dir.join(config::CONFIG_SCHEMA_FILE);
+    let parent = config_schema.parent().expect("a file under schema/");
+    std::fs::create_dir_all(parent).map_err(|e| Failure::failed(anyhow::anyhow!("{}: {e}", parent.display())))?;
+    artifact::write_atomic(&config_schema, config::CONFIG_SCHEMA.as_bytes())
+        .map_err(|e| Failure::failed(anyhow::anyhow!("{}: {e}", config_schema.display())))?;
     let mut log = common::writer(project)?;
     let state = dir.join(config::STATE_DIR).join(".gitignore");
     artifact::write_atomic(&state, STATE_GITIGNORE.as_bytes())
@@ -233,6 +249,7 @@ fn print_initialized(plan: &InitPlan, questions: usize, json: bool) {
             "strategy": project.strategy_path().display().to_string(),
             "journal": project.journal_dir().display().to_string(),
             "schema": project.resolve(schema_rel.unwrap_or(Path::new(artifact::PROJECT_SCHEMA_FILE))).display().to_string(),
+            "config_schema": dir.join(config::CONFIG_SCHEMA_FILE).display().to_string(),
             "served_version": 1,
             "served_hash": plan.start.hash,
             "questions": questions,
@@ -241,6 +258,7 @@ fn print_initialized(plan: &InitPlan, questions: usize, json: bool) {
     }
     println!("initialized emend project in {}", dir.display());
     println!("  {}  (settings, every one commented)", project.config_path().display());
+    println!("  {}  (the schema of emend.yaml, for editors)", dir.join(config::CONFIG_SCHEMA_FILE).display());
     println!("  {}  (v1, hash {:.12}, from {})", project.strategy_path().display(), plan.start.hash, plan.origin);
     println!("  {}  (journal; .emend/ ignores itself for git)", project.journal_dir().display());
     match schema_rel {
@@ -279,6 +297,7 @@ fn init_backend(
 struct Created {
     dir_existed: bool,
     schema_existed: bool,
+    config_schema_existed: bool,
     dir: PathBuf,
 }
 
@@ -287,6 +306,7 @@ impl Created {
         Created {
             dir_existed: dir.exists(),
             schema_existed: dir.join(artifact::PROJECT_SCHEMA_FILE).exists(),
+            config_schema_existed: dir.join(config::CONFIG_SCHEMA_FILE).exists(),
             dir: dir.to_path_buf(),
         }
     }
@@ -299,10 +319,13 @@ impl Created {
         let _ = std::fs::remove_file(project.config_path());
         let _ = std::fs::remove_dir_all(self.dir.join(config::STATE_DIR));
         let schema = self.dir.join(artifact::PROJECT_SCHEMA_FILE);
-        if !self.schema_existed
-            && std::fs::remove_file(&schema).is_ok()
+        let config_schema = self.dir.join(config::CONFIG_SCHEMA_FILE);
+        let removed_schema = !self.schema_existed && std::fs::remove_file(&schema).is_ok();
+        let removed_config_schema = !self.config_schema_existed && std::fs::remove_file(&config_schema).is_ok();
+        if (removed_schema || removed_config_schema)
             && let Some(parent) = schema.parent()
         {
+            // Only if init's own schema/ directory is now empty.
             let _ = std::fs::remove_dir(parent);
         }
         let strategy = project.strategy_path();
