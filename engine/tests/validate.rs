@@ -88,3 +88,24 @@ fn a_missing_file_is_bad_input() {
     assert_eq!(code, 2);
     assert!(text.contains("/nonexistent/strategy.yaml: cannot read"), "{text}");
 }
+
+/// A file named emend.yaml is checked as a project configuration by emend's
+/// own parser: the repository's passes; a misspelled key is refused with
+/// exit 2 and one line naming the file, the line and the key.
+#[test]
+fn emend_yaml_is_checked_as_a_configuration() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../emend.yaml");
+    let (code, text, _) = validate(&[&root]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.starts_with("ok configuration "), "{text}");
+
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = tmp.path().join("emend.yaml");
+    let good = std::fs::read_to_string(&root).unwrap();
+    assert!(good.contains("\n  alpha: "), "the repository's emend.yaml sets gates.alpha");
+    std::fs::write(&bad, good.replace("\n  alpha: ", "\n  alpah: ")).unwrap();
+    let (code, text, _) = validate(&[&bad]);
+    assert_eq!(code, 2, "{text}");
+    assert_eq!(text.trim().lines().count(), 1, "{text}");
+    assert!(text.contains("emend.yaml: line ") && text.contains("unknown field `alpah`"), "{text}");
+}

@@ -98,7 +98,7 @@ enum Command {
     Compare(compare::CompareArgs),
     /// Evaluate one strategy on a task set and print accuracy, per-category figures and traces.
     Eval(eval::EvalArgs),
-    /// Check strategy files: YAML syntax, the schema, unknown fields, invariants and prompt markers.
+    /// Check strategy files (YAML syntax, the schema, unknown fields, invariants, prompt markers) or an emend.yaml.
     Validate(validate::ValidateArgs),
     /// Mechanism fidelity: per mechanism of the served strategy, contributing, unexercised, defective or inconclusive.
     Audit(inspect::JsonArg),

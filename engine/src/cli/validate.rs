@@ -1,4 +1,5 @@
-//! `emend validate FILE...`: is each file a legal strategy?
+//! `emend validate FILE...`: is each file a legal strategy (or, for a file
+//! named emend.yaml, a legal project configuration)?
 
 use std::path::PathBuf;
 
@@ -11,7 +12,7 @@ use super::{CmdResult, Failure};
 
 #[derive(Debug, clap::Args)]
 pub struct ValidateArgs {
-    /// Strategy files to check.
+    /// Strategy files to check; a file named emend.yaml is checked as a project configuration.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
     /// Check against this schema instead of the built-in one.
@@ -30,6 +31,12 @@ pub fn run(args: &ValidateArgs) -> CmdResult {
     let mut all_ok = true;
     let mut reports = Vec::new();
     for file in &args.files {
+        if file.file_name().is_some_and(|n| n == engine::config::CONFIG_FILE) {
+            let report = check_config(file, args.json);
+            all_ok &= report["ok"] == true;
+            reports.push(report);
+            continue;
+        }
         match artifact::load_file(file, &schema) {
             Ok(a) => {
                 if !args.json {
@@ -54,4 +61,27 @@ pub fn run(args: &ValidateArgs) -> CmdResult {
         println!("{}", serde_json::to_string_pretty(&json!({"ok": all_ok, "files": reports})).expect("JSON renders"));
     }
     Ok(if all_ok { exit::OK } else { exit::BAD_INPUT })
+}
+
+/// A project configuration, read by emend's own parser: unknown keys, types
+/// and ranges, each problem naming the line and key.
+fn check_config(file: &std::path::Path, json: bool) -> serde_json::Value {
+    let result = std::fs::read_to_string(file)
+        .map_err(|e| format!("cannot read: {e}"))
+        .and_then(|text| engine::config::parse_config(&text).map(|_| ()));
+    let name = file.display().to_string();
+    match result {
+        Ok(()) => {
+            if !json {
+                println!("ok configuration  {name}");
+            }
+            json!({"file": name, "ok": true, "kind": "configuration", "hash": null, "problems": []})
+        }
+        Err(e) => {
+            if !json {
+                println!("{name}: {e}");
+            }
+            json!({"file": name, "ok": false, "kind": "configuration", "hash": null, "problems": [e]})
+        }
+    }
 }
