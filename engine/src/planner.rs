@@ -175,12 +175,15 @@ pub fn evolve(
     if let Some(model) = &field.needs_model
         && !roles.iter().any(|r| r == model)
     {
-        return Proposal::Blocked {
-            reason: format!(
+        let reason = if model == "minilm" && !cfg!(feature = "minilm") {
+            format!("{} needs the minilm model: {}", plan.path, harness::minilm::NOT_BUILT)
+        } else {
+            format!(
                 "{} needs the {model} model installed (EMEND_MINILM_DIR or harness.minilm_dir), which is not",
                 plan.path
-            ),
+            )
         };
+        return Proposal::Blocked { reason };
     }
     let Some(current) = get_path(served, &plan.path) else {
         return Proposal::Blocked { reason: format!("{} is missing from the served strategy", plan.path) };

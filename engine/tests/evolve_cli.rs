@@ -273,3 +273,22 @@ fn max_evals_stops_the_run_and_bad_budgets_exit_2() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!((v["stopped"].as_str(), v["rounds"].as_u64()), (Some("max_time"), Some(0)), "{v}");
 }
+
+/// A direction blocked for the same reason in every searched segment (the
+/// MiniLM channel without its model or feature) is reported once per run on
+/// stderr, however many segments the run searched.
+#[test]
+fn a_repeated_notice_is_printed_once_per_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    init(&dir);
+    let (code, _, err) = emend(&dir, &["evolve", "--rounds", "2"]);
+    assert_eq!(code, 0, "{err}");
+    let blocked: Vec<&str> = err.lines().filter(|l| l.contains("index.dense_kind::toggle: blocked")).collect();
+    assert_eq!(blocked.len(), 1, "{err}");
+    let (code, export, err) = emend(&dir, &["journal", "export"]);
+    assert_eq!(code, 0, "{err}");
+    // Each searched segment asked the planner again (and was blocked again).
+    let segments = export.lines().filter(|l| l.contains("\"kind\":\"searched\"")).count();
+    assert!(segments > 1, "{segments} searched segments");
+}

@@ -418,8 +418,16 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
     config::check_rounds("--rounds", opts.rounds).map_err(|m| Failure::bad_input(anyhow::anyhow!(m)))?;
     let mut log = open_initialized(&project, &schema)?;
     let live = term::Live::start("observing the served strategy", !args.quiet);
+    // A direction blocked for the same reason (a model not installed, a role
+    // not configured) is reported once per run, not once per searched segment.
+    let mut notices = std::collections::BTreeSet::new();
     let mut progress = |p: Progress| {
         if args.quiet {
+            return;
+        }
+        if let Progress::Candidate { hypothesis, step: engine::progress::Step::Blocked { reason }, .. } = &p
+            && !notices.insert((hypothesis.clone(), reason.clone()))
+        {
             return;
         }
         let (style, line, status) = render(&p);
