@@ -150,12 +150,9 @@ fn run(
     evo.run(&RunOptions::rounds(rounds, candidates), &mut |_| {}).unwrap()
 }
 
-fn events(log: &MemoryJournal) -> Vec<Event> {
-    log.read_from(1).unwrap().iter().map(|r| Event::from_record(r).unwrap()).collect()
-}
-
-#[test]
-fn a_real_improvement_is_accepted_with_a_complete_gate_record() {
+/// Three rounds of four candidates on the default project, where a larger
+/// `retrieve.top_k` answers more: at least one version is accepted.
+fn improving_run() -> (tempfile::TempDir, Project, MemoryJournal, RunSummary) {
     let dir = tempfile::tempdir().unwrap();
     let p = project(dir.path(), |s| s.to_string());
     let mut log = MemoryJournal::new(EngineProjector);
@@ -163,6 +160,16 @@ fn a_real_improvement_is_accepted_with_a_complete_gate_record() {
     let backend = Scripted::new(by_top_k, "h1");
     let summary = run(&p, &mut log, &backend, 3, 4);
     assert!(summary.accepted >= 1, "{summary:?}");
+    (dir, p, log, summary)
+}
+
+fn events(log: &MemoryJournal) -> Vec<Event> {
+    log.read_from(1).unwrap().iter().map(|r| Event::from_record(r).unwrap()).collect()
+}
+
+#[test]
+fn a_real_improvement_is_accepted_with_a_complete_gate_record() {
+    let (_dir, p, log, summary) = improving_run();
     assert!(summary.served_accuracy > summary.start_accuracy + 0.1, "{summary:?}");
     // Every accepted version has its gate record: five passing gates, the
     // critic, a passing probe and a full comparison whose rules all pass.
@@ -192,13 +199,7 @@ fn a_real_improvement_is_accepted_with_a_complete_gate_record() {
 /// else (an older journal's estimate) is re-scored from the records.
 #[test]
 fn the_best_ever_pointer_holds_measured_accuracies_only() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = project(dir.path(), |s| s.to_string());
-    let mut log = MemoryJournal::new(EngineProjector);
-    start(&p, &mut log, DEFAULT);
-    let backend = Scripted::new(by_top_k, "h1");
-    let summary = run(&p, &mut log, &backend, 3, 4);
-    assert!(summary.accepted >= 1, "{summary:?}");
+    let (_dir, p, mut log, _) = improving_run();
     let recorded = |log: &MemoryJournal, hash: &str| {
         Store::new(log).latest_evaluation(hash).unwrap().map(|(_, s)| s.accuracy).expect("evaluated")
     };
@@ -220,7 +221,7 @@ fn the_best_ever_pointer_holds_measured_accuracies_only() {
         dataset_hash: best.dataset_hash.clone(),
     };
     log.append(vec![stale.to_new()]).unwrap();
-    run(&p, &mut log, &backend, 1, 4);
+    run(&p, &mut log, &Scripted::new(by_top_k, "h1"), 1, 4);
     let after = Store::new(&log).best().unwrap().unwrap();
     assert_eq!(after.accuracy, recorded(&log, &after.hash), "{after:?}");
 }
