@@ -59,6 +59,20 @@ pub enum BackendError {
         /// The first outcome with an error, in outcome order.
         first_error: Option<QuestionError>,
     },
+    /// A stop was requested (a signal, `--preempt`, a closed output) before this evaluation began.
+    #[error("not evaluated: the run was asked to stop ({cause})")]
+    Interrupted { cause: &'static str },
+}
+
+impl BackendError {
+    /// `Err(Interrupted)` once the run was asked to stop: backends check it
+    /// before each evaluation, so a stop request waits for at most one.
+    pub fn unless_stopped() -> Result<(), BackendError> {
+        match crate::stop::requested() {
+            Some(cause) => Err(BackendError::Interrupted { cause: cause.as_str() }),
+            None => Ok(()),
+        }
+    }
 }
 
 fn incomplete_message(expected: usize, got: usize, answered: usize, first_error: Option<&QuestionError>) -> String {
@@ -149,7 +163,8 @@ impl BackendError {
             | BackendError::UnknownQuestion { .. }
             | BackendError::Io { .. }
             | BackendError::Shard { .. }
-            | BackendError::Incomplete { .. } => journal::ErrorClass::Failed,
+            | BackendError::Incomplete { .. }
+            | BackendError::Interrupted { .. } => journal::ErrorClass::Failed,
         }
     }
 }
@@ -465,6 +480,7 @@ impl Backend for BuiltinBackend {
     }
 
     fn evaluate(&self, artifact: &Artifact, subset: Option<&[String]>) -> Result<Evaluation, BackendError> {
+        BackendError::unless_stopped()?;
         if let Some(shards) = &self.shards {
             let mut eval = shards.evaluate(artifact, subset)?;
             if subset.is_none() {

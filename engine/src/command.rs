@@ -577,6 +577,7 @@ impl Backend for CommandBackend {
     }
 
     fn evaluate(&self, artifact: &Artifact, subset: Option<&[String]>) -> Result<Evaluation, BackendError> {
+        BackendError::unless_stopped()?;
         let positions = self.positions(subset)?;
         Ok(Evaluation::new(self.run(artifact, &positions)?))
     }

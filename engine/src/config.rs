@@ -754,6 +754,11 @@ impl Approval {
 pub struct ServeConfig {
     #[serde(default)]
     pub approval: Approval,
+    /// At most this many live pending versions: a new one supersedes the
+    /// oldest beyond it (none: only those tested against the same served
+    /// version are superseded).
+    #[serde(default)]
+    pub max_pending: Option<u32>,
 }
 
 /// `hooks:` in emend.yaml: commands told of changes, run without a shell.
@@ -1011,6 +1016,9 @@ pub fn parse_config(text: &str) -> Result<ProjectConfig, String> {
             ));
         }
     }
+    if config.serve.max_pending == Some(0) {
+        return Err("serve.max_pending: must be at least 1 (or null: no cap)".into());
+    }
     if config.hooks.on_pending.is_some() && config.serve.approval == Approval::Auto {
         return Err(
             "hooks.on_pending: only runs with serve.approval: manual (no version is ever pending in auto)".into()
@@ -1054,8 +1062,11 @@ const SERVE_DOC: &str = "
 serve:
   # auto: a candidate that passes every gate is served at once. manual: it becomes a
   # pending version (journaled, not served) until `emend approve vN`; meanwhile the loop
-  # keeps searching from the served version.
+  # keeps searching from the served version. A new pending version supersedes the older
+  # ones tested against the same served version (listed by `emend pending --all`).
   approval: auto
+  # At most this many live pending versions (the oldest beyond it is superseded); null: no cap.
+  max_pending: null
 
 hooks:
   # argv run (no shell) after every change of the served version, whatever caused it, with
@@ -1065,7 +1076,8 @@ hooks:
   on_served: null
   # argv run after a version becomes pending (serve.approval: manual), with
   # EMEND_PENDING_VERSION, EMEND_PENDING_HASH, EMEND_PENDING_PARENT, EMEND_SERVED_VERSION,
-  # EMEND_SERVED_FILE, EMEND_CHANGE=pending, EMEND_PROJECT.
+  # EMEND_PENDING_SUPERSEDES (the versions it superseded, space-separated), EMEND_SERVED_FILE,
+  # EMEND_CHANGE=pending, EMEND_PROJECT.
   on_pending: null
   # A hook still running after this is killed (and counts as failed).
   timeout: 30s

@@ -9,7 +9,7 @@
 //! *pending* version (numbered and journaled, not served, never the
 //! best-ever until approved); a quarantined version is never restored.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
@@ -48,6 +48,10 @@ pub struct Policy<'a> {
     pub approval: Approval,
     /// Versions never restored automatically (an operator rolled back from them or quarantined them).
     pub quarantined: &'a BTreeSet<u64>,
+    /// The live pending versions (version -> the served version it was tested against), oldest first.
+    pub pending: &'a BTreeMap<u64, u64>,
+    /// `serve.max_pending`: at most this many live pending versions.
+    pub max_pending: Option<u32>,
 }
 
 /// What the round decides.
@@ -66,6 +70,9 @@ pub struct Decision {
     pub restore: Option<Restore>,
     /// The operator's pin held back an auto-restore that would otherwise be considered.
     pub pinned: bool,
+    /// Live pending versions the new pending one supersedes: those tested
+    /// against the same served version, and the oldest beyond `max_pending`.
+    pub supersedes: Vec<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -178,7 +185,27 @@ pub fn decide(tested: &[Tested<'_>], served: Serving, best: &Best, next_version:
         to_accuracy: best_after.accuracy,
         tau: tau_rollback,
     });
-    Decision { winner, pending, held_by_quarantine, verdicts, best: best_after, restore, pinned }
+    let supersedes = match winner {
+        Some(_) if pending => superseded(policy, served.version),
+        _ => Vec::new(),
+    };
+    Decision { winner, pending, held_by_quarantine, verdicts, best: best_after, restore, pinned, supersedes }
+}
+
+/// The live pending versions a new pending version (tested against `served`)
+/// supersedes, in version order: every one tested against `served`, then the
+/// oldest others until at most `max_pending` stay live with the new one.
+fn superseded(policy: &Policy<'_>, served: u64) -> Vec<u64> {
+    let mut out: Vec<u64> = policy.pending.iter().filter(|(_, p)| **p == served).map(|(v, _)| *v).collect();
+    if let Some(max) = policy.max_pending {
+        let mut live: Vec<u64> = policy.pending.keys().copied().filter(|v| !out.contains(v)).collect();
+        // The new version counts as one of the live ones.
+        while live.len() + 1 > max as usize && !live.is_empty() {
+            out.push(live.remove(0));
+        }
+        out.sort_unstable();
+    }
+    out
 }
 
 /// The index in `tested` of the round's winner: the candidate that passed
@@ -243,6 +270,9 @@ pub fn events(
             round: Some(round),
             note: note.to_string(),
         });
+        for &version in &decision.supersedes {
+            out.push(Event::PendingSuperseded { version, superseded_by: w.version, at: stamp.at.clone() });
+        }
     }
     if let (Some(w), Some((applied, note)), false) = (&decision.winner, &winner, decision.pending) {
         if decision.best.moved {
@@ -285,9 +315,16 @@ mod tests {
 
     const SERVED: Serving = Serving { version: 3, accuracy: 0.60, pinned: false };
     static NONE: BTreeSet<u64> = BTreeSet::new();
+    static NO_PENDING: BTreeMap<u64, u64> = BTreeMap::new();
 
     fn auto() -> Policy<'static> {
-        Policy { tau_rollback: 0.02, approval: Approval::Auto, quarantined: &NONE }
+        Policy {
+            tau_rollback: 0.02,
+            approval: Approval::Auto,
+            quarantined: &NONE,
+            pending: &NO_PENDING,
+            max_pending: None,
+        }
     }
 
     fn kinds(ev: &[Event]) -> Vec<String> {
@@ -320,6 +357,31 @@ mod tests {
         let d = decide(&tested, SERVED, &best(3, 0.60), 4, &auto());
         let ev = events(&d, 7, 3, Some((Applied { hash: "hw", document: &doc }, "n")), &best(3, 0.60), &stamp);
         assert_eq!(kinds(&ev), ["versioned:accepted", "best_changed", "accept:v4"]);
+    }
+
+    #[test]
+    fn a_new_pending_version_supersedes_those_tested_against_the_same_served_version() {
+        let a = full(0.05, true, &[]);
+        let tested = [Tested { trial: 0, full: &a, accuracy: Some(0.65) }];
+        // v4 and v6 were tested against the served v3, v5 against v2 (served before a rollback).
+        let live = BTreeMap::from([(4, 3), (5, 2), (6, 3)]);
+        let manual = Policy { approval: Approval::Manual, pending: &live, ..auto() };
+        let d = decide(&tested, SERVED, &best(3, 0.60), 7, &manual);
+        assert_eq!(d.supersedes, vec![4, 6]);
+        let stamp = Stamp { who: "u@h".into(), at: "T".into() };
+        let doc = serde_json::json!({"x": 1});
+        let ev = events(&d, 7, 3, Some((Applied { hash: "hw", document: &doc }, "n")), &best(3, 0.60), &stamp);
+        assert_eq!(kinds(&ev), ["versioned:pending", "pending_superseded", "pending_superseded"]);
+        // A cap of one live pending version: v5 goes too.
+        let capped = Policy { max_pending: Some(1), ..manual };
+        assert_eq!(decide(&tested, SERVED, &best(3, 0.60), 7, &capped).supersedes, vec![4, 5, 6]);
+        // A cap of two: the new version and v5 stay live.
+        let two = Policy { max_pending: Some(2), ..manual };
+        assert_eq!(decide(&tested, SERVED, &best(3, 0.60), 7, &two).supersedes, vec![4, 6]);
+        // Without a winner, or in auto approval, nothing is superseded.
+        assert!(decide(&[], SERVED, &best(3, 0.60), 7, &manual).supersedes.is_empty());
+        let auto_live = Policy { pending: &live, ..auto() };
+        assert!(decide(&tested, SERVED, &best(3, 0.60), 7, &auto_live).supersedes.is_empty());
     }
 
     #[test]

@@ -177,6 +177,14 @@ pub enum Event {
         reason: String,
         who: String,
         at: String,
+        /// Approved with `--force` although it was tested against another
+        /// version than the one served when it was approved (which it names).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        forced_over: Option<u64>,
+        /// Approved after `approve --retest`: the id of the candidate record of
+        /// its confirm test against the version served then.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retest: Option<String>,
     },
     /// A person resolved an escalation (its direction may be proposed again) or reopened it.
     EscalationReviewed {
@@ -197,6 +205,26 @@ pub enum Event {
         /// What changed: accepted, approved, rollback, restore-best, auto-restore, pending.
         change: String,
         error: String,
+        at: String,
+    },
+    /// A newer pending version tested against the same served version replaced
+    /// this one as the live option; it stays in the journal and is listed by
+    /// `pending --all`.
+    PendingSuperseded {
+        version: u64,
+        superseded_by: u64,
+        at: String,
+    },
+    /// A run stopped before round `round` finished (or started): nothing of
+    /// that round was journaled; the next run uses its number again.
+    Interrupted {
+        round: u64,
+        /// `preempted`, `SIGINT`, `SIGTERM` or `output closed`.
+        cause: String,
+        /// For a preemption: the operator's command that asked, and who.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        requested_by: Option<String>,
+        who: String,
         at: String,
     },
 }
@@ -529,6 +557,8 @@ impl Event {
             Event::EscalationReviewed { .. } => "escalation_reviewed",
             Event::HookFailed { .. } => "hook_failed",
             Event::Searched(_) => "searched",
+            Event::PendingSuperseded { .. } => "pending_superseded",
+            Event::Interrupted { .. } => "interrupted",
         }
     }
 
@@ -537,6 +567,7 @@ impl Event {
         let mut payload = serde_json::to_value(self).expect("events serialize");
         if let Some(m) = payload.as_object_mut() {
             m.remove("kind");
+            stamp_actor(m);
         }
         NewEvent::new(self.kind(), payload)
     }
@@ -641,8 +672,14 @@ impl Projector for EngineProjector {
             Event::Unquarantined { version, .. } => {
                 state.remove(T_STRATEGIES, &quarantine_key(version));
             }
-            Event::PendingReviewed { version, approved, reason, who, at } => {
-                let review = json!({"reason": reason, "who": who, "at": at, "seq": record.seq});
+            Event::PendingReviewed { version, approved, reason, who, at, forced_over, retest } => {
+                let mut review = json!({"reason": reason, "who": who, "at": at, "seq": record.seq});
+                if let Some(f) = forced_over {
+                    review["forced_over"] = json!(f);
+                }
+                if let Some(r) = retest {
+                    review["retest"] = json!(r);
+                }
                 let status = if approved { "approved" } else { "rejected" };
                 record_review(state, T_STRATEGIES, &pending_key(version), status, review)
                     .ok_or_else(|| ProjectError::from(format!("event {}: v{version} was never pending", record.seq)))?;
@@ -654,11 +691,30 @@ impl Projector for EngineProjector {
                     json!({"hook": hook, "version": version, "change": change, "error": error, "at": at, "seq": record.seq}),
                 );
             }
+            e @ (Event::PendingSuperseded { .. } | Event::Interrupted { .. }) => project_stop(state, record.seq, e)?,
             Event::RoundFinished(r) => project_round(state, &r),
             Event::Searched(r) => state.put(T_SEARCHES, &format!("{:012}", record.seq), to_value(&r)),
         }
         Ok(())
     }
+}
+
+/// A superseded pending version's review, or the last interruption of a run.
+fn project_stop(state: &mut dyn ProjectionState, seq: u64, event: Event) -> Result<(), ProjectError> {
+    match event {
+        Event::PendingSuperseded { version, superseded_by, at } => {
+            let review = json!({"superseded_by": superseded_by, "at": at, "seq": seq});
+            record_review(state, T_STRATEGIES, &pending_key(version), "superseded", review)
+                .ok_or_else(|| ProjectError::from(format!("event {seq}: v{version} was never pending")))?;
+        }
+        Event::Interrupted { round, cause, requested_by, who, at } => state.put(
+            T_POINTERS,
+            "interrupted",
+            json!({"round": round, "cause": cause, "requested_by": requested_by, "who": who, "at": at, "seq": seq}),
+        ),
+        _ => {}
+    }
+    Ok(())
 }
 
 /// One row per question of an evaluation, keyed by question and strategy.
@@ -682,6 +738,8 @@ fn project_question_history(
 /// A finished round: its record, and its line of the scoreboard.
 fn project_round(state: &mut dyn ProjectionState, r: &RoundRecord) {
     state.put(T_ROUNDS, &round_key(r.round), to_value(r));
+    // A finished round closes an earlier interruption.
+    state.remove(T_POINTERS, "interrupted");
     state.put(
         T_SCOREBOARD,
         &round_key(r.round),
@@ -792,19 +850,45 @@ fn user_from_uid() -> Option<String> {
     Some(name.to_string_lossy().into_owned()).filter(|n| !n.is_empty())
 }
 
-/// `user@host` for rollback records.
+/// `name@host`: the process's real user as the password database names it
+/// (`getuid`; `$USER` is not read, so a caller cannot rename itself), or
+/// `uid N@host` when the database has no name for it.
 pub fn who() -> String {
-    // Cron jobs often run without USER: fall back to the uid's name in the password database.
-    let user = std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .ok()
-        .filter(|u| !u.is_empty())
-        .or_else(user_from_uid)
-        .unwrap_or_else(|| "unknown".into());
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let user = user_from_uid().unwrap_or_else(|| format!("uid {uid}"));
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_else(|_| "unknown-host".into());
     format!("{user}@{host}")
+}
+
+/// What the caller declared with `--by` or `EMEND_ACTOR` (unverified: any
+/// caller can say anything), recorded beside `who`.
+static DECLARED_ACTOR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Records the declared actor of this process (the first call wins; empty is ignored).
+pub fn declare_actor(by: &str) {
+    let by = by.trim();
+    if !by.is_empty() {
+        let _ = DECLARED_ACTOR.set(by.to_string());
+    }
+}
+
+pub fn declared_actor() -> Option<&'static str> {
+    DECLARED_ACTOR.get().map(String::as_str)
+}
+
+/// An event that names a person (`who`) also records the process's uid and,
+/// when the caller declared one, `by`: stamped where every event is written.
+fn stamp_actor(m: &mut serde_json::Map<String, Value>) {
+    if m.contains_key("who") {
+        // SAFETY: getuid has no preconditions and cannot fail.
+        m.insert("uid".into(), json!(unsafe { libc::getuid() }));
+        if let Some(by) = declared_actor() {
+            m.insert("by".into(), json!(by));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -37,6 +37,7 @@ use crate::records::summarize;
 use crate::schema::StrategySchema;
 use crate::searcher::{SearchProposer, SearchSettings};
 use crate::served::missing;
+use crate::stop;
 use crate::store::{Best, Store};
 
 pub use crate::progress::Progress;
@@ -48,11 +49,13 @@ pub use crate::served::{
 mod apply;
 mod error;
 mod observe;
+mod retest;
 mod stage1;
 mod stage2;
 mod summary;
 
 pub use error::{EvolveError, Result};
+pub use retest::{RETEST, Retested, judged as retest_judged};
 pub use summary::{RunSummary, Stopped, recorded_accuracy};
 
 use apply::split_record;
@@ -200,6 +203,14 @@ fn stopped_by(proposers: &[Box<dyn Proposer>]) -> Stopped {
     }
 }
 
+/// `Err(Interrupted)` once a stop was requested.
+fn if_stopped() -> Result<()> {
+    match stop::requested() {
+        Some(cause) => Err(EvolveError::Interrupted { cause: cause.as_str() }),
+        None => Ok(()),
+    }
+}
+
 /// Whether `cost` more full-evaluation equivalents fit under `--max-evals`.
 fn affords(max_evals: Option<f64>, used: f64, cost: f64) -> bool {
     !max_evals.is_some_and(|m| m - used < cost - 1e-9)
@@ -240,71 +251,113 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         let mut summary = RunSummary::default();
         let mut state = RunState::default();
         let mut proposers = self.proposers()?;
-        let cfg_probe_size = self.project.config.gates.probe_size;
         // `opts.rounds` counts journaled rounds; a search that finds nothing is
         // not one (its searcher's patience bounds how often that happens).
         while summary.rounds < u64::from(opts.rounds) {
-            if let Some(stopped) = over_budget(opts, state.used, started.elapsed()) {
-                summary.stopped = stopped;
-                break;
-            }
-            let usage_before = self.backend.models().map(|m| m.usage());
-            let round = self.store().last_round()? + 1;
-            let observed = self.observe()?;
-            if !observed.reused {
-                state.used += 1.0;
-            }
-            progress(Progress::Observed {
-                round,
-                version: observed.version,
-                accuracy: observed.summary.accuracy,
-                reused: observed.reused,
-            });
-            self.prepare(round, &observed, &mut state, &mut summary)?;
-            // A round needs at least one probe and one confirm test, and a
-            // new served strategy its replay check: nothing is spent on a
-            // round that cannot be paid for.
-            let least = {
-                let p = state.parts.as_ref().expect("set by prepare");
-                let probe = p.cost(cfg_probe_size.min(p.search.len()));
-                let check = if state.replay.is_none() { probe } else { 0.0 };
-                check + probe + p.cost(p.confirm_ids.len())
+            // A stop request (a signal, `--preempt`, a closed output) is read
+            // between evaluations; the round in progress journals nothing.
+            let step = match stop::requested() {
+                Some(_) => Ok(None),
+                None => self.step(opts, started, &mut state, &mut summary, &mut proposers, progress),
             };
-            if !affords(opts.max_evals, state.used, least) {
-                summary.stopped = Stopped::MaxEvals;
-                break;
-            }
-            self.check_replay(&observed, &mut state)?;
-            let p = state.parts.as_ref().expect("set by prepare");
-            let input = RoundInput {
-                round,
-                observed: &observed,
-                start: state.start.as_ref().expect("set by prepare"),
-                parts: p,
-                replay: state.replay.as_ref().expect("set by prepare"),
-                opts,
-                usage_before: usage_before.as_ref(),
-            };
-            let outcome = self.round(&input, &mut proposers, opts.max_evals.map(|m| m - state.used), progress)?;
-            if let Some(o) = &outcome {
-                state.used += o.evaluations_used;
-            }
-            match after_round(outcome) {
-                AfterRound::Count(outcome) => {
-                    if summary.count(round, outcome) {
-                        // A new served strategy: the replay check must hold for it too.
-                        state.replay = None;
-                    }
-                }
-                AfterRound::SearchAgain(evaluations_used) => progress(Progress::Searched { round, evaluations_used }),
-                AfterRound::Exhausted => {
-                    summary.stopped = stopped_by(&proposers);
+            match (step, stop::requested()) {
+                (Ok(Some(stopped)), _) => {
+                    summary.stopped = stopped;
                     break;
                 }
+                (Err(e), None) => return Err(e),
+                (_, Some(cause)) => {
+                    self.interrupted(cause, &mut summary)?;
+                    break;
+                }
+                (Ok(None), None) => {}
             }
         }
         summary.evaluations_used = state.used;
         self.finish(summary, started)
+    }
+
+    /// Journals that the run stopped on `cause` before its next round finished.
+    fn interrupted(&mut self, cause: stop::Cause, summary: &mut RunSummary) -> Result<()> {
+        let round = self.store().last_round()? + 1;
+        let requested_by = stop::preempted_by().map(|r| format!("{} (pid {}, {})", r.command, r.by_pid, r.who));
+        let event = Event::Interrupted {
+            round,
+            cause: cause.as_str().into(),
+            requested_by,
+            who: crate::events::who(),
+            at: crate::events::now_rfc3339(),
+        };
+        self.log.append(vec![event.to_new()])?;
+        summary.stopped = Stopped::Interrupted;
+        summary.interrupted_round = Some(round);
+        Ok(())
+    }
+
+    /// One round of the run, or why the run stops before it (`Some`).
+    fn step(
+        &mut self,
+        opts: &RunOptions,
+        started: Instant,
+        state: &mut RunState,
+        summary: &mut RunSummary,
+        proposers: &mut [Box<dyn Proposer>],
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<Option<Stopped>> {
+        if let Some(stopped) = over_budget(opts, state.used, started.elapsed()) {
+            return Ok(Some(stopped));
+        }
+        let usage_before = self.backend.models().map(|m| m.usage());
+        let round = self.store().last_round()? + 1;
+        let observed = self.observe()?;
+        if !observed.reused {
+            state.used += 1.0;
+        }
+        progress(Progress::Observed {
+            round,
+            version: observed.version,
+            accuracy: observed.summary.accuracy,
+            reused: observed.reused,
+        });
+        self.prepare(round, &observed, state, summary)?;
+        // A round needs at least one probe and one confirm test, and a
+        // new served strategy its replay check: nothing is spent on a
+        // round that cannot be paid for.
+        let least = {
+            let p = state.parts.as_ref().expect("set by prepare");
+            let probe = p.cost(self.project.config.gates.probe_size.min(p.search.len()));
+            let check = if state.replay.is_none() { probe } else { 0.0 };
+            check + probe + p.cost(p.confirm_ids.len())
+        };
+        if !affords(opts.max_evals, state.used, least) {
+            return Ok(Some(Stopped::MaxEvals));
+        }
+        self.check_replay(&observed, state)?;
+        let p = state.parts.as_ref().expect("set by prepare");
+        let input = RoundInput {
+            round,
+            observed: &observed,
+            start: state.start.as_ref().expect("set by prepare"),
+            parts: p,
+            replay: state.replay.as_ref().expect("set by prepare"),
+            opts,
+            usage_before: usage_before.as_ref(),
+        };
+        let outcome = self.round(&input, proposers, opts.max_evals.map(|m| m - state.used), progress)?;
+        if let Some(o) = &outcome {
+            state.used += o.evaluations_used;
+        }
+        match after_round(outcome) {
+            AfterRound::Count(outcome) => {
+                if summary.count(round, outcome) {
+                    // A new served strategy: the replay check must hold for it too.
+                    state.replay = None;
+                }
+            }
+            AfterRound::SearchAgain(evaluations_used) => progress(Progress::Searched { round, evaluations_used }),
+            AfterRound::Exhausted => return Ok(Some(stopped_by(proposers))),
+        }
+        Ok(None)
     }
 
     /// The run's proposers, in the order they are asked: the model's rewrite
@@ -413,6 +466,8 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         } else {
             self.screen_round(input, &search_results, &diagnosis, &past, &mut history, proposers, budget_left, progress)
         };
+        // Evaluations cut short by a stop request are no results: nothing of the round is journaled.
+        if_stopped()?;
         let proposed = screening.proposed() || restore_due;
         // What the proposers spent screening counts even when nothing came of it.
         let spent: f64 = proposers.iter_mut().map(|p| p.spent()).sum();
@@ -430,6 +485,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         used += spent;
         used += input.parts.cost(screening.probe_size) * (screening.probes - screening.free_probes) as f64;
         self.full_tests(input, &mut screening, &mut confirm, progress);
+        if_stopped()?;
         used += input.parts.cost(input.parts.confirm_ids.len())
             * screening.trials.iter().filter(|t| t.full.is_some()).count() as f64;
         let next_version = self.store().max_version()? + 1;
@@ -467,8 +523,14 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         let tested = tested(trials, measured);
         let ineligible = self.store().ineligible()?;
         let cfg = &self.project.config;
-        let policy =
-            Policy { tau_rollback: cfg.gates.tau_rollback, approval: cfg.serve.approval, quarantined: &ineligible };
+        let pending = self.store().live_pending()?;
+        let policy = Policy {
+            tau_rollback: cfg.gates.tau_rollback,
+            approval: cfg.serve.approval,
+            quarantined: &ineligible,
+            pending: &pending,
+            max_pending: cfg.serve.max_pending,
+        };
         Ok(decide::decide(&tested, served, best, next_version, &policy))
     }
 }

@@ -8,3 +8,10 @@ pub const FAILED: u8 = 1;
 pub const BAD_INPUT: u8 = 2;
 /// Another process holds the journal's writer lock.
 pub const LOCKED: u8 = 3;
+/// An `evolve` run stopped early because an operator's command (`rollback`,
+/// `approve` or `restore-best` with `--preempt`) asked for the journal: the
+/// round in progress was journaled as interrupted, nothing of it applied.
+pub const PREEMPTED: u8 = 4;
+/// A run stopped by SIGINT (130), SIGPIPE on its output (141) or SIGTERM (143)
+/// exits 128 plus the signal, after journaling the round in progress as interrupted.
+pub const SIGNALLED_BASE: u8 = 128;

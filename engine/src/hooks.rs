@@ -73,13 +73,18 @@ pub fn run(argv: &[String], env: &[(String, String)], dir: &Path, timeout: Durat
             Ok(None) => {}
             Err(e) => return Err(format!("waiting for {}: {e}", resolved.display())),
         }
-        if started.elapsed() >= timeout {
+        // A signal that stops emend (SIGINT, SIGTERM) stops the hook too: no process is left behind.
+        let signalled = crate::stop::signalled();
+        if signalled || started.elapsed() >= timeout {
             let pgid = child.id() as libc::pid_t;
             // SAFETY: kill has no memory effects; the group is the hook's own (process_group(0)).
             unsafe { libc::kill(-pgid, libc::SIGKILL) };
             let _ = child.kill();
             let _ = child.wait();
-            return Err(format!("{} still running after {:?}; killed", resolved.display(), timeout));
+            return Err(match signalled {
+                true => format!("{} killed: emend was stopped by a signal", resolved.display()),
+                false => format!("{} still running after {:?}; killed", resolved.display(), timeout),
+            });
         }
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_millis(100));
@@ -126,7 +131,7 @@ pub fn on_served<L: EventLog + ?Sized>(
 }
 
 /// Runs `hooks.on_pending` after `version` (child of `parent`) became pending
-/// while `served` stays served. `Some(message)` when it failed.
+/// while `served` stays served, superseding `supersedes`. `Some(message)` when it failed.
 pub fn on_pending<L: EventLog + ?Sized>(
     project: &Project,
     log: &mut L,
@@ -134,14 +139,17 @@ pub fn on_pending<L: EventLog + ?Sized>(
     parent: u64,
     hash: &str,
     served: u64,
+    supersedes: &[u64],
 ) -> Option<String> {
     let argv = project.config.hooks.on_pending.as_ref()?;
+    let superseded: Vec<String> = supersedes.iter().map(u64::to_string).collect();
     let mut env = base_env(project);
     env.extend([
         ("EMEND_PENDING_VERSION".into(), version.to_string()),
         ("EMEND_PENDING_PARENT".into(), parent.to_string()),
         ("EMEND_PENDING_HASH".into(), hash.to_string()),
         ("EMEND_SERVED_VERSION".into(), served.to_string()),
+        ("EMEND_PENDING_SUPERSEDES".into(), superseded.join(" ")),
         ("EMEND_CHANGE".into(), "pending".into()),
     ]);
     let result = run(argv, &env, &project.dir, project.config.hooks.timeout);

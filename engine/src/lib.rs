@@ -33,6 +33,7 @@ pub mod screen;
 pub mod search;
 pub mod searcher;
 pub mod served;
+pub mod stop;
 pub mod store;
 pub mod views;
 

@@ -355,11 +355,19 @@ impl Walk {
             Event::Unquarantined { version, reason, who, at } => {
                 self.serving_note(version, format!("quarantine lifted by {who} at {at}: {reason}"));
             }
-            Event::PendingReviewed { version, approved, reason, who, at } => {
-                let verdict = if approved { "approved" } else { "rejected" };
+            Event::PendingReviewed { version, approved, reason, who, at, forced_over, .. } => {
+                let verdict = match (approved, forced_over) {
+                    (true, Some(s)) => format!("approved (forced over v{s}, never tested against it)"),
+                    (true, None) => "approved".to_string(),
+                    (false, _) => "rejected".to_string(),
+                };
                 self.serving_note(version, format!("{verdict} by {who} at {at}: {reason}"));
             }
+            Event::PendingSuperseded { version, superseded_by, at } => {
+                self.serving_note(version, format!("superseded by v{superseded_by} at {at}"));
+            }
             Event::BestChanged { .. }
+            | Event::Interrupted { .. }
             | Event::HypothesisUpdated { .. }
             | Event::Escalated { .. }
             | Event::EscalationReviewed { .. }

@@ -408,6 +408,18 @@ pub fn unquarantine<L: EventLog + ?Sized>(log: &mut L, version: u64, reason: &st
     Ok(events)
 }
 
+/// How a pending version was approved, journaled with the approval.
+#[derive(Debug, Clone, Default)]
+pub struct Approval {
+    pub reason: String,
+    /// `--force`: the served version it replaces, which it was never tested against.
+    pub forced_over: Option<u64>,
+    /// `--retest`: the id of the passed confirm test against the served version.
+    pub retest: Option<String>,
+    /// Events journaled first, in the same batch (the retest's candidate record).
+    pub evidence: Vec<Event>,
+}
+
 /// Serves the pending `version`: the review, the served move and (when it beats
 /// the best-ever under the best's harness and dataset) the best-ever move in
 /// one batch, then the served file. Returns the events written.
@@ -416,8 +428,10 @@ pub fn approve<L: EventLog + ?Sized>(
     schema: &StrategySchema,
     log: &mut L,
     version: u64,
-    reason: &str,
+    approval: Approval,
 ) -> Result<Vec<Event>> {
+    let Approval { reason, forced_over, retest, evidence } = approval;
+    let reason = reason.as_str();
     let store = Store::new(&*log);
     let served = store.served()?.ok_or(EvolveError::NothingServed)?;
     let info = store
@@ -427,13 +441,16 @@ pub fn approve<L: EventLog + ?Sized>(
     artifact_of(schema, &info.hash, doc.clone())?;
     let (who, at) = (who(), now_rfc3339());
     let mut best = store.best()?;
-    let mut events = vec![Event::PendingReviewed {
+    let mut events = evidence;
+    events.push(Event::PendingReviewed {
         version,
         approved: true,
         reason: reason.to_string(),
         who: who.clone(),
         at: at.clone(),
-    }];
+        forced_over,
+        retest,
+    });
     if let Some(b) = &best
         && let Some(rec) = store.evaluation(&info.hash, &b.harness_hash, &b.dataset_hash)?
         && rec.summary.accuracy > b.accuracy
@@ -467,8 +484,15 @@ pub fn approve<L: EventLog + ?Sized>(
 
 /// Closes the pending `version` without serving it.
 pub fn reject<L: EventLog + ?Sized>(log: &mut L, version: u64, reason: &str) -> Result<Event> {
-    let event =
-        Event::PendingReviewed { version, approved: false, reason: reason.to_string(), who: who(), at: now_rfc3339() };
+    let event = Event::PendingReviewed {
+        version,
+        approved: false,
+        reason: reason.to_string(),
+        who: who(),
+        at: now_rfc3339(),
+        forced_over: None,
+        retest: None,
+    };
     log.append(vec![event.to_new()])?;
     Ok(event)
 }

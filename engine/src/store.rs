@@ -232,8 +232,24 @@ impl<'a, L: EventLog + ?Sized> Store<'a, L> {
             .collect())
     }
 
+    /// The versions still pending approval, each with the served version it
+    /// was tested against (its parent), oldest first.
+    pub fn live_pending(&self) -> Result<BTreeMap<u64, u64>> {
+        Ok(self
+            .reviews()?
+            .into_iter()
+            .filter(|(_, r)| r.get("status").and_then(Value::as_str) == Some("pending"))
+            .filter_map(|(v, r)| r.get("parent").and_then(Value::as_u64).map(|p| (v, p)))
+            .collect())
+    }
+
+    /// The last run's interruption, if one was journaled.
+    pub fn interrupted(&self) -> Result<Option<Value>> {
+        Ok(self.log.get(T_POINTERS, "interrupted")?)
+    }
+
     /// Versions that went through manual approval, by version: status
-    /// `pending`, `approved` or `rejected`, with the review.
+    /// `pending`, `approved`, `rejected` or `superseded`, with the review.
     pub fn reviews(&self) -> Result<BTreeMap<u64, Value>> {
         Ok(self
             .log

@@ -362,6 +362,13 @@ pub struct LogCandidate {
     /// A searched candidate's kept fields and their search-part contributions, as recorded.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub credits: Vec<Credit>,
+    /// The version the candidate became, when it passed every gate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<u64>,
+    /// For a version that went through manual approval, its state now:
+    /// `pending`, `approved`, `rejected` or `superseded`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub review: Option<String>,
 }
 
 /// One entry of `emend log`, with the journal sequence number of its event.
@@ -438,8 +445,14 @@ impl LogView {
             let event = Event::from_record(&record).map_err(StoreError::Corrupt)?;
             let seq = record.seq;
             note_measured(&event, &mut hashes, &mut measured);
+            // `who` is the OS account; a declared actor (`--by`, EMEND_ACTOR) is shown beside it.
+            let declared = record.payload.get("by").and_then(Value::as_str);
+            let w = |who: String| match declared {
+                Some(by) => format!("{who} (declared: {by})"),
+                None => who,
+            };
             match event {
-                Event::CandidateJudged(c) => pending.push(LogCandidate {
+                Event::CandidateJudged(c) if c.hypothesis != crate::evolve::RETEST => pending.push(LogCandidate {
                     change: c.change_summary(),
                     id: c.id,
                     hypothesis: c.hypothesis,
@@ -448,6 +461,8 @@ impl LogView {
                     reason: c.reason,
                     delta: c.delta,
                     credits: c.credits,
+                    version: c.accepted_version,
+                    review: None,
                 }),
                 Event::RoundFinished(r) => entries.push(LogEntry::Round {
                     seq,
@@ -465,7 +480,7 @@ impl LogView {
                     candidates: std::mem::take(&mut pending),
                 }),
                 Event::ServedChanged { from, to, cause, reason, who, at, .. } if cause != "accept" => {
-                    entries.push(LogEntry::Moved { seq, kind: cause, from, to, reason, who, at })
+                    entries.push(LogEntry::Moved { seq, kind: cause, from, to, reason, who: w(who), at })
                 }
                 Event::StrategyVersioned { version, origin, note, .. } if origin == "hand_edit" => {
                     entries.push(LogEntry::HandEdit { seq, kind: "hand_edit", version, reason: note })
@@ -477,49 +492,16 @@ impl LogView {
                     round,
                     reason: reasons.join("; "),
                 }),
-                Event::StrategyVersioned { version, parent, round, .. } if origin_is(&record, "pending") => {
-                    let text = format!(
-                        "pending: v{version} (child of v{}, round {}) passed every gate and waits for approval",
-                        parent.unwrap_or(0),
-                        round.unwrap_or(0)
-                    );
-                    entries.push(LogEntry::Serving { seq, kind: "pending".into(), version: Some(version), text });
+                other => entries.extend(serving_entry(&record, other)),
+            }
+        }
+        let reviews = Store::new(log).reviews()?;
+        for entry in &mut entries {
+            if let LogEntry::Round { candidates, .. } = entry {
+                for c in candidates.iter_mut() {
+                    let review = c.version.and_then(|v| reviews.get(&v));
+                    c.review = review.and_then(|r| r["status"].as_str()).map(str::to_string);
                 }
-                Event::Quarantined { version, cause, reason, who, at } => {
-                    let text = format!("quarantined v{version} ({cause}) by {who} at {at}: {reason}");
-                    entries.push(LogEntry::Serving { seq, kind: "quarantined".into(), version: Some(version), text });
-                }
-                Event::Unquarantined { version, reason, who, at } => {
-                    let text = format!("unquarantined v{version} by {who} at {at}: {reason}");
-                    entries.push(LogEntry::Serving { seq, kind: "unquarantined".into(), version: Some(version), text });
-                }
-                Event::PendingReviewed { version, approved, reason, who, at } => {
-                    let verdict = if approved { "approved" } else { "rejected" };
-                    let text = format!("{verdict} v{version} by {who} at {at}: {reason}");
-                    entries.push(LogEntry::Serving { seq, kind: verdict.into(), version: Some(version), text });
-                }
-                Event::EscalationReviewed { class, resolved, reason, who, at } => {
-                    let verdict = if resolved { "resolved" } else { "reopened" };
-                    let text = format!("escalation {class} {verdict} by {who} at {at}: {reason}");
-                    entries.push(LogEntry::Serving { seq, kind: format!("escalation_{verdict}"), version: None, text });
-                }
-                Event::HookFailed { hook, version, change, error, at } => {
-                    let text = format!("hooks.{hook} failed for v{version} ({change}) at {at}: {error}");
-                    entries.push(LogEntry::Serving { seq, kind: "hook_failed".into(), version: Some(version), text });
-                }
-                // A search that sent a candidate on shows as that round's candidate.
-                Event::Searched(r) if r.proposed.is_none() => {
-                    let text = format!(
-                        "round {}: a search around {} screened {} strategies ({:.2} full-evaluation equivalents) \
-                         and found nothing worth a confirm test",
-                        r.round,
-                        &r.served_hash[..12.min(r.served_hash.len())],
-                        r.screened.len(),
-                        r.spent
-                    );
-                    entries.push(LogEntry::Serving { seq, kind: "searched".into(), version: None, text });
-                }
-                _ => {}
             }
         }
         Ok(LogView { entries })
@@ -529,6 +511,83 @@ impl LogView {
     pub fn keep_last(&mut self, n: usize) {
         let skip = self.entries.len().saturating_sub(n);
         self.entries.drain(..skip);
+    }
+}
+
+/// A serving event's line of the log (pending, quarantine, review, supersession,
+/// interruption, retest, hook failure, a search that sent nothing on); `None` for the rest.
+fn serving_entry(record: &journal::EventRecord, event: Event) -> Option<LogEntry> {
+    let seq = record.seq;
+    // `who` is the OS account; a declared actor (`--by`, EMEND_ACTOR) is shown beside it.
+    let declared = record.payload.get("by").and_then(Value::as_str);
+    let w = |who: String| match declared {
+        Some(by) => format!("{who} (declared: {by})"),
+        None => who,
+    };
+    match event {
+        Event::StrategyVersioned { version, parent, round, .. } if origin_is(record, "pending") => {
+            let text = format!(
+                "pending: v{version} (child of v{}, round {}) passed every gate and waits for approval",
+                parent.unwrap_or(0),
+                round.unwrap_or(0)
+            );
+            Some(LogEntry::Serving { seq, kind: "pending".into(), version: Some(version), text })
+        }
+        Event::Quarantined { version, cause, reason, who, at } => {
+            let text = format!("quarantined v{version} ({cause}) by {} at {at}: {reason}", w(who));
+            Some(LogEntry::Serving { seq, kind: "quarantined".into(), version: Some(version), text })
+        }
+        Event::Unquarantined { version, reason, who, at } => {
+            let text = format!("unquarantined v{version} by {} at {at}: {reason}", w(who));
+            Some(LogEntry::Serving { seq, kind: "unquarantined".into(), version: Some(version), text })
+        }
+        Event::PendingReviewed { version, approved, reason, who, at, forced_over, retest } => {
+            let verdict = if approved { "approved" } else { "rejected" };
+            let how = match (forced_over, retest) {
+                (Some(s), _) => format!(" (forced over v{s}, which it was never tested against)"),
+                (None, Some(id)) => format!(" (after a passed retest, {id})"),
+                (None, None) => String::new(),
+            };
+            let text = format!("{verdict} v{version}{how} by {} at {at}: {reason}", w(who));
+            Some(LogEntry::Serving { seq, kind: verdict.into(), version: Some(version), text })
+        }
+        Event::EscalationReviewed { class, resolved, reason, who, at } => {
+            let verdict = if resolved { "resolved" } else { "reopened" };
+            let text = format!("escalation {class} {verdict} by {} at {at}: {reason}", w(who));
+            Some(LogEntry::Serving { seq, kind: format!("escalation_{verdict}"), version: None, text })
+        }
+        Event::PendingSuperseded { version, superseded_by, at } => {
+            let text = format!(
+                "superseded v{version} by v{superseded_by} (pending, tested against the same served version) at {at}"
+            );
+            Some(LogEntry::Serving { seq, kind: "superseded".into(), version: Some(version), text })
+        }
+        Event::Interrupted { round, cause, requested_by, at, .. } => {
+            let by = requested_by.map_or(String::new(), |r| format!(" by {r}"));
+            let text = format!("round {round} interrupted ({cause}{by}) at {at}: nothing of it was journaled");
+            Some(LogEntry::Serving { seq, kind: "interrupted".into(), version: None, text })
+        }
+        Event::HookFailed { hook, version, change, error, at } => {
+            let text = format!("hooks.{hook} failed for v{version} ({change}) at {at}: {error}");
+            Some(LogEntry::Serving { seq, kind: "hook_failed".into(), version: Some(version), text })
+        }
+        // A search that sent a candidate on shows as that round's candidate.
+        Event::Searched(r) if r.proposed.is_none() => {
+            let text = format!(
+                "round {}: a search around {} screened {} strategies ({:.2} full-evaluation equivalents) \
+                 and found nothing worth a confirm test",
+                r.round,
+                &r.served_hash[..12.min(r.served_hash.len())],
+                r.screened.len(),
+                r.spent
+            );
+            Some(LogEntry::Serving { seq, kind: "searched".into(), version: None, text })
+        }
+        Event::CandidateJudged(c) if c.hypothesis == crate::evolve::RETEST => {
+            let text = format!("{}: {}", c.id, c.reason);
+            Some(LogEntry::Serving { seq, kind: "retest".into(), version: None, text })
+        }
+        _ => None,
     }
 }
 
@@ -602,6 +661,9 @@ pub struct StatusView {
     pub quarantined: Vec<Value>,
     pub reviews: Vec<Value>,
     pub last_hook_failure: Option<Value>,
+    /// The last run's interruption, until a round finishes after it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<Value>,
     pub llm: LlmView,
 }
 
@@ -659,6 +721,7 @@ impl StatusView {
             quarantined: quarantined.into_values().collect(),
             reviews: reviews.into_values().collect(),
             last_hook_failure: store.last_hook_failure()?,
+            interrupted: store.interrupted()?,
             confirm,
             served_version: served.version,
             served_accuracy: served_figures.as_ref().map(|f| f.whole.accuracy),

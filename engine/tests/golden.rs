@@ -5,7 +5,7 @@
 //! is absent).
 //!
 //! What is compared: every event's `seq`, `kind` and payload, with the
-//! wall-clock and user fields (`at`, `who`) and the chain hashes (which cover
+//! wall-clock and user fields (`at`, `who`, `uid`, `by`) and the chain hashes (which cover
 //! them) removed, and the project's temporary directory replaced by `$DIR`.
 //! The full exports are megabytes (every evaluation stores each question's
 //! result), so the golden files under `tests/fixtures/golden/` keep the
@@ -86,7 +86,10 @@ fn normalized(dir: &Path) -> Vec<Value> {
             let mut payload = v["payload"].clone();
             let p = payload.as_object_mut().expect("payload object");
             p.remove("at");
-            p.remove("who");
+            // The person: the OS account, its uid and what a caller declared.
+            for person in ["who", "uid", "by"] {
+                p.remove(person);
+            }
             for big in ["questions", "document"] {
                 if let Some(x) = p.get_mut(big) {
                     *x = digest(x);

@@ -92,6 +92,12 @@ fn project() -> (tempfile::TempDir, PathBuf) {
     (tmp, dir)
 }
 
+/// The OS account emend records as `who` (`$USER`, set to [`USER`] above, is not read).
+fn os_user() -> String {
+    let out = Command::new("id").arg("-un").output().expect("id runs");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default()
 }
@@ -100,7 +106,7 @@ fn hostname() -> String {
 fn normalize(text: &str, dir: &Path) -> String {
     let text = text.replace(&dir.display().to_string(), "<project>");
     let host = hostname();
-    let text = if host.is_empty() { text } else { text.replace(&format!("{USER}@{host}"), "<user>@<host>") };
+    let text = if host.is_empty() { text } else { text.replace(&format!("{}@{host}", os_user()), "<user>@<host>") };
     // YYYY-MM-DDTHH:MM:SSZ
     let shape = b"dddd-dd-ddTdd:dd:ddZ";
     let bytes = text.as_bytes();
@@ -300,14 +306,14 @@ fn rollback_status_log_restore_best_verify() {
     assert_ne!(served, 1);
 
     let out = ok(&dir, &["rollback", "--to", "v1", "--reason", "production disagrees"]);
-    assert!(out.contains(&format!("served v{served} -> v1 by {USER}@")), "{out}");
+    assert!(out.contains(&format!("served v{served} -> v1 by {}@", os_user())), "{out}");
     let status = json(&dir, &["status", "--json"]);
     assert_eq!(status["served_version"], 1);
     assert_eq!(status["served_pinned"], true);
     assert_eq!(status["served_file"], "consistent");
     assert_eq!(ok(&dir, &["show", "v1", "--yaml"]), served_file(&dir), "the served file is v1");
     let log = ok(&dir, &["log"]);
-    assert!(log.contains(&format!("rollback: v{served} -> v1 by {USER}@")), "{log}");
+    assert!(log.contains(&format!("rollback: v{served} -> v1 by {}@", os_user())), "{log}");
     assert!(log.contains("production disagrees"), "{log}");
     // The rollback record: before, after, reason, who, the best-ever then.
     let export = ok(&dir, &["journal", "export"]);
@@ -316,7 +322,7 @@ fn rollback_status_log_restore_best_verify() {
     assert_eq!(record["kind"], "served_changed");
     assert_eq!((p["from"].as_u64(), p["to"].as_u64(), p["cause"].as_str()), (Some(served), Some(1), Some("rollback")));
     assert_eq!(p["reason"], "production disagrees");
-    assert!(p["who"].as_str().unwrap().starts_with(&format!("{USER}@")), "{p}");
+    assert!(p["who"].as_str().unwrap().starts_with(&format!("{}@", os_user())), "{p}");
     // The versions rolled back from are quarantined: the best-ever is now v1.
     assert_eq!(p["best_version"], 1);
     assert_eq!(json(&dir, &["status", "--json"])["best_version"], 1);

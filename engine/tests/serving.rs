@@ -81,18 +81,47 @@ fn manual_approval_leaves_pending_versions_and_approve_serves_one_with_the_hook(
     // The rule evolver: its one-field candidates are what the pending list shows below.
     configure(&dir, "  search: true", "  search: false");
     hook_script(&dir, "env | grep '^EMEND_' | sort > hook.env; echo run >> hook.runs");
+    configure(&dir, "  on_pending: null", "  on_pending: [\"./pending.sh\"]");
+    std::fs::write(
+        dir.join("pending.sh"),
+        "#!/bin/sh\necho \"$EMEND_PENDING_VERSION:$EMEND_PENDING_SUPERSEDES\" >> pending.runs\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.join("pending.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
     ok(&dir, &["evolve", "--rounds", "4", "--quiet"]);
     let status = json(&dir, &["status", "--json"]);
     assert_eq!(status["served_version"], 1, "nothing is served without approval: {status}");
     assert_eq!(status["best_version"], 1, "a pending version is never the best-ever: {status}");
+    // Every round's pending version was tested against v1: the newest supersedes the older ones.
     let pending = json(&dir, &["pending", "--json"]);
     let list = pending["pending"].as_array().unwrap();
-    assert!(list.len() >= 2, "{pending}");
+    assert_eq!(list.len(), 1, "one live pending version: {pending}");
+    let all = json(&dir, &["pending", "--all", "--json"]);
+    let all = all["pending"].as_array().unwrap().clone();
+    assert!(all.len() >= 2, "{all:?}");
+    assert!(all[..all.len() - 1].iter().all(|p| p["state"] == "superseded"), "{all:?}");
+    // hooks.on_pending ran once per pending version and named the one each superseded.
+    let runs = std::fs::read_to_string(dir.join("pending.runs")).unwrap();
+    let expected: Vec<String> = all
+        .iter()
+        .enumerate()
+        .map(|(i, p)| match i {
+            0 => format!("{}:", p["version"]),
+            _ => format!("{}:{}", p["version"], all[i - 1]["version"]),
+        })
+        .collect();
+    assert_eq!(runs.lines().collect::<Vec<_>>(), expected, "{runs}");
     assert!(!dir.join("hook.runs").exists(), "no served change yet, so no hook run");
     let first = list[0]["version"].as_u64().unwrap();
-    let second = list[1]["version"].as_u64().unwrap();
+    let second = all[0]["version"].as_u64().unwrap();
+    assert_eq!((list[0]["tested_against"].as_u64(), list[0]["stale"].as_bool()), (Some(1), Some(false)), "{pending}");
     assert!(list[0]["delta"].as_f64().unwrap() > 0.0 && list[0]["changed"].as_array().unwrap().len() == 1);
     assert!(list[0]["ci"].is_array() && list[0]["alpha"].is_number(), "{pending}");
+    // A superseded version is no live option.
+    let (code, _, err) = emend(&dir, &["approve", &format!("v{second}")]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("superseded"), "{err}");
 
     ok(&dir, &["approve", &format!("v{first}"), "--reason", "looks right"]);
     let status = json(&dir, &["status", "--json"]);
@@ -115,23 +144,44 @@ fn manual_approval_leaves_pending_versions_and_approve_serves_one_with_the_hook(
     }
     assert!(served_changes(&dir).contains(&(first, "approve".to_string())));
 
-    // Reject the other: closed, never served; approving it afterwards is refused.
-    let (code, _, err) = emend(&dir, &["reject", &format!("v{second}")]);
+    // A superseded version cannot be rejected either: it is closed already.
+    let (code, _, err) = emend(&dir, &["reject", &format!("v{second}"), "--reason", "not now"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("superseded"), "{err}");
+    // The next round's pending version is tested against the approved one; reject it.
+    ok(&dir, &["evolve", "--rounds", "1", "--quiet"]);
+    let pending = json(&dir, &["pending", "--json"]);
+    let Some(third) = pending["pending"][0]["version"].as_u64() else { panic!("no new pending version: {pending}") };
+    assert_eq!(pending["pending"][0]["tested_against"].as_u64(), Some(first), "{pending}");
+    let (code, _, err) = emend(&dir, &["reject", &format!("v{third}")]);
     assert_eq!(code, 2, "reject needs a reason: {err}");
-    ok(&dir, &["reject", &format!("v{second}"), "--reason", "not now"]);
-    let (code, _, err) = emend(&dir, &["approve", &format!("v{second}")]);
+    ok(&dir, &["reject", &format!("v{third}"), "--reason", "not now"]);
+    let (code, _, err) = emend(&dir, &["approve", &format!("v{third}")]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("rejected"), "{err}");
-    assert!(ok(&dir, &["show", &format!("v{second}")]).contains("serving: rejected by"));
-    assert!(ok(&dir, &["log"]).contains(&format!("approved v{first} by")));
+    assert!(ok(&dir, &["show", &format!("v{third}")]).contains("serving: rejected by"));
+    let log = ok(&dir, &["log"]);
+    assert!(log.contains(&format!("approved v{first} by")), "{log}");
+    // The log's words match the states: no version that waited for approval reads ACCEPTED.
+    for (v, word) in [(first, "APPROVED"), (second, "SUPERSEDED"), (third, "REJECTED")] {
+        assert!(log.contains(&format!("{word} as v{v} (")), "{word} v{v} missing:\n{log}");
+    }
+    assert!(!log.contains("ACCEPTED"), "{log}");
     let status = ok(&dir, &["status"]);
     assert!(
-        status.contains(&format!("approved: v{first}")) && status.contains(&format!("rejected: v{second}")),
+        status.contains(&format!("approved: v{first}"))
+            && status.contains(&format!("rejected: v{third}"))
+            && status.contains("superseded: "),
         "{status}"
     );
     ok(&dir, &["report", "--out", "r.html"]);
     let html = std::fs::read_to_string(dir.join("r.html")).unwrap();
-    assert!(html.contains("serving: approved by") && html.contains("serving: rejected by"), "report lacks the reviews");
+    assert!(
+        html.contains("serving: approved by")
+            && html.contains("serving: rejected by")
+            && html.contains("serving: superseded by"),
+        "report lacks the reviews"
+    );
     assert!(ok(&dir, &["journal", "verify"]).contains("projections: ok"));
 }
 

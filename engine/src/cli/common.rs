@@ -94,6 +94,71 @@ pub fn writer(project: &Project) -> Result<SledJournal, Failure> {
     journal::open_writer(&dir, EngineProjector).map_err(journal_failure)
 }
 
+/// How an operator's command gets the journal when another process holds it.
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+pub struct Takeover {
+    /// Ask a running `evolve` to stop (it journals its round as interrupted and exits 4), then go on;
+    /// waits for the journal for up to --wait (default 2m).
+    #[arg(long)]
+    pub preempt: bool,
+    /// Wait for the journal while another process holds it, for up to DURATION (`--wait=30m`; default 10m), instead of exiting 3.
+    #[arg(long, value_name = "DURATION", num_args = 0..=1, require_equals = true, default_missing_value = "10m",
+          value_parser = engine::config::parse_duration)]
+    pub wait: Option<std::time::Duration>,
+}
+
+/// How long `--preempt` waits for the journal without `--wait`.
+const PREEMPT_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Opens the journal for an operator's command (`rollback`, `restore-best`,
+/// `approve`): at once, or after asking a running `evolve` to stop
+/// (`--preempt`), or after waiting for the lock (`--wait`). `command` is
+/// named in the stop request.
+pub fn operator_writer(project: &Project, how: Takeover, command: &str) -> Result<SledJournal, Failure> {
+    let dir = project.journal_dir();
+    let patience = how.wait.or(how.preempt.then_some(PREEMPT_WAIT));
+    let Some(patience) = patience else { return writer(project) };
+    let deadline = std::time::Instant::now() + patience;
+    let mut asked: Option<u32> = None;
+    loop {
+        match journal::open_writer(&dir, EngineProjector) {
+            Ok(log) => {
+                if let Some(pid) = asked {
+                    engine::stop::clear_request(&dir, pid);
+                }
+                return Ok(log);
+            }
+            Err(e) => {
+                let journal::ErrorKind::Locked { pid, .. } = e.kind() else { return Err(journal_failure(e)) };
+                let pid = *pid;
+                if how.preempt && pid != 0 && asked != Some(pid) {
+                    let request = engine::stop::StopRequest {
+                        pid,
+                        by_pid: std::process::id(),
+                        who: engine::events::who(),
+                        command: command.to_string(),
+                        at: engine::events::now_rfc3339(),
+                    };
+                    engine::stop::write_request(&dir, &request).map_err(|e| {
+                        Failure::failed(anyhow::anyhow!("{}: writing the stop request: {e}", dir.display()))
+                    })?;
+                    eprintln!("asked pid {pid}, which holds the journal, to stop; waiting for it");
+                    asked = Some(pid);
+                }
+                if std::time::Instant::now() >= deadline {
+                    if let Some(pid) = asked {
+                        engine::stop::clear_request(&dir, pid);
+                    }
+                    let mut failure = journal_failure(e);
+                    failure.error = failure.error.context(format!("waited {}s for the journal", patience.as_secs()));
+                    return Err(failure);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        }
+    }
+}
+
 /// Opens the journal for a read command: the view the writer publishes after each
 /// committed batch, read without the journal's lock (a running `evolve` is never disturbed,
 /// and a read-only project directory is enough).
@@ -122,6 +187,11 @@ pub fn json_printed() -> bool {
 /// Prints a value as pretty JSON on stdout.
 pub fn print_json(v: &serde_json::Value) {
     print_json_text(&serde_json::to_string_pretty(v).expect("JSON renders"));
+}
+
+/// Notes that the command's JSON result is being printed (by the caller).
+pub fn mark_json_printed() {
+    JSON_PRINTED.store(true, std::sync::atomic::Ordering::SeqCst);
 }
 
 /// Prints an already rendered JSON document on stdout.

@@ -352,7 +352,7 @@ pub struct EvolveArgs {
     pub max_evals: Option<f64>,
     /// Stop once this much time has passed (e.g. `90s`, `15m`, `2h`): the round
     /// in flight finishes and the summary is printed.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = engine::config::parse_duration)]
     pub max_time: Option<std::time::Duration>,
     /// Print the run's summary as JSON on stdout.
     #[arg(long)]
@@ -367,15 +367,6 @@ fn parse_max_evals(s: &str) -> Result<f64, String> {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
         _ => Err(format!("expected a positive number of full-evaluation equivalents, got {s:?}")),
     }
-}
-
-fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    let d: jiff::SignedDuration =
-        s.parse().map_err(|e| format!("expected a duration such as 90s, 15m or 2h, got {s:?}: {e}"))?;
-    std::time::Duration::try_from(d)
-        .ok()
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| format!("expected a positive duration, got {s:?}"))
 }
 
 /// Opens the journal for writing, creating the first version when it is empty.
@@ -417,6 +408,7 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
     config::check_candidates("--candidates", opts.candidates).map_err(|m| Failure::bad_input(anyhow::anyhow!(m)))?;
     config::check_rounds("--rounds", opts.rounds).map_err(|m| Failure::bad_input(anyhow::anyhow!(m)))?;
     let mut log = open_initialized(&project, &schema)?;
+    catch_stops(&project)?;
     let live = term::Live::start("observing the served strategy", !args.quiet);
     // A direction blocked for the same reason (a model not installed, a role
     // not configured) is reported once per run, not once per searched segment.
@@ -438,6 +430,7 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
     let mut evolution = Evolution { project: &project, schema: &schema, backend: backend.as_ref(), log: &mut log };
     let summary = evolution.run(&opts, &mut progress).map_err(common::evolve_failure)?;
     live.finish();
+    let stopped = summary.interrupted_round.and(engine::stop::requested());
     if args.json {
         let changes = served_changes(&log, first_seq)?;
         let served_file = std::path::absolute(project.strategy_path()).map_err(Failure::failed)?;
@@ -448,47 +441,97 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
         }
         out.insert("served_file".into(), json!(served_file.display().to_string()));
         out.insert("changes".into(), serde_json::Value::Array(changes));
-        common::print_json(&serde_json::Value::Object(out));
+        if let Some(cause) = stopped {
+            out.insert("interrupted_by".into(), json!(cause.as_str()));
+        }
+        common::mark_json_printed();
+        term::out(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&serde_json::Value::Object(out)).expect("JSON renders")
+        ));
     } else {
-        println!(
-            "{} rounds ({}..{}): {} accepted, {} candidates, {} probes, {} full evaluations, {} rollbacks, {} escalations",
-            summary.rounds,
-            summary.first_round,
-            summary.last_round,
-            summary.accepted,
-            summary.candidates,
-            summary.probe_evaluations,
-            summary.full_evaluations,
-            summary.rollbacks,
-            summary.escalations
-        );
-        println!(
-            "accuracy: start {:.4}, served v{} {:.4}, best-ever v{} {:.4} ({} ms)",
-            summary.start_accuracy,
-            summary.served_version,
-            summary.served_accuracy,
-            summary.best_version,
-            summary.best_accuracy,
-            summary.elapsed_ms
-        );
-        if !summary.pending_versions.is_empty() {
-            let names: Vec<String> = summary.pending_versions.iter().map(|v| format!("v{v}")).collect();
-            println!("pending approval: {} (see `emend pending`; serve one with `emend approve vN`)", names.join(", "));
-        }
-        let tokens = |t: Option<f64>| t.map_or("n/a".to_string(), |t| format!("{t:.1}"));
-        println!(
-            "mean context tokens: start {}, served {}; {:.2} full-evaluation equivalents used; stopped: {}",
-            tokens(summary.start_mean_tokens),
-            tokens(summary.served_mean_tokens),
-            summary.evaluations_used,
-            summary.stopped.as_str()
-        );
-        if !summary.rejected_by.is_empty() {
-            let parts: Vec<String> = summary.rejected_by.iter().map(|(k, v)| format!("{k} {v}")).collect();
-            println!("rejected by: {}", parts.join(", "));
-        }
+        term::out(&render_summary(&summary));
     }
-    Ok(exit::OK)
+    Ok(match stopped {
+        Some(cause) => {
+            let mut err = std::io::stderr().lock();
+            term::write_or_stop(
+                &mut err,
+                &format!(
+                    "stopped ({}) before round {} finished: the round is journaled as interrupted and nothing of it \
+                     was applied; the next `emend evolve` runs it again\n",
+                    cause.as_str(),
+                    summary.interrupted_round.unwrap_or(0)
+                ),
+            );
+            cause.exit_code()
+        }
+        None => exit::OK,
+    })
+}
+
+/// SIGINT and SIGTERM ask the run to stop (a second one exits at once); a
+/// closed output is an error the run handles, not a SIGPIPE that kills it;
+/// an operator's `--preempt` request for this process is watched for.
+fn catch_stops(project: &Project) -> Result<(), Failure> {
+    engine::stop::catch_signals().map_err(|e| Failure::failed(anyhow::anyhow!("installing signal handlers: {e}")))?;
+    // SAFETY: setting a signal's disposition to ignore has no memory effects.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+    engine::stop::watch_requests(project.journal_dir(), std::time::Duration::from_millis(100));
+    Ok(())
+}
+
+/// The run summary as people read it.
+fn render_summary(summary: &engine::evolve::RunSummary) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} rounds ({}..{}): {} accepted, {} candidates, {} probes, {} full evaluations, {} rollbacks, {} escalations",
+        summary.rounds,
+        summary.first_round,
+        summary.last_round,
+        summary.accepted,
+        summary.candidates,
+        summary.probe_evaluations,
+        summary.full_evaluations,
+        summary.rollbacks,
+        summary.escalations
+    );
+    let _ = writeln!(
+        out,
+        "accuracy: start {:.4}, served v{} {:.4}, best-ever v{} {:.4} ({} ms)",
+        summary.start_accuracy,
+        summary.served_version,
+        summary.served_accuracy,
+        summary.best_version,
+        summary.best_accuracy,
+        summary.elapsed_ms
+    );
+    if !summary.pending_versions.is_empty() {
+        let names: Vec<String> = summary.pending_versions.iter().map(|v| format!("v{v}")).collect();
+        let _ = writeln!(
+            out,
+            "pending approval: {} (see `emend pending`; serve one with `emend approve vN`)",
+            names.join(", ")
+        );
+    }
+    let tokens = |t: Option<f64>| t.map_or("n/a".to_string(), |t| format!("{t:.1}"));
+    let _ = writeln!(
+        out,
+        "mean context tokens: start {}, served {}; {:.2} full-evaluation equivalents used; stopped: {}",
+        tokens(summary.start_mean_tokens),
+        tokens(summary.served_mean_tokens),
+        summary.evaluations_used,
+        summary.stopped.as_str()
+    );
+    if !summary.rejected_by.is_empty() {
+        let parts: Vec<String> = summary.rejected_by.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let _ = writeln!(out, "rejected by: {}", parts.join(", "));
+    }
+    out
 }
 
 /// Version of the layout of `emend evolve --json` (README, "The run summary"):

@@ -102,19 +102,39 @@ fn render_serving(out: &mut String, v: &StatusView) {
     let names = |vs: &mut dyn Iterator<Item = u64>| vs.map(|v| format!("v{v}")).collect::<Vec<_>>().join(", ");
     let _ = writeln!(out, "approval: {}", v.approval);
     if !v.pending_versions.is_empty() {
-        let _ =
-            writeln!(out, "pending approval: {} (see `emend pending`)", names(&mut v.pending_versions.iter().copied()));
+        // A pending version tested against another served version than today's needs --retest or --force.
+        let tested = |p: u64| {
+            let parent = v.reviews.iter().find(|r| r["version"] == p).and_then(|r| r["parent"].as_u64());
+            match parent {
+                Some(t) if t != v.served_version => {
+                    format!("v{p} (tested against v{t}, not the served v{})", v.served_version)
+                }
+                _ => format!("v{p}"),
+            }
+        };
+        let list: Vec<String> = v.pending_versions.iter().map(|p| tested(*p)).collect();
+        let _ = writeln!(out, "pending approval: {} (see `emend pending`)", list.join(", "));
     }
     if !v.quarantined.is_empty() {
         let _ =
             writeln!(out, "quarantined: {}", names(&mut v.quarantined.iter().filter_map(|q| q["version"].as_u64())));
     }
-    for status in ["approved", "rejected"] {
+    for status in ["approved", "rejected", "superseded"] {
         let mut vs =
             v.reviews.iter().filter(|r| r["status"] == status).filter_map(|r| r["version"].as_u64()).peekable();
         if vs.peek().is_some() {
             let _ = writeln!(out, "{status}: {}", names(&mut vs));
         }
+    }
+    if let Some(i) = &v.interrupted {
+        let _ = writeln!(
+            out,
+            "last run interrupted before round {} finished ({}{}) at {}; the next evolve runs it again",
+            i["round"],
+            i["cause"].as_str().unwrap_or("?"),
+            i["requested_by"].as_str().map_or(String::new(), |r| format!(", by {r}")),
+            i["at"].as_str().unwrap_or("?"),
+        );
     }
     if let Some(h) = &v.last_hook_failure {
         let _ = writeln!(
@@ -405,16 +425,23 @@ pub fn render_log(view: &LogView) -> String {
     for e in &view.entries {
         let _ = match e {
             LogEntry::Round { round, served_after, served_accuracy, accepted, candidates, .. } => {
-                let decision = match accepted {
-                    Some(id) => format!("accepted {id}"),
-                    None => "nothing accepted".into(),
+                let waiting = candidates.iter().find_map(|c| c.review.as_ref().and(c.version));
+                let decision = match (accepted, waiting) {
+                    (Some(id), _) => format!("accepted {id}"),
+                    (None, Some(v)) => format!("v{v} passed every gate for approval, nothing served"),
+                    (None, None) => "nothing accepted".into(),
                 };
                 let _ = writeln!(out, "round {round}: {decision} -> served v{served_after} ({served_accuracy:.4})");
                 for c in candidates {
                     let what = c.change.as_deref().unwrap_or(&c.hypothesis);
-                    let verdict = match c.rejected_by {
-                        None => format!("ACCEPTED ({:+.4})", c.delta.unwrap_or(0.0)),
-                        Some(by) => format!("{} by {by}: {}", c.outcome, c.reason),
+                    // ACCEPTED only for a version the loop served; a version that
+                    // waited for approval says where it stands now.
+                    let verdict = match (c.rejected_by, &c.review, c.version) {
+                        (None, Some(review), Some(v)) => {
+                            format!("{} as v{v} ({:+.4})", review.to_uppercase(), c.delta.unwrap_or(0.0))
+                        }
+                        (None, ..) => format!("ACCEPTED ({:+.4})", c.delta.unwrap_or(0.0)),
+                        (Some(by), ..) => format!("{} by {by}: {}", c.outcome, c.reason),
                     };
                     let _ = writeln!(out, "  {} {what}: {verdict}", c.id);
                     if let Some(kept) = engine::views::kept_summary(&c.credits) {

@@ -49,6 +49,10 @@ struct Cli {
     /// The project directory (default: the current directory or the nearest parent with an emend.yaml).
     #[arg(long, global = true)]
     project: Option<std::path::PathBuf>,
+    /// Who is acting, as the caller declares it (default: $EMEND_ACTOR). Journaled as `by`, beside `who`
+    /// (the OS account of the process, which emend reads itself) and `uid`.
+    #[arg(long, global = true, value_name = "NAME")]
+    by: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -70,7 +74,7 @@ enum Command {
     /// Versions that passed every gate and wait for approval (serve.approval: manual), with their evidence.
     Pending(serve::PendingArgs),
     /// Serve a pending version (journaled; runs hooks.on_served).
-    Approve(serve::ReviewArgs),
+    Approve(serve::ApproveArgs),
     /// Close a pending version without serving it (--reason required).
     Reject(serve::ReviewArgs),
     /// Mark a version as bad: never served automatically, never the best-ever (--reason required).
@@ -133,6 +137,9 @@ pub fn main() -> ExitCode {
         }
     };
     let json = shell::wants_json(&matches);
+    if let Some(by) = cli.by.clone().or_else(|| std::env::var("EMEND_ACTOR").ok()) {
+        engine::events::declare_actor(&by);
+    }
     let project = cli.project.as_deref();
     let result = match cli.command {
         Command::Init(args) => evolve::init(&args),

@@ -433,7 +433,8 @@ pub fn show(args: &ShowArgs, project_dir: Option<&Path>) -> CmdResult {
             let store = Store::new(&log);
             let review = store.reviews().map_err(common::store_failure)?.remove(version);
             let quarantine = store.quarantined().map_err(common::store_failure)?.remove(version);
-            Some(json!({"review": review, "quarantine": quarantine}))
+            let served = store.served().map_err(common::store_failure)?.is_some_and(|s| s.version == *version);
+            Some(json!({"review": review, "quarantine": quarantine, "served": served}))
         }
         Target::Candidate { .. } => None,
     };
@@ -443,15 +444,12 @@ pub fn show(args: &ShowArgs, project_dir: Option<&Path>) -> CmdResult {
     } else {
         term::print_stdout(&render_show(&v), args.no_color);
         if let Some(s) = serving {
+            if s["served"] == true {
+                println!("serving: served");
+            }
             let r = &s["review"];
             if !r.is_null() {
-                let by = &r["review"];
-                let who = if by.is_null() {
-                    String::new()
-                } else {
-                    format!(" by {} at {}: {}", s_(&by["who"]), s_(&by["at"]), s_(&by["reason"]))
-                };
-                println!("serving: {}{who}", s_(&r["status"]));
+                println!("serving: {}", review_line(r));
             }
             let q = &s["quarantine"];
             if !q.is_null() {
@@ -541,6 +539,8 @@ pub struct RollbackArgs {
     /// Print one JSON object on stdout: the rollback record journaled, any hand-edit version, quarantines and hook failure.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub takeover: common::Takeover,
 }
 
 #[derive(Debug, clap::Args)]
@@ -554,6 +554,8 @@ pub struct RestoreBestArgs {
     /// Print one JSON object on stdout: the rollback record journaled, any hand-edit version, quarantines and hook failure.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub takeover: common::Takeover,
 }
 
 /// What happened to a hand-edited served file before it was replaced.
@@ -613,17 +615,43 @@ enum Destination {
     Best,
 }
 
-fn do_rollback(
-    project: &Project,
+/// A version's review as `show` prints it: `pending (tested against v1)`,
+/// `approved by ... at ...: reason`, `superseded by v7 at ...`.
+fn review_line(r: &serde_json::Value) -> String {
+    let by = &r["review"];
+    match s_(&r["status"]) {
+        "pending" => format!("pending (tested against v{})", r["parent"]),
+        "superseded" => format!("superseded by v{} at {}", by["superseded_by"], s_(&by["at"])),
+        status if by.is_null() => status.to_string(),
+        status => {
+            let how = match (by["forced_over"].as_u64(), by["retest"].as_str()) {
+                (Some(f), _) => format!(" (forced over v{f}, never tested against it)"),
+                (None, Some(id)) => format!(" (after a passed retest, {id})"),
+                (None, None) => String::new(),
+            };
+            format!("{status}{how} by {} at {}: {}", s_(&by["who"]), s_(&by["at"]), s_(&by["reason"]))
+        }
+    }
+}
+
+/// An operator's rollback or restore-best, as asked.
+struct Request<'a> {
     destination: Destination,
-    cause: &str,
-    reason: &str,
+    /// `rollback` or `restore_best`.
+    cause: &'a str,
+    reason: &'a str,
     pin: bool,
     force: bool,
     json_out: bool,
-) -> CmdResult {
+    takeover: common::Takeover,
+    /// The command line as a stop request names it (`rollback --to v3`).
+    command: String,
+}
+
+fn do_rollback(project: &Project, request: Request<'_>) -> CmdResult {
+    let Request { destination, cause, reason, pin, force, json_out, takeover, command } = request;
     let schema = common::schema(project)?;
-    let mut log = common::writer(project)?;
+    let mut log = common::operator_writer(project, takeover, &command)?;
     let store = Store::new(&log);
     let target = rollback_target(&store, destination)?;
     let served = store
@@ -790,12 +818,32 @@ pub fn rollback(args: &RollbackArgs, project_dir: Option<&Path>) -> CmdResult {
         .unwrap_or(&args.to)
         .parse::<u64>()
         .map_err(|_| Failure::bad_input(anyhow::anyhow!("--to {}: expected a version like v3", args.to)))?;
-    do_rollback(&project, Destination::Version(version), "rollback", &args.reason, true, args.force, args.json)
+    let request = Request {
+        destination: Destination::Version(version),
+        cause: "rollback",
+        reason: &args.reason,
+        pin: true,
+        force: args.force,
+        json_out: args.json,
+        takeover: args.takeover,
+        command: format!("rollback --to v{version}"),
+    };
+    do_rollback(&project, request)
 }
 
 pub fn restore_best(args: &RestoreBestArgs, project_dir: Option<&Path>) -> CmdResult {
     let project = common::project(project_dir)?;
-    do_rollback(&project, Destination::Best, "restore_best", &args.reason, false, args.force, args.json)
+    let request = Request {
+        destination: Destination::Best,
+        cause: "restore_best",
+        reason: &args.reason,
+        pin: false,
+        force: args.force,
+        json_out: args.json,
+        takeover: args.takeover,
+        command: "restore-best".into(),
+    };
+    do_rollback(&project, request)
 }
 
 #[cfg(test)]

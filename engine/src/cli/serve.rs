@@ -30,9 +30,12 @@ fn bad(msg: String) -> Failure {
 
 #[derive(Debug, clap::Args)]
 pub struct PendingArgs {
-    /// Print `{"pending": [...]}` on stdout: per version its parent, round, candidate, confirm-part delta, alpha, CI, changed fields and credits.
+    /// Print `{"pending": [...]}` on stdout: per version its state, the version it was tested against, round, candidate, confirm-part delta, alpha, CI, changed fields and credits.
     #[arg(long)]
     pub json: bool,
+    /// Also list the versions that are no longer pending: superseded, approved and rejected.
+    #[arg(long)]
+    pub all: bool,
 }
 
 /// Versions waiting for approval, with the evidence of the test that made them.
@@ -41,9 +44,10 @@ pub fn pending(args: &PendingArgs, project_dir: Option<&Path>) -> CmdResult {
     let log = common::reader(&project)?;
     let store = Store::new(&log);
     let candidates = store.candidates().map_err(common::store_failure)?;
+    let served_now = store.served().map_err(common::store_failure)?.map_or(0, |s| s.version);
     let mut list = Vec::new();
     for (v, r) in store.reviews().map_err(common::store_failure)? {
-        if r["status"] != "pending" {
+        if r["status"] != "pending" && !args.all {
             continue;
         }
         let c = candidates.iter().find(|c| c.accepted_version == Some(v));
@@ -56,7 +60,11 @@ pub fn pending(args: &PendingArgs, project_dir: Option<&Path>) -> CmdResult {
         let full = c.and_then(|c| c.full.as_ref());
         list.push(json!({
             "version": v,
+            "state": r["status"],
             "parent": r["parent"],
+            // The served version it was tested against, and whether that is still the one served.
+            "tested_against": r["parent"],
+            "stale": r["parent"].as_u64() != Some(served_now),
             "round": r["round"],
             "candidate": c.map(|c| c.id.clone()),
             "delta": c.and_then(|c| c.delta),
@@ -71,7 +79,8 @@ pub fn pending(args: &PendingArgs, project_dir: Option<&Path>) -> CmdResult {
         return Ok(exit::OK);
     }
     if list.is_empty() {
-        println!("no pending versions");
+        let superseded = store.reviews().map_err(common::store_failure)?.values().any(|r| r["status"] == "superseded");
+        println!("no pending versions{}", if superseded { " (superseded ones: `emend pending --all`)" } else { "" });
     }
     for p in &list {
         let changes: Vec<String> = p["changed"]
@@ -80,8 +89,16 @@ pub fn pending(args: &PendingArgs, project_dir: Option<&Path>) -> CmdResult {
             .flatten()
             .map(|c| format!("{} {} -> {}", c["path"].as_str().unwrap_or("?"), c["from"], c["to"]))
             .collect();
+        let state = match (p["state"].as_str().unwrap_or("?"), p["stale"].as_bool()) {
+            ("pending", Some(true)) => format!(
+                "pending; tested against v{}, but v{served_now} is served: approve needs --retest or --force",
+                p["parent"]
+            ),
+            ("pending", _) => format!("pending; tested against the served v{served_now}"),
+            (other, _) => other.to_string(),
+        };
         println!(
-            "v{} (child of v{}, round {}, candidate {}): confirm delta {}, alpha {}, CI {}; {}",
+            "v{} [{state}] (child of v{}, round {}, candidate {}): confirm delta {}, alpha {}, CI {}; {}",
             p["version"],
             p["parent"],
             p["round"],
@@ -137,33 +154,78 @@ fn pending_status(log: &dyn EventLog, v: u64) -> Result<String, Failure> {
     }
 }
 
-pub fn approve(args: &ReviewArgs, project_dir: Option<&Path>) -> CmdResult {
-    let project = common::project(project_dir)?;
-    let v = version_arg(&args.version)?;
-    let schema = common::schema(&project)?;
-    let mut log = common::writer(&project)?;
-    match pending_status(&log, v)?.as_str() {
-        "pending" => {}
-        other => return Err(bad(format!("v{v} is not pending: it was {other}"))),
-    }
-    if let Some(q) = Store::new(&log).quarantined().map_err(common::store_failure)?.get(&v) {
-        return Err(bad(format!("v{v} is quarantined ({}); unquarantine it first", q["reason"])));
-    }
-    let state = engine::evolve::served_file_state(&project, &schema, &log).map_err(common::evolve_failure)?;
+#[derive(Debug, clap::Args)]
+pub struct ApproveArgs {
+    /// The pending version (vN).
+    pub version: String,
+    /// Why (journaled). Required with --force.
+    #[arg(long)]
+    pub reason: Option<String>,
+    /// When another version is served than the one vN was tested against: test vN against the served version
+    /// now (one confirm test at the next LORD++ alpha, journaled whatever its verdict) and serve it only if it passes.
+    #[arg(long, conflicts_with = "force")]
+    pub retest: bool,
+    /// When another version is served than the one vN was tested against: serve vN without testing it against
+    /// the served version (journaled as forced; needs --reason).
+    #[arg(long)]
+    pub force: bool,
+    /// Print one JSON object on stdout: the version acted on and the journal events written.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub takeover: common::Takeover,
+}
+
+/// Refuses to approve over a hand-edited served file.
+fn refuse_hand_edit(
+    project: &engine::config::Project,
+    schema: &engine::schema::StrategySchema,
+    log: &dyn EventLog,
+) -> Result<(), Failure> {
+    let state = engine::evolve::served_file_state(project, schema, log).map_err(common::evolve_failure)?;
     if let engine::evolve::FileState::HandEdited { file_hash } = state {
         return Err(bad(format!(
             "{}: edited by hand (hash {file_hash:.12}); refusing to replace it (see `emend rollback --force`)",
             project.strategy_path().display()
         )));
     }
+    Ok(())
+}
+
+pub fn approve(args: &ApproveArgs, project_dir: Option<&Path>) -> CmdResult {
+    let project = common::project(project_dir)?;
+    let v = version_arg(&args.version)?;
+    if args.force && args.reason.is_none() {
+        return Err(bad("approve --force: --reason is required (it is journaled with the forced approval)".into()));
+    }
+    let schema = common::schema(&project)?;
+    let mut log = common::operator_writer(&project, args.takeover, &format!("approve v{v}"))?;
+    match pending_status(&log, v)?.as_str() {
+        "pending" => {}
+        "superseded" => {
+            return Err(bad(format!(
+                "v{v} was superseded by a newer pending version tested against the same served version \
+                 (see `emend pending --all`); it is no longer a live option"
+            )));
+        }
+        other => return Err(bad(format!("v{v} is not pending: it was {other}"))),
+    }
+    if let Some(q) = Store::new(&log).quarantined().map_err(common::store_failure)?.get(&v) {
+        return Err(bad(format!("v{v} is quarantined ({}); unquarantine it first", q["reason"])));
+    }
+    refuse_hand_edit(&project, &schema, &log)?;
     let reason = args.reason.clone().unwrap_or_else(|| format!("approved by {}", who()));
-    let events = served::approve(&project, &schema, &mut log, v, &reason).map_err(common::evolve_failure)?;
-    let Some(Event::ServedChanged { from, hash, .. }) = events.last().cloned() else {
+    let approval = tested_pair(&project, &schema, &mut log, v, args, reason)?;
+    let retested = approval.retest.clone();
+    let events = served::approve(&project, &schema, &mut log, v, approval).map_err(common::evolve_failure)?;
+    let Some(Event::ServedChanged { from, hash, reason, .. }) = events.last().cloned() else {
         return Err(Failure::failed(anyhow::anyhow!("approve wrote no served change")));
     };
     let hook = hooks::on_served(&project, &mut log, from, v, &hash, Change::Approved);
     if args.json {
-        common::print_json(&json!({"approved": v, "from": from, "events": events, "hook_failure": hook}));
+        common::print_json(
+            &json!({"approved": v, "from": from, "retest": retested, "events": events, "hook_failure": hook}),
+        );
     } else {
         println!(
             "approved: served v{} -> v{v} ({reason})\n{} written",
@@ -172,6 +234,53 @@ pub fn approve(args: &ReviewArgs, project_dir: Option<&Path>) -> CmdResult {
         );
     }
     Ok(exit::OK)
+}
+
+/// The approval of pending `v` as a tested pair: as it is when the served
+/// version is the one `v` was tested against; else after a passed retest
+/// (`--retest`), or forced (`--force`), or refused (exit 2).
+fn tested_pair(
+    project: &engine::config::Project,
+    schema: &engine::schema::StrategySchema,
+    log: &mut journal::SledJournal,
+    v: u64,
+    args: &ApproveArgs,
+    reason: String,
+) -> Result<served::Approval, Failure> {
+    let store = Store::new(&*log);
+    let tested = store.live_pending().map_err(common::store_failure)?.get(&v).copied();
+    let served_now = store.served().map_err(common::store_failure)?.map_or(0, |s| s.version);
+    let mut approval = served::Approval { reason, ..Default::default() };
+    if tested == Some(served_now) {
+        return Ok(approval);
+    }
+    let against = tested.map_or("a version the journal does not name".to_string(), |t| format!("v{t}"));
+    if args.force {
+        approval.forced_over = Some(served_now);
+        return Ok(approval);
+    }
+    if !args.retest {
+        return Err(bad(format!(
+            "v{v} was tested against {against}, but v{served_now} is served now; approve it with --retest (a confirm \
+             test against v{served_now} at the next LORD++ alpha, served only if it passes) or with --force --reason \
+             ... (served untested against v{served_now}, journaled as forced)"
+        )));
+    }
+    let backend = common::backend(project, schema)?;
+    let mut evolution = engine::evolve::Evolution { project, schema, backend: backend.as_ref(), log: &mut *log };
+    let retested = evolution.retest(v).map_err(common::evolve_failure)?;
+    eprintln!("{}", retested.record.reason);
+    if !retested.passed {
+        log.append(vec![engine::evolve::retest_judged(&retested).to_new()]).map_err(common::journal_failure)?;
+        return Err(Failure::failed(anyhow::anyhow!(
+            "v{v} was not served: {} (the test is journaled as {})",
+            retested.record.reason,
+            retested.record.id
+        )));
+    }
+    approval.retest = Some(retested.record.id.clone());
+    approval.evidence = vec![engine::evolve::retest_judged(&retested)];
+    Ok(approval)
 }
 
 pub fn reject(args: &ReviewArgs, project_dir: Option<&Path>) -> CmdResult {

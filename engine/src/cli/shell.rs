@@ -86,8 +86,18 @@ Bad input or usage: malformed YAML, a strategy that breaks the schema, a bad dat
 a hand\-edited served file, a setting this binary is built without.
 .TP
 \fB3\fR
-Another process holds the journal (the message names its pid, host and start time).
+Another process holds the journal (the message names its pid, host and start time);
+rollback, restore\-best and approve take \-\-wait or \-\-preempt instead.
+.TP
+\fB4\fR
+evolve stopped because an operator's \-\-preempt asked for the journal (the round journaled as interrupted).
+.TP
+\fB130\fR, \fB141\fR, \fB143\fR
+evolve stopped by SIGINT, a closed output or SIGTERM, cleanly (the round journaled as interrupted).
 .SH ENVIRONMENT
+.TP
+\fBEMEND_ACTOR\fR
+Who acts, as the caller declares it (as \-\-by): journaled as by, beside the OS account (who, uid).
 .TP
 \fBEMEND_MINILM_DIR\fR
 The all\-MiniLM\-L6\-v2 model directory (wins over harness.minilm_dir; needs the minilm feature).
@@ -105,7 +115,7 @@ API keys
 Each model role reads its key from the variable its roles.<role>.api_key_env names.
 Hooks receive EMEND_PROJECT, EMEND_SERVED_FILE, EMEND_SERVED_VERSION, EMEND_SERVED_HASH,
 EMEND_PREVIOUS_VERSION, EMEND_CHANGE and, for on_pending, EMEND_PENDING_VERSION,
-EMEND_PENDING_HASH and EMEND_PENDING_PARENT.
+EMEND_PENDING_HASH, EMEND_PENDING_PARENT and EMEND_PENDING_SUPERSEDES.
 .SH FILES
 .TP
 \fBemend.yaml\fR
@@ -115,7 +125,7 @@ The project configuration (found in the current directory or the nearest parent,
 The served strategy, rewritten from the journal on every change.
 .TP
 \fB.emend/\fR
-The journal (sled store and its read view), the lock and the caches.
+The journal (sled store and its read view), the lock, a stop request (journal/STOP) and the caches.
 "#;
 
 /// One page: clap's sections, then [`MAN_TAIL`].

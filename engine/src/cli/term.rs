@@ -42,6 +42,24 @@ pub fn print_stdout(text: &str, no_color: bool) {
     let _ = out.flush();
 }
 
+/// Writes `text` to `out`. A reader that went away (a broken pipe: `emend
+/// evolve | head -1`) ends the output, not the process: the run is asked to
+/// stop ([`engine::stop::Cause::OutputClosed`]), journals its round as
+/// interrupted and exits 141. Other write errors are ignored as well; output
+/// never decides a run.
+pub fn write_or_stop(out: &mut dyn std::io::Write, text: &str) {
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush())
+        && e.kind() == std::io::ErrorKind::BrokenPipe
+    {
+        engine::stop::request(engine::stop::Cause::OutputClosed);
+    }
+}
+
+/// Prints `text` on stdout through [`write_or_stop`].
+pub fn out(text: &str) {
+    write_or_stop(&mut std::io::stdout().lock(), text);
+}
+
 /// Whether text written to stderr gets colour (the tracing subscriber asks too).
 pub fn stderr_colour() -> bool {
     anstream::AutoStream::choice(&std::io::stderr()) != ColorChoice::Never
@@ -76,8 +94,9 @@ impl Live {
     }
 
     /// Prints a line on stderr above the live line, styled when colour is on.
+    /// A closed stderr asks the run to stop (see [`write_or_stop`]).
     pub fn println(&self, style: Style, line: &str) {
-        self.bar.suspend(|| anstream::eprintln!("{style}{line}{style:#}"));
+        self.bar.suspend(|| write_or_stop(&mut anstream::stderr(), &format!("{style}{line}{style:#}\n")));
     }
 
     /// Removes the live line.

@@ -184,6 +184,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
                 observed.version,
                 hash,
                 served_now,
+                &decision.supersedes,
             ));
         }
         Ok((full_evals, hook_failures))

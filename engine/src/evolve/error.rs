@@ -64,6 +64,12 @@ pub enum EvolveError {
     Winner(BackendError),
     #[error("no version v{version} in the journal (it has v1..v{max})")]
     UnknownVersion { version: u64, max: u64 },
+    /// `approve --retest` could not compare the pending version with the served one.
+    #[error("retesting v{version} against the served version failed: {reason}")]
+    Retest { version: u64, reason: String },
+    /// A stop was requested (a signal, `--preempt`, a closed output) mid-round.
+    #[error("the run was stopped ({cause}) before its round finished")]
+    Interrupted { cause: &'static str },
     #[error("{}", path.display())]
     Io {
         path: PathBuf,
@@ -85,7 +91,11 @@ impl EvolveError {
             | EvolveError::NothingServed
             | EvolveError::Split(_)
             | EvolveError::UnknownVersion { .. } => ErrorClass::BadInput,
-            EvolveError::Served { .. } | EvolveError::Winner(_) | EvolveError::Io { .. } => ErrorClass::Failed,
+            EvolveError::Served { .. }
+            | EvolveError::Winner(_)
+            | EvolveError::Io { .. }
+            | EvolveError::Interrupted { .. }
+            | EvolveError::Retest { .. } => ErrorClass::Failed,
         }
     }
 }

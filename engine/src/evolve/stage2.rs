@@ -195,7 +195,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
     /// next LORD++ alpha (the LORD++ state advances whatever the verdict), the
     /// category and cost rules, the floors against v1, and the cluster check
     /// (a rule only with `gates.cluster_check: require`).
-    fn compare(
+    pub(super) fn compare(
         &self,
         input: &RoundInput<'_>,
         base: &[stats::Outcome],
@@ -339,6 +339,7 @@ mod tests {
             best: crate::decide::BestAfter { version: 1, accuracy: 0.5, moved: false },
             restore: None,
             pinned: false,
+            supersedes: vec![],
         };
         let mut tree = BTreeMap::new();
         learn(&mut [rejected], &decision, &mut tree);

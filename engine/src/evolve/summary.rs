@@ -44,6 +44,9 @@ pub struct RunSummary {
     pub pending_versions: Vec<u64>,
     /// Hooks that failed after a change was committed (journaled as `hook_failed`).
     pub hook_failures: Vec<String>,
+    /// The round abandoned by a stop request (journaled as `interrupted`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted_round: Option<u64>,
 }
 
 /// Why a run stopped.
@@ -63,6 +66,9 @@ pub enum Stopped {
     /// trials in a row with nothing better than the served strategy worth a
     /// confirm test), possibly with budget left.
     Converged,
+    /// A stop was requested (a signal, `--preempt`, a closed output): the
+    /// round in progress was journaled as `interrupted`, nothing of it applied.
+    Interrupted,
 }
 
 impl Stopped {
@@ -73,6 +79,7 @@ impl Stopped {
             Stopped::MaxTime => "max_time",
             Stopped::Exhausted => "exhausted",
             Stopped::Converged => "converged",
+            Stopped::Interrupted => "interrupted",
         }
     }
 }
@@ -185,6 +192,9 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
                 None => store.latest_evaluation(&best.hash)?.map_or(0.0, |(_, s)| s.accuracy),
             };
         }
+        // Versions that became pending in this run and were superseded before it ended are no option.
+        let live = store.live_pending()?;
+        summary.pending_versions.retain(|v| live.contains_key(v));
         if summary.rounds == 0 {
             summary.start_accuracy = summary.served_accuracy;
             summary.start_mean_tokens = summary.served_mean_tokens;
