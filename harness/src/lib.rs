@@ -27,6 +27,7 @@ pub mod minilm;
 pub mod outcome;
 pub mod replay;
 pub mod retrieve;
+pub mod space;
 pub mod strategy;
 pub mod text;
 
