@@ -67,6 +67,19 @@ pub enum FieldKind {
     Text,
 }
 
+impl FieldKind {
+    /// The kind in words, for messages.
+    pub fn describe(&self) -> String {
+        match self {
+            FieldKind::Integer => "an integer".into(),
+            FieldKind::Number => "a number".into(),
+            FieldKind::Boolean => "a boolean".into(),
+            FieldKind::Enum(values) => format!("one of {}", values.join(", ")),
+            FieldKind::Text => "text".into(),
+        }
+    }
+}
+
 /// A leaf field of the strategy and the engine's data about it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FieldSpec {
