@@ -69,10 +69,22 @@ fn a_key_echoed_in_replies_is_redacted_before_anything_is_written() {
         .map(|r| role_yaml(r, &server.url, &format!("{r}-model"), ", redact: ['internal-token-[A-Z0-9]+']"))
         .collect();
     project(&dir, "llm", &roles);
-    let eval = ["eval", "--strategy", "initial.yaml", "--tasks", "tasks.json", "--json", "--outcomes", "out.jsonl"];
+    let eval = [
+        "eval",
+        "--strategy",
+        "initial.yaml",
+        "--tasks",
+        "tasks.json",
+        "--judge",
+        "llm",
+        "--json",
+        "--outcomes",
+        "out.jsonl",
+    ];
     let (code, out, err) = emend(&dir, &eval);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(server.count("answerer") > 0);
+    let roles: Vec<String> = server.seen().iter().map(|s| s.role().to_string()).collect();
+    assert!(server.count("answerer") > 0, "{roles:?} {out}");
     let (code, evolved, err2) = emend(&dir, &["evolve", "--rounds", "1", "--max-evals", "1", "--quiet"]);
     assert_eq!(code, 0, "{evolved}{err2}");
     let (code, journal, _) = emend(&dir, &["journal", "export"]);
