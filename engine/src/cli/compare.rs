@@ -183,7 +183,7 @@ struct Record {
 }
 
 fn parse_line(line: &str) -> anyhow::Result<Record> {
-    let value: Value = serde_json::from_str(line).map_err(|e| anyhow!("not valid JSON: {e}"))?;
+    let value: Value = harness::strict_json::from_str(line).map_err(|e| anyhow!("not valid JSON: {e}"))?;
     let Value::Object(fields) = value else {
         return Err(anyhow!("expected a JSON object, got {}", shown(&value)));
     };

@@ -76,12 +76,12 @@ pub fn run(args: &WorkerArgs) -> CmdResult {
     let text = std::fs::read_to_string(&args.strategy)
         .with_context(|| format!("{}: cannot read", args.strategy.display()))
         .map_err(Failure::bad_input)?;
-    let strategy: harness::Strategy = serde_json::from_str(&text)
+    let strategy: harness::Strategy = harness::strict_json::from_str(&text)
         .map_err(|e| Failure::bad_input(anyhow!("{}: not a built-in strategy: {e}", args.strategy.display())))?;
     let shard_text = std::fs::read_to_string(&args.tasks)
         .with_context(|| format!("{}: cannot read", args.tasks.display()))
         .map_err(Failure::bad_input)?;
-    let shard: Value = serde_json::from_str(&shard_text)
+    let shard: Value = harness::strict_json::from_str(&shard_text)
         .map_err(|e| Failure::bad_input(anyhow!("{}: not JSON: {e}", args.tasks.display())))?;
     let (locomo, ids) =
         shard_to_locomo(&shard).map_err(|e| Failure::bad_input(anyhow!("{}: {e}", args.tasks.display())))?;
