@@ -385,7 +385,9 @@ fn off_or<'de, D: serde::Deserializer<'de>>(d: D, field: &str, other: &str) -> R
         Raw::Text(t) if t == "off" => Ok(false),
         Raw::Text(t) if t == other => Ok(true),
         Raw::Bool(true) => Err(serde::de::Error::custom(format!("{field}: expected off or {other}, got true"))),
-        Raw::Text(t) => Err(serde::de::Error::custom(format!("{field}: expected off or {other}, got {t:?}"))),
+        Raw::Text(t) => {
+            Err(serde::de::Error::custom(format!("{field}: expected off or {other}, got {text:?}", text = t)))
+        }
     }
 }
 

@@ -79,7 +79,7 @@ pub fn run(argv: &[String], env: &[(String, String)], dir: &Path, timeout: Durat
             unsafe { libc::kill(-pgid, libc::SIGKILL) };
             let _ = child.kill();
             let _ = child.wait();
-            return Err(format!("{} still running after {:?}; killed", resolved.display(), timeout));
+            return Err(format!("{} still running after {timeout:?}; killed", resolved.display()));
         }
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_millis(100));

@@ -157,7 +157,10 @@ fn read_run(path: &Path, needs_conversation: bool) -> anyhow::Result<Run> {
             return Err(anyhow!("{name}:{number}: field \"conversation\" is required with --unit conversation"));
         }
         if let Some(first) = first_line.insert(record.outcome.id.clone(), number) {
-            return Err(anyhow!("{name}:{number}: duplicate id {:?} (first on line {first})", record.outcome.id));
+            return Err(anyhow!(
+                "{name}:{number}: duplicate id {id:?} (first on line {first})",
+                id = record.outcome.id
+            ));
         }
         match record.context_tokens {
             Some(t) => tokens_sum += t,

@@ -52,7 +52,10 @@ pub struct WorkerArgs {
 fn shard_to_locomo(shard: &Value) -> Result<(String, HashMap<String, String>), String> {
     let protocol = shard.get("protocol").and_then(Value::as_str);
     if protocol != Some(engine::command::PROTOCOL) {
-        return Err(format!("field \"protocol\": expected {:?}, got {protocol:?}", engine::command::PROTOCOL));
+        return Err(format!(
+            "field \"protocol\": expected {expected:?}, got {protocol:?}",
+            expected = engine::command::PROTOCOL
+        ));
     }
     let samples = shard.get("samples").and_then(Value::as_array).ok_or("field \"samples\": expected a list")?;
     let mut ids = HashMap::new();
