@@ -340,6 +340,20 @@ impl BuiltinBackend {
     }
 }
 
+/// Free bytes the caches leave on their file system: the journal's reserve
+/// ([`journal::DEFAULT_MIN_FREE_BYTES`], below which it refuses to write) plus
+/// [`CACHE_MARGIN_BYTES`] for the journal's own growth, so a cache never locks
+/// the project. The one figure every cache (stage, dataset, embedding, model
+/// reply) uses.
+pub const CACHE_FLOOR_BYTES: u64 = journal::DEFAULT_MIN_FREE_BYTES + CACHE_MARGIN_BYTES;
+/// What the caches leave free above the journal's reserve.
+pub const CACHE_MARGIN_BYTES: u64 = 8 * 1024 * 1024;
+
+/// The floor every project cache keeps ([`CACHE_FLOOR_BYTES`], by `statvfs`).
+pub fn cache_floor() -> harness::space::Floor {
+    harness::space::Floor::statvfs(CACHE_FLOOR_BYTES)
+}
+
 /// Adds the project's persistent stage cache (`.emend/cache/stages/`, at most
 /// `harness.stage_cache_mb`; none when that is 0). Call after plugging in models.
 pub fn with_stage_cache(evaluator: harness::Evaluator, project: &Project) -> Result<harness::Evaluator, SetupError> {
@@ -349,7 +363,7 @@ pub fn with_stage_cache(evaluator: harness::Evaluator, project: &Project) -> Res
     }
     let root = project.cache_dir().join("stages");
     evaluator
-        .with_disk_cache(&root, mb.saturating_mul(1024 * 1024))
+        .with_disk_cache_floor(&root, mb.saturating_mul(1024 * 1024), cache_floor())
         .map_err(|e| SetupError::new(format!("{}: cannot create the stage cache: {e}", root.display())))
 }
 
@@ -363,7 +377,7 @@ pub fn dataset_cache(project: &Project) -> Result<Option<harness::cache::DiskCac
     }
     let root = project.cache_dir().join("stages");
     harness::cache::DiskCache::open_named(&root, "datasets", mb.saturating_mul(1024 * 1024))
-        .map(Some)
+        .map(|c| Some(c.with_floor(cache_floor())))
         .map_err(|e| SetupError::new(format!("{}: cannot create the dataset cache: {e}", root.display())))
 }
 
@@ -387,7 +401,7 @@ pub fn with_minilm(evaluator: harness::Evaluator, project: Option<&Project>) -> 
             p.config.harness.stage_cache_mb.saturating_mul(1024 * 1024),
         )
         .map_err(|e| SetupError::new(format!("{}: cannot create the embedding cache: {e}", root.display())))?;
-        model = model.with_cache(cache);
+        model = model.with_cache(cache.with_floor(cache_floor()));
     }
     Ok(evaluator.with_minilm(Arc::new(model)))
 }

@@ -385,7 +385,9 @@ fn off_or<'de, D: serde::Deserializer<'de>>(d: D, field: &str, other: &str) -> R
         Raw::Text(t) if t == "off" => Ok(false),
         Raw::Text(t) if t == other => Ok(true),
         Raw::Bool(true) => Err(serde::de::Error::custom(format!("{field}: expected off or {other}, got true"))),
-        Raw::Text(t) => Err(serde::de::Error::custom(format!("{field}: expected off or {other}, got {t:?}"))),
+        Raw::Text(t) => {
+            Err(serde::de::Error::custom(format!("{field}: expected off or {other}, got {text:?}", text = t)))
+        }
     }
 }
 
@@ -573,6 +575,11 @@ pub struct RoleConfig {
     /// the answerer or the evolver (normally a configuration error).
     #[serde(default)]
     pub allow_shared_with_judge: bool,
+    /// Regular expressions whose matches in a reply are replaced by `[redacted]`
+    /// before it is cached, journaled or logged (the key itself, `Authorization`
+    /// and `api-key` values always are).
+    #[serde(default)]
+    pub redact: Vec<String>,
 }
 
 fn d_max_tokens() -> u32 {
@@ -609,6 +616,7 @@ impl RoleConfig {
             backoff_secs: d_role_backoff(),
             deadline_secs: d_role_deadline(),
             allow_shared_with_judge: false,
+            redact: Vec::new(),
         }
     }
 
@@ -678,6 +686,15 @@ pub fn check_roles(roles: &BTreeMap<String, RoleConfig>) -> Result<(), String> {
                 r.timeout_secs,
                 r.deadline_secs
             ));
+        }
+        for (i, pattern) in r.redact.iter().enumerate() {
+            if pattern.is_empty() {
+                return Err(format!("{}[{i}]: must not be empty", field("redact")));
+            }
+            if let Err(e) = regex::Regex::new(pattern) {
+                let first = e.to_string().lines().last().unwrap_or("").trim().to_string();
+                return Err(format!("{}[{i}]: not a regular expression ({first})", field("redact")));
+            }
         }
         if r.allow_shared_with_judge && name != "judge" {
             return Err(format!("{}: only meaningful on roles.judge", field("allow_shared_with_judge")));

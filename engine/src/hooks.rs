@@ -83,7 +83,7 @@ pub fn run(argv: &[String], env: &[(String, String)], dir: &Path, timeout: Durat
             let _ = child.wait();
             return Err(match signalled {
                 true => format!("{} killed: emend was stopped by a signal", resolved.display()),
-                false => format!("{} still running after {:?}; killed", resolved.display(), timeout),
+                false => format!("{} still running after {timeout:?}; killed", resolved.display()),
             });
         }
         std::thread::sleep(pause);

@@ -28,6 +28,7 @@ pub mod progress;
 pub mod propose;
 pub mod records;
 pub mod report;
+pub mod sanitize;
 pub mod schema;
 pub mod screen;
 pub mod search;

@@ -228,7 +228,7 @@ pub fn evolve(
         }
         (kind, direction) => {
             return Proposal::Blocked {
-                reason: format!("{} ({kind:?}) cannot move in direction {}", plan.path, direction.as_str()),
+                reason: format!("{} ({}) cannot move in direction {}", plan.path, kind.describe(), direction.as_str()),
             };
         }
     };

@@ -67,6 +67,19 @@ pub enum FieldKind {
     Text,
 }
 
+impl FieldKind {
+    /// The kind in words, for messages.
+    pub fn describe(&self) -> String {
+        match self {
+            FieldKind::Integer => "an integer".into(),
+            FieldKind::Number => "a number".into(),
+            FieldKind::Boolean => "a boolean".into(),
+            FieldKind::Enum(values) => format!("one of {}", values.join(", ")),
+            FieldKind::Text => "text".into(),
+        }
+    }
+}
+
 /// A leaf field of the strategy and the engine's data about it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FieldSpec {
@@ -285,7 +298,7 @@ impl StrategySchema {
 
     pub fn from_str(origin: &str, text: &str) -> Result<StrategySchema, SchemaError> {
         let err = |message: String| SchemaError { origin: origin.to_string(), message };
-        let raw: Value = serde_json::from_str(text).map_err(|e| err(format!("not JSON: {e}")))?;
+        let raw: Value = harness::strict_json::from_str(text).map_err(|e| err(format!("not JSON: {e}")))?;
         let validator = jsonschema::options()
             .with_draft(jsonschema::Draft::Draft202012)
             .build(&raw)

@@ -122,7 +122,11 @@ pub fn reconcile_served_file<L: EventLog + ?Sized>(project: &Project, schema: &S
     match served_file_state(project, schema, log)? {
         FileState::Consistent => Ok(()),
         state @ (FileState::Missing | FileState::Stale { .. }) => {
-            tracing::warn!("{}: {:?}; rewriting it from the journal (v{})", file.display(), state, served.version);
+            let what = match state {
+                FileState::Stale { holds } => format!("holds v{holds}, not the served v{}", served.version),
+                _ => "is missing".to_string(),
+            };
+            tracing::warn!("{}: {what}; rewriting it from the journal (v{})", file.display(), served.version);
             let info = store.version(served.version)?.ok_or_else(|| missing(served.version))?;
             let doc = store.document(&served.hash)?.ok_or_else(|| missing(served.version))?;
             write_served(project, served.version, info.parent, &served.hash, &doc)

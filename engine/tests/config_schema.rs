@@ -208,6 +208,9 @@ const CASES: &[(&str, bool)] = &[
     ("roles:\n  judge: {base_url: 'http://host/v1', model: m, allow_shared_with_judge: true}\n", true),
     ("roles:\n  answerer: {base_url: 'http://host/v1', model: m, allow_shared_with_judge: false}\n", true),
     ("roles:\n  answerer: {base_url: 'http://host/v1', model: m, allow_shared_with_judge: true}\n", false),
+    ("roles:\n  answerer: {base_url: 'http://host/v1', model: m, redact: ['sk-[A-Za-z0-9]+']}\n", true),
+    ("roles:\n  answerer: {base_url: 'http://host/v1', model: m, redact: ['']}\n", false),
+    ("roles:\n  answerer: {base_url: 'http://host/v1', model: m, redact: 'sk-'}\n", false),
 ];
 
 /// Settings under `harness:` (after `tasks: builtin`), and whether emend accepts them.

@@ -17,11 +17,19 @@
 //! output is the one that was stored, bit for bit. An entry that does not
 //! decode (another format version, a damaged file) is a miss: it is deleted
 //! and the stage runs.
+//!
+//! With a [`Floor`] ([`DiskCache::with_floor`]) the cache also leaves free
+//! space on its file system for the journal: on opening and before every
+//! write it evicts least recently used entries while the file system is
+//! below the floor, and a write that would still cross it is skipped (logged
+//! once, naming `emend cache clear`), never failed.
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::SystemTime;
+
+use crate::space::{Floor, short_message};
 
 const MAGIC: &[u8; 4] = b"EMSC";
 /// Bump when an encoding below changes.
@@ -34,6 +42,9 @@ pub struct DiskCache {
     dir: PathBuf,
     capacity: u64,
     written: AtomicU64,
+    floor: Floor,
+    /// Whether the cache already said that free space stopped a write.
+    warned: AtomicBool,
 }
 
 impl DiskCache {
@@ -51,7 +62,62 @@ impl DiskCache {
     pub fn open_named(root: &Path, name: &str, capacity: u64) -> io::Result<DiskCache> {
         let dir = root.join(name);
         std::fs::create_dir_all(&dir)?;
-        Ok(DiskCache { root: root.to_path_buf(), dir, capacity, written: AtomicU64::new(0) })
+        Ok(DiskCache {
+            root: root.to_path_buf(),
+            dir,
+            capacity,
+            written: AtomicU64::new(0),
+            floor: Floor::none(),
+            warned: AtomicBool::new(false),
+        })
+    }
+
+    /// Leaves at least the floor's bytes free on the cache's file system: evicts
+    /// now if it is already below (a disk that filled while emend was not running),
+    /// and before every write.
+    pub fn with_floor(mut self, floor: Floor) -> DiskCache {
+        self.floor = floor;
+        self.relieve(0);
+        self
+    }
+
+    /// Evicts least recently used entries (of every directory under the root)
+    /// until a write of `len` bytes leaves the floor free; false when even an
+    /// empty cache would not.
+    fn relieve(&self, len: u64) -> bool {
+        if self.floor.shortfall(&self.dir, len) == 0 {
+            return true;
+        }
+        let mut entries = self.entries();
+        entries.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.2.cmp(&b.2)));
+        let mut freed = 0u64;
+        for (_, size, path) in entries {
+            if std::fs::remove_file(&path).is_ok() {
+                freed += size;
+            }
+            if self.floor.shortfall(&self.dir, len) == 0 {
+                tracing::info!("{}: evicted {freed} bytes of the stage cache to keep free space", self.dir.display());
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Every entry under the root: (modified, bytes, path).
+    fn entries(&self) -> Vec<(SystemTime, u64, PathBuf)> {
+        let mut entries = Vec::new();
+        let Ok(dirs) = std::fs::read_dir(&self.root) else { return entries };
+        for d in dirs.flatten() {
+            let Ok(files) = std::fs::read_dir(d.path()) else { continue };
+            for f in files.flatten() {
+                let Ok(meta) = f.metadata() else { continue };
+                if !meta.is_file() {
+                    continue;
+                }
+                entries.push((meta.modified().unwrap_or(SystemTime::UNIX_EPOCH), meta.len(), f.path()));
+            }
+        }
+        entries
     }
 
     pub fn dir(&self) -> &Path {
@@ -87,6 +153,13 @@ impl DiskCache {
     pub fn put(&self, stage: &str, key: &[u8; 32], payload: &[u8]) {
         let path = self.path(stage, key);
         let framed = frame(key, payload);
+        if !self.relieve(framed.len() as u64) {
+            if !self.warned.swap(true, Ordering::Relaxed) {
+                let free = self.floor.available(&self.dir);
+                tracing::warn!("{}", short_message("stage cache", &self.root, &self.floor, free));
+            }
+            return;
+        }
         let result = (|| {
             let mut tmp = tempfile::NamedTempFile::new_in(&self.dir)?;
             io::Write::write_all(&mut tmp, &framed)?;
@@ -107,18 +180,7 @@ impl DiskCache {
         if self.written.swap(0, Ordering::Relaxed) == 0 {
             return;
         }
-        let mut entries: Vec<(SystemTime, u64, PathBuf)> = Vec::new();
-        let Ok(dirs) = std::fs::read_dir(&self.root) else { return };
-        for d in dirs.flatten() {
-            let Ok(files) = std::fs::read_dir(d.path()) else { continue };
-            for f in files.flatten() {
-                let Ok(meta) = f.metadata() else { continue };
-                if !meta.is_file() {
-                    continue;
-                }
-                entries.push((meta.modified().unwrap_or(SystemTime::UNIX_EPOCH), meta.len(), f.path()));
-            }
-        }
+        let mut entries = self.entries();
         for path in plan_eviction(&mut entries, self.capacity) {
             let _ = std::fs::remove_file(path);
         }
@@ -430,5 +492,38 @@ mod tests {
         huge.u64(u64::MAX);
         assert_eq!(Dec(&huge.0).u32s(), None);
         assert_eq!(Dec(&e.0[..3]).u32(), None);
+    }
+
+    #[test]
+    fn a_cache_on_a_small_disk_leaves_the_floor_free_and_skips_what_would_cross_it() {
+        use crate::space::SimulatedDisk;
+        use std::sync::Arc;
+        let tmp = tempfile::tempdir().unwrap();
+        // A 40 kB disk; the cache keeps 16 kB free; its own bound (1 MB) would never stop it.
+        let disk = Arc::new(SimulatedDisk::new(tmp.path(), 40_000));
+        let floor = Floor::with_source(16_000, disk.clone());
+        let c = DiskCache::open(tmp.path(), "abc", 1 << 20).unwrap().with_floor(floor.clone());
+        for k in 0..100u8 {
+            c.put("index", &[k; 32], &[k; 1000]);
+            assert!(disk.size - disk.used() >= 16_000, "entry {k}: {} bytes used", disk.used());
+        }
+        // The newest entries are kept, the oldest went.
+        assert!(c.get("index", &[99; 32]).is_some());
+        assert!(c.get("index", &[0; 32]).is_none());
+        let kept = std::fs::read_dir(c.dir()).unwrap().count();
+        assert!((20..=24).contains(&kept), "{kept} entries kept");
+        // Something else fills the disk: reopening evicts down to the floor...
+        disk.other.store(20_000, Ordering::Relaxed);
+        let c = DiskCache::open(tmp.path(), "abc", 1 << 20).unwrap().with_floor(floor.clone());
+        assert!(disk.size - disk.used() >= 16_000);
+        // ...and when even an empty cache leaves too little, a write is skipped, not failed.
+        disk.other.store(30_000, Ordering::Relaxed);
+        c.put("index", &[1; 32], &[1; 1000]);
+        assert_eq!(std::fs::read_dir(c.dir()).unwrap().count(), 0);
+        assert!(c.get("index", &[1; 32]).is_none());
+        // The disk is freed: the next write is stored, with no manual step.
+        disk.other.store(0, Ordering::Relaxed);
+        c.put("index", &[1; 32], &[1; 1000]);
+        assert!(c.get("index", &[1; 32]).is_some());
     }
 }

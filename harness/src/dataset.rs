@@ -570,7 +570,7 @@ impl Dataset {
 pub fn load_str(name: &str, text: &str) -> Result<Dataset, DatasetError> {
     let fail = |kind| DatasetError { source_name: name.to_string(), kind };
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let value: Value = serde_json::from_str(text).map_err(|e| fail(DatasetErrorKind::Json(e)))?;
+    let value: Value = crate::strict_json::from_str(text).map_err(|e| fail(DatasetErrorKind::Json(e)))?;
     let samples = parse_samples(&value).map_err(fail)?;
     let hash = content_hash(&samples);
     Ok(Dataset { name: name.to_string(), samples, hash })

@@ -481,8 +481,19 @@ impl Evaluator {
     /// index outputs are read from there before they are computed, and
     /// written there after. Call it after plugging in models: the cache's
     /// directory is chosen by [`Evaluator::harness_hash`].
-    pub fn with_disk_cache(mut self, root: &std::path::Path, capacity_bytes: u64) -> std::io::Result<Self> {
-        self.disk = Some(DiskCache::open(root, &self.harness_hash(), capacity_bytes)?);
+    pub fn with_disk_cache(self, root: &std::path::Path, capacity_bytes: u64) -> std::io::Result<Self> {
+        self.with_disk_cache_floor(root, capacity_bytes, crate::space::Floor::none())
+    }
+
+    /// [`Evaluator::with_disk_cache`], leaving `floor` free on the file system
+    /// (see [`DiskCache::with_floor`]).
+    pub fn with_disk_cache_floor(
+        mut self,
+        root: &std::path::Path,
+        capacity_bytes: u64,
+        floor: crate::space::Floor,
+    ) -> std::io::Result<Self> {
+        self.disk = Some(DiskCache::open(root, &self.harness_hash(), capacity_bytes)?.with_floor(floor));
         Ok(self)
     }
 

@@ -27,7 +27,9 @@ pub mod minilm;
 pub mod outcome;
 pub mod replay;
 pub mod retrieve;
+pub mod space;
 pub mod strategy;
+pub mod strict_json;
 pub mod text;
 
 pub use dataset::{Category, Dataset, DatasetError, Selection, load_path, load_str};

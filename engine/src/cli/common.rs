@@ -73,6 +73,12 @@ pub fn error_line(error: &anyhow::Error) -> String {
             line.push_str(&text);
         }
     }
+    if error
+        .chain()
+        .any(|c| matches!(c.downcast_ref::<journal::ErrorKind>(), Some(journal::ErrorKind::DiskFull { .. })))
+    {
+        line.push_str("; `emend cache clear` empties emend's caches (.emend/cache/), which are recomputed when needed");
+    }
     line
 }
 

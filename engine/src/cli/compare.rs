@@ -157,7 +157,10 @@ fn read_run(path: &Path, needs_conversation: bool) -> anyhow::Result<Run> {
             return Err(anyhow!("{name}:{number}: field \"conversation\" is required with --unit conversation"));
         }
         if let Some(first) = first_line.insert(record.outcome.id.clone(), number) {
-            return Err(anyhow!("{name}:{number}: duplicate id {:?} (first on line {first})", record.outcome.id));
+            return Err(anyhow!(
+                "{name}:{number}: duplicate id {id:?} (first on line {first})",
+                id = record.outcome.id
+            ));
         }
         match record.context_tokens {
             Some(t) => tokens_sum += t,
@@ -183,7 +186,7 @@ struct Record {
 }
 
 fn parse_line(line: &str) -> anyhow::Result<Record> {
-    let value: Value = serde_json::from_str(line).map_err(|e| anyhow!("not valid JSON: {e}"))?;
+    let value: Value = harness::strict_json::from_str(line).map_err(|e| anyhow!("not valid JSON: {e}"))?;
     let Value::Object(fields) = value else {
         return Err(anyhow!("expected a JSON object, got {}", shown(&value)));
     };

@@ -34,7 +34,7 @@ pub fn status(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
     if args.json {
         common::print_json(&serde_json::to_value(&view).expect("views serialize"));
     } else {
-        print!("{}", render_status(&view));
+        print!("{}", engine::sanitize::escape_controls(&render_status(&view)));
     }
     Ok(exit::OK)
 }
@@ -201,11 +201,11 @@ pub fn escalations(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
                     "  reviewed by {} at {}: {}",
                     r["who"].as_str().unwrap_or("?"),
                     r["at"].as_str().unwrap_or("?"),
-                    r["reason"].as_str().unwrap_or("")
+                    engine::sanitize::escape_controls(r["reason"].as_str().unwrap_or(""))
                 );
             }
             for r in e["reasons"].as_array().into_iter().flatten() {
-                println!("  {}", r.as_str().unwrap_or(""));
+                println!("  {}", engine::sanitize::escape_controls(r.as_str().unwrap_or("")));
             }
         }
         println!(
@@ -479,7 +479,7 @@ pub fn log(args: &LogArgs, project_dir: Option<&Path>) -> CmdResult {
     if args.json {
         common::print_json(&serde_json::to_value(&view).expect("views serialize"));
     } else {
-        print!("{}", render_log(&view));
+        print!("{}", engine::sanitize::escape_controls(&render_log(&view)));
     }
     Ok(exit::OK)
 }

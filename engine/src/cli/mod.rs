@@ -1,6 +1,7 @@
 //! Command-line glue: argument structs, dispatch, error-to-exit-code mapping.
 
 mod audit;
+mod cache;
 mod collision;
 mod common;
 mod compare;
@@ -110,6 +111,8 @@ enum Command {
     Collision(collision::CollisionArgs),
     /// Evaluate one task shard with the built-in pipeline (a shard command: local or on Ray).
     Worker(worker::WorkerArgs),
+    /// The project's caches (.emend/cache/): `clear` empties them (every entry is recomputed when needed).
+    Cache(cache::CacheArgs),
     /// Print the built-in strategy schema (JSON Schema), the one `init` copies to schema/strategy.schema.json.
     Schema,
     /// Print a shell completion script: `emend completions bash > ~/.local/share/bash-completion/completions/emend`.
@@ -173,6 +176,7 @@ pub fn main() -> ExitCode {
         Command::Man(args) => shell::man(&args, Cli::command()),
         Command::Collision(args) => collision::run(&args),
         Command::Audit(args) => audit::run(&args, project),
+        Command::Cache(args) => cache::run(&args, project),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -706,7 +706,7 @@ fn do_rollback(project: &Project, request: Request<'_>) -> CmdResult {
     if json_out {
         common::print_json(&done.json());
     } else {
-        print!("{}", done.human(project));
+        print!("{}", engine::sanitize::escape_controls(&done.human(project)));
     }
     Ok(exit::OK)
 }

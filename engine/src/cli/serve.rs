@@ -228,8 +228,9 @@ pub fn approve(args: &ApproveArgs, project_dir: Option<&Path>) -> CmdResult {
         );
     } else {
         println!(
-            "approved: served v{} -> v{v} ({reason})\n{} written",
+            "approved: served v{} -> v{v} ({})\n{} written",
             from.unwrap_or(0),
+            engine::sanitize::escape_controls(&reason),
             project.strategy_path().display()
         );
     }
@@ -296,7 +297,7 @@ pub fn reject(args: &ReviewArgs, project_dir: Option<&Path>) -> CmdResult {
     if args.json {
         common::print_json(&json!({"rejected": v, "event": event}));
     } else {
-        println!("rejected v{v} ({reason}); it will never be served");
+        println!("rejected v{v} ({}); it will never be served", engine::sanitize::escape_controls(&reason));
     }
     Ok(exit::OK)
 }
@@ -323,7 +324,10 @@ pub fn quarantine(args: &ReviewArgs, project_dir: Option<&Path>) -> CmdResult {
     if args.json {
         common::print_json(&json!({"quarantined": [v], "events": events}));
     } else {
-        println!("quarantined v{v} ({reason}): never served automatically, never the best-ever");
+        println!(
+            "quarantined v{v} ({}): never served automatically, never the best-ever",
+            engine::sanitize::escape_controls(&reason)
+        );
         for e in &events {
             if let Event::BestChanged { version, accuracy, .. } = e {
                 println!("best-ever is now v{version} ({accuracy:.4})");
@@ -345,7 +349,10 @@ pub fn unquarantine(args: &ReviewArgs, project_dir: Option<&Path>) -> CmdResult 
     if args.json {
         common::print_json(&json!({"unquarantined": v, "events": events}));
     } else {
-        println!("v{v} is no longer quarantined ({reason}); it may be served and be the best-ever again");
+        println!(
+            "v{v} is no longer quarantined ({}); it may be served and be the best-ever again",
+            engine::sanitize::escape_controls(&reason)
+        );
         if events.len() > 1 {
             println!("best-ever is v{v} again");
         }
@@ -423,8 +430,9 @@ pub fn escalation(action: &EscalationAction, project_dir: Option<&Path>) -> CmdR
     }
     log.append(events.iter().map(Event::to_new).collect()).map_err(common::journal_failure)?;
     println!(
-        "escalation {key} {} ({reason}){}",
+        "escalation {key} {} ({}){}",
         if resolved { "resolved" } else { "reopened" },
+        engine::sanitize::escape_controls(&reason),
         if resolved { "; its direction may be proposed again" } else { "; its direction is held back again" }
     );
     Ok(exit::OK)

@@ -30,11 +30,25 @@ pub const DIFF_DEL: Style = AnsiColor::Red.on_default();
 /// A diff's hunk headers.
 pub const DIFF_HUNK: Style = AnsiColor::Cyan.on_default();
 
+/// The CLI's own styles: their start and reset sequences are the only control
+/// sequences [`print_stdout`] passes through.
+const STYLES: [Style; 8] = [DECISION, HEADING, PASS, FAIL, DIFF_FILE, DIFF_ADD, DIFF_DEL, DIFF_HUNK];
+
+/// `text` (rendered with the CLI's styles) with every other control character
+/// escaped: a reason, note or model reply inside it cannot drive the terminal.
+pub fn escape_styled(text: &str) -> String {
+    let sequences: Vec<String> = STYLES.iter().flat_map(|s| [format!("{s}"), format!("{s:#}")]).collect();
+    let keep: Vec<&str> = sequences.iter().map(String::as_str).collect();
+    engine::sanitize::escape_controls_keeping(text, &keep)
+}
+
 /// Prints styled text on stdout: coloured only where anstream's detection
 /// says so (a terminal, or `CLICOLOR_FORCE`), never with `no_color` (the
-/// `--no-color` flag) or `NO_COLOR`.
+/// `--no-color` flag) or `NO_COLOR`. Control characters other than the CLI's
+/// own styles are escaped ([`escape_styled`]).
 pub fn print_stdout(text: &str, no_color: bool) {
     use std::io::Write;
+    let text = escape_styled(text);
     let choice = if no_color { ColorChoice::Never } else { ColorChoice::Auto };
     let mut out = anstream::AutoStream::new(std::io::stdout().lock(), choice);
     // A closed pipe (`emend show | head`) is not an error worth a panic.
@@ -154,6 +168,13 @@ mod tests {
     fn tables_without_a_header() {
         let t = table(&[], vec![vec!["PASS".into(), "a".into()], vec!["FAIL".into(), "bb".into()]], &[]);
         assert_eq!(t, "PASS  a\nFAIL  bb\n");
+    }
+
+    #[test]
+    fn own_styles_pass_and_other_control_sequences_are_escaped() {
+        let text = format!("{HEADING}why:{HEADING:#} {FAIL}no{FAIL:#} \u{1b}]0;pwned\u{7}\u{1b}[2J\n");
+        let out = escape_styled(&text);
+        assert_eq!(out, format!("{HEADING}why:{HEADING:#} {FAIL}no{FAIL:#} \\u{{1b}}]0;pwned\\u{{7}}\\u{{1b}}[2J\n"));
     }
 
     #[test]

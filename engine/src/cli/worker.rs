@@ -52,7 +52,10 @@ pub struct WorkerArgs {
 fn shard_to_locomo(shard: &Value) -> Result<(String, HashMap<String, String>), String> {
     let protocol = shard.get("protocol").and_then(Value::as_str);
     if protocol != Some(engine::command::PROTOCOL) {
-        return Err(format!("field \"protocol\": expected {:?}, got {protocol:?}", engine::command::PROTOCOL));
+        return Err(format!(
+            "field \"protocol\": expected {expected:?}, got {protocol:?}",
+            expected = engine::command::PROTOCOL
+        ));
     }
     let samples = shard.get("samples").and_then(Value::as_array).ok_or("field \"samples\": expected a list")?;
     let mut ids = HashMap::new();
@@ -76,12 +79,12 @@ pub fn run(args: &WorkerArgs) -> CmdResult {
     let text = std::fs::read_to_string(&args.strategy)
         .with_context(|| format!("{}: cannot read", args.strategy.display()))
         .map_err(Failure::bad_input)?;
-    let strategy: harness::Strategy = serde_json::from_str(&text)
+    let strategy: harness::Strategy = harness::strict_json::from_str(&text)
         .map_err(|e| Failure::bad_input(anyhow!("{}: not a built-in strategy: {e}", args.strategy.display())))?;
     let shard_text = std::fs::read_to_string(&args.tasks)
         .with_context(|| format!("{}: cannot read", args.tasks.display()))
         .map_err(Failure::bad_input)?;
-    let shard: Value = serde_json::from_str(&shard_text)
+    let shard: Value = harness::strict_json::from_str(&shard_text)
         .map_err(|e| Failure::bad_input(anyhow!("{}: not JSON: {e}", args.tasks.display())))?;
     let (locomo, ids) =
         shard_to_locomo(&shard).map_err(|e| Failure::bad_input(anyhow!("{}: {e}", args.tasks.display())))?;

@@ -203,7 +203,13 @@ fn schema_problems(problems: &[FieldProblem]) -> String {
     let text: Vec<String> = problems
         .iter()
         .take(SCHEMA_PROBLEMS_SHOWN)
-        .map(|p| if p.field.is_empty() { p.message.clone() } else { format!("field {:?}: {}", p.field, p.message) })
+        .map(|p| {
+            if p.field.is_empty() {
+                p.message.clone()
+            } else {
+                format!("field {field:?}: {}", p.message, field = p.field)
+            }
+        })
         .collect();
     text.join("; ")
 }

@@ -77,10 +77,24 @@ pub enum CallErrorKind {
 }
 
 /// What may be kept of a model endpoint's text in an error or a log line: never the text
-/// verbatim. The configured key (and its first half, which a truncated echo may hold) and
-/// any `Bearer` token are replaced by `[redacted]`, and the rest is cut to
+/// verbatim. Secrets are redacted ([`redact_secrets`]), and the rest is cut to
 /// [`BODY_EXCERPT`] characters.
 pub fn redact(text: &str, key: &str) -> String {
+    excerpt(redact_secrets(text, key, &[]))
+}
+
+/// Header values that are secrets whatever the key: `Authorization`, `api-key` and the like,
+/// as an echoed header (`Authorization: ...`) or a JSON or query field (`"api-key": "..."`).
+static SECRET_HEADERS: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(r#"(?i)\b((?:proxy-)?authorization|x-api-key|api[-_]key)("?\s*[:=]\s*"?)([^"\r\n,;&]+)"#)
+        .expect("the header pattern compiles")
+});
+
+/// `text` with every secret replaced by `[redacted]`: the configured key (and its first
+/// half, which a truncated echo may hold), any `Bearer` token, `Authorization` and
+/// `api-key` values, and the matches of `patterns` (`roles.<role>.redact`). Applied to a
+/// reply before it is cached, parsed, journaled or logged.
+pub fn redact_secrets(text: &str, key: &str, patterns: &[regex::Regex]) -> String {
     let mut out = text.to_string();
     let key = key.trim();
     if key.len() >= 4 {
@@ -102,6 +116,15 @@ pub fn redact(text: &str, key: &str) -> String {
         rest = &after[end..];
     }
     clean.push_str(rest);
+    let mut clean = SECRET_HEADERS.replace_all(&clean, "${1}${2}[redacted]").into_owned();
+    for p in patterns {
+        clean = p.replace_all(&clean, "[redacted]").into_owned();
+    }
+    clean
+}
+
+/// `clean` cut to [`BODY_EXCERPT`] characters.
+fn excerpt(clean: String) -> String {
     let total = clean.chars().count();
     if total > BODY_EXCERPT {
         let mut cut: String = clean.chars().take(BODY_EXCERPT).collect();
@@ -156,8 +179,10 @@ pub struct RoleClient {
     endpoint: String,
     settings: RoleConfig,
     transport: Transport,
-    /// Only to scrub it from error text a server might echo.
+    /// Only to scrub it from error text and replies a server might echo.
     key: String,
+    /// `roles.<role>.redact`, compiled.
+    patterns: Vec<regex::Regex>,
     permits: tokio::sync::Semaphore,
     cache: Arc<ReplyCache>,
     counters: Counters,
@@ -173,6 +198,8 @@ impl RoleClient {
             settings: settings.clone(),
             transport,
             key,
+            // check_roles refused a pattern that does not compile.
+            patterns: settings.redact.iter().filter_map(|p| regex::Regex::new(p).ok()).collect(),
             permits: tokio::sync::Semaphore::new(settings.concurrency),
             cache,
             counters: Counters::default(),
@@ -214,7 +241,7 @@ impl RoleClient {
     }
 
     fn scrub(&self, text: String) -> String {
-        redact(&text, &self.key)
+        excerpt(redact_secrets(&text, &self.key, &self.patterns))
     }
 
     fn fail<T>(&self, requests: u32, kind: CallErrorKind) -> Result<T, CallError> {
@@ -257,6 +284,8 @@ impl RoleClient {
             let per_try = timeout.min(remaining);
             let attempt = match tokio::time::timeout(per_try, self.transport.send(&self.settings, &messages)).await {
                 Ok(Ok((text, prompt_tokens, completion_tokens))) => {
+                    // Nothing downstream (the cache, the journal, a log) sees a secret the server echoed.
+                    let text = redact_secrets(&text, &self.key, &self.patterns);
                     bump(&self.counters.prompt_tokens, prompt_tokens);
                     bump(&self.counters.completion_tokens, completion_tokens);
                     match parse(&text) {

@@ -11,9 +11,11 @@ use crate::events::CandidateRecord;
 use crate::hypothesis::Hypothesis;
 use crate::views::{self, QuestionView, SearchSummary};
 
-/// Renders the report as one HTML document.
+/// Renders the report as one HTML document. maud escapes HTML in every
+/// interpolated value; control characters (a reason or model text holding a
+/// terminal escape, read with `less` or `cat`) are escaped after it.
 pub fn render(d: &ReportData) -> String {
-    html! {
+    let page = html! {
         (DOCTYPE)
         html lang="en" {
             head {
@@ -39,7 +41,8 @@ pub fn render(d: &ReportData) -> String {
             }
         }
     }
-    .into_string()
+    .into_string();
+    crate::sanitize::escape_controls(&page).into_owned()
 }
 
 const CSS: &str = "\
