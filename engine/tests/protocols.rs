@@ -45,9 +45,27 @@ fn collision_prints_one_cell_per_tag_and_k_and_exports_the_task_set() {
         assert!((c["delta"].as_f64().unwrap() - d).abs() < 1e-9);
         assert!(c["ci_low"].as_f64().unwrap() <= d && d <= c["ci_high"].as_f64().unwrap());
     }
+    let classes: Vec<&str> = cells.iter().map(|c| c["class"].as_str().unwrap()).collect();
+    assert_eq!(classes, ["lexical", "lexical", "intent", "intent"]);
+    for c in &cells {
+        let positive = c["ci_low"].as_f64().unwrap() > 0.0;
+        assert_eq!(c["mark"] == "*", positive, "{c}");
+        assert_eq!(
+            (c["fusion"].as_str(), c["vocab"].as_str(), c["paraphrase"].as_u64()),
+            (Some("weighted_sum"), Some("seed"), Some(1))
+        );
+    }
     let d = harness::load_path(&out).unwrap();
     assert_eq!(d.samples().len(), 4 * 50);
     assert_eq!(d.questions().count(), 4 * 50);
+
+    // Seed 001's n per cell by default (32 K), and the options that change the tasks.
+    let (code, stdout, _) =
+        emend(&["collision", "--k", "2", "--tags", "project", "--vocab", "emend", "--paraphrase", "4", "--json"]);
+    assert_eq!(code, 0);
+    let cells: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+    assert_eq!((cells[0]["n"].as_u64(), cells[0]["class"].as_str()), (Some(64), Some("lexical")));
+    assert_eq!((cells[0]["vocab"].as_str(), cells[0]["paraphrase"].as_u64()), (Some("emend"), Some(4)));
 
     let (code, stdout, _) = emend(&["collision", "--k", "4", "--entities", "20"]);
     assert_eq!(code, 0);
@@ -59,10 +77,22 @@ fn collision_prints_one_cell_per_tag_and_k_and_exports_the_task_set() {
 fn collision_refuses_bad_parameters_with_exit_2() {
     for args in
         [&["collision", "--tags", "colour"][..], &["collision", "--k", "1"], &["collision", "--dense-kind", "x"]]
+            .into_iter()
+            .chain([
+                &["collision", "--paraphrase", "0"][..],
+                &["collision", "--paraphrase", "9"],
+                &["collision", "--entities", "577"],
+            ])
     {
         let (code, _, stderr) = emend(args);
         assert_eq!(code, 2, "{args:?}: {stderr}");
         assert!(stderr.starts_with("error: ") && stderr.lines().count() == 1, "{stderr}");
+    }
+    // clap's own refusal of a value outside an enum: exit 2 and the values it takes.
+    for (flag, value) in [("--vocab", "other"), ("--fusion", "max")] {
+        let (code, _, stderr) = emend(&["collision", flag, value]);
+        assert_eq!(code, 2, "{flag}: {stderr}");
+        assert!(stderr.starts_with("error: ") && stderr.contains("possible values"), "{stderr}");
     }
 }
 

@@ -1,26 +1,35 @@
-//! The entity-collision protocol: how much of a strategy's retrieval lift the
-//! dense channel earns beyond what lexical overlap gives for free.
+//! The entity-collision protocol (seed 001): how much of a strategy's
+//! retrieval lift the dense channel earns beyond what lexical overlap gives
+//! for free.
 //!
 //! A task is one entity and one discriminator tag: a gold memory and K - 1
 //! distractors that are the same sentence about the same entity with the
 //! answer slot flipped (`Amara Abbott said the tool is hammer.` against
 //! `... is chisel.`), and a query that names the entity and describes the
 //! answer without sharing a word with any memory (`Which tool does Amara
-//! Abbott use for driving nails?`). Every memory has the same index terms but
-//! the answer slot (one term each), so BM25 scores all K memories exactly
-//! alike: BM25-only hit@1 is 1/K by construction, the tie broken by the
-//! memories' seeded order (retrieval breaks ties by item number). Whatever the
-//! strategy's retrieval gains over that is what its dense channel (and fusion)
-//! knows about the answer slot.
+//! Abbott use for hammering nails?`). Every memory has the same index terms
+//! but the answer slot (the same number of terms in each), so BM25 scores all
+//! K memories exactly alike: BM25-only hit@1 is 1/K by construction, the tie
+//! broken by the memories' seeded order (retrieval breaks ties by item
+//! number). Whatever the strategy's retrieval gains over that is what its
+//! dense channel (and fusion) knows about the answer slot. Under RRF the K
+//! tied memories share one BM25 rank, so the tie carries no rank signal into
+//! the fused score.
 //!
-//! Tags: `service`, `tool`, `project`, `technical` (closed vocabularies of
-//! named things, the query a description of the thing's use) and `preference`
-//! (intent-style: the query states a craving, the memory the usual order).
+//! Tags and vocabularies: see [`vocab`]. The `seed` vocabulary (the default)
+//! has lexical `service` and `tool` (closed enums of one-word names) and
+//! intent-style `preference`, `project` and `technical` (free three-term
+//! phrases; the query states the need in other words); `emend`, the
+//! protocol's first vocabulary, has one-word answers for every tag.
+//! `paraphrase` N writes each memory with one of the first N of
+//! [`vocab::TEMPLATES`], drawn per memory (seed 001's robustness check).
 //! Scoring runs the harness's own [`index`](crate::index) and
 //! [`retrieve`](crate::retrieve) stages on memory items built directly from
 //! the task's sentences, one item per memory: ingest (windows, dedup) is not
 //! part of the measurement. [`to_locomo`] writes a task set in the LoCoMo
 //! format for a full evaluation.
+
+mod vocab;
 
 use std::fmt;
 
@@ -33,182 +42,66 @@ use crate::minilm::MiniLm;
 use crate::retrieve::retrieve;
 use crate::strategy::{DenseKind, Strategy};
 use crate::text::estimate_tokens;
+pub use vocab::SlotClass;
+use vocab::{FIRST, LAST, TEMPLATES, TagSpec};
 
-/// One discriminator tag: its slot noun, the query form and a closed
-/// vocabulary of (answer, description) pairs. Answers are one word each;
-/// descriptions share no word with any answer, entity or memory template.
-struct TagSpec {
-    name: &'static str,
-    /// The memory: `{entity} said the {slot} is {value}.`
-    slot: &'static str,
-    /// The query, with `{entity}` and `{hint}`.
-    query: &'static str,
-    vocab: &'static [(&'static str, &'static str)],
+/// Which tag vocabulary generates the tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Vocab {
+    /// Seed 001: lexical `service`, `tool`; intent-style (phrasal)
+    /// `preference`, `project`, `technical`.
+    #[default]
+    Seed,
+    /// One-word answers for every tag; `project` and `technical` named things.
+    Emend,
 }
 
-const TAGS: &[TagSpec] = &[
-    TagSpec {
-        name: "service",
-        slot: "service",
-        query: "Which service does {entity} use for {hint}?",
-        vocab: &[
-            ("Netflix", "watching films at night"),
-            ("Spotify", "listening to music playlists"),
-            ("Dropbox", "backing up documents"),
-            ("Slack", "team chat messages at work"),
-            ("Zoom", "video calls"),
-            ("Uber", "getting a ride across town"),
-            ("Airbnb", "booking a vacation rental"),
-            ("Venmo", "paying friends back"),
-            ("Duolingo", "practicing a foreign language"),
-            ("Audible", "audiobooks on the commute"),
-            ("Instacart", "grocery delivery"),
-            ("Grammarly", "fixing typos in essays"),
-            ("Shopify", "selling handmade goods on a web shop"),
-            ("Twitch", "livestreaming video games"),
-            ("Coursera", "taking university courses remotely"),
-            ("Peloton", "indoor cycling classes"),
-            ("Tinder", "finding a romantic partner"),
-        ],
-    },
-    TagSpec {
-        name: "tool",
-        slot: "tool",
-        query: "Which tool does {entity} use for {hint}?",
-        vocab: &[
-            ("hammer", "driving nails"),
-            ("wrench", "tightening bolts"),
-            ("screwdriver", "fastening cabinet hinges"),
-            ("shovel", "moving dirt in the garden"),
-            ("ladder", "reaching the roof gutters"),
-            ("chisel", "carving wood"),
-            ("pliers", "gripping and bending wire"),
-            ("saw", "cutting planks"),
-            ("drill", "boring holes through brick"),
-            ("sander", "smoothing rough surfaces"),
-            ("trowel", "spreading mortar"),
-            ("crowbar", "prying open crates"),
-            ("ruler", "drawing straight lines"),
-            ("stapler", "binding paper sheets"),
-            ("scissors", "trimming fabric"),
-            ("multimeter", "testing electrical voltage"),
-            ("wheelbarrow", "hauling bricks around a building site"),
-        ],
-    },
-    TagSpec {
-        name: "preference",
-        slot: "usual order",
-        query: "What does {entity} get when craving {hint}?",
-        vocab: &[
-            ("espresso", "a strong caffeine jolt"),
-            ("lemonade", "something sour and cold in summer"),
-            ("cocoa", "a warm chocolatey treat"),
-            ("sushi", "raw fish with rice"),
-            ("pizza", "cheesy slices from an oven"),
-            ("salad", "leafy greens"),
-            ("ramen", "a bowl of noodle soup"),
-            ("tacos", "Mexican dishes in folded tortillas"),
-            ("pancakes", "a sweet breakfast stack with syrup"),
-            ("smoothie", "blended fruit"),
-            ("steak", "grilled beef"),
-            ("croissant", "a buttery French pastry"),
-            ("oatmeal", "a hearty porridge"),
-            ("kombucha", "fermented tea"),
-            ("curry", "spicy Indian cooking"),
-            ("popcorn", "a salty snack at the cinema"),
-            ("bagel", "a chewy ring of bread with cream cheese"),
-        ],
-    },
-    TagSpec {
-        name: "project",
-        slot: "project",
-        query: "Which project is {entity} working on: {hint}?",
-        vocab: &[
-            ("website", "building pages for the internet"),
-            ("podcast", "hosting weekly audio episodes"),
-            ("vegetables", "growing tomatoes in the backyard"),
-            ("novel", "writing a long fiction book"),
-            ("app", "a mobile phone program"),
-            ("documentary", "filming a nonfiction movie"),
-            ("treehouse", "a wooden hut up in the branches"),
-            ("quilt", "stitching fabric patches together"),
-            ("robot", "a machine that moves by itself"),
-            ("mural", "painting a big wall"),
-            ("cookbook", "collecting family recipes"),
-            ("marathon", "training to run 26 miles"),
-            ("newsletter", "emailing subscribers each month"),
-            ("renovation", "redoing the kitchen"),
-            ("startup", "founding a new company"),
-            ("choir", "singing with a group"),
-            ("album", "recording songs in a studio"),
-        ],
-    },
-    TagSpec {
-        name: "technical",
-        slot: "technology",
-        query: "Which technology does {entity} use for {hint}?",
-        vocab: &[
-            ("Python", "scientific scripting in notebooks"),
-            ("Rust", "borrow-checked systems code"),
-            ("Kubernetes", "orchestrating containers"),
-            ("PostgreSQL", "a relational database"),
-            ("Redis", "an in-memory key value cache"),
-            ("React", "building user interfaces in the browser"),
-            ("Kafka", "streaming event logs"),
-            ("Terraform", "provisioning cloud infrastructure"),
-            ("Git", "version control"),
-            ("Docker", "packaging services into images"),
-            ("Elasticsearch", "full text search"),
-            ("TensorFlow", "training neural networks"),
-            ("Swift", "writing iPhone apps"),
-            ("Haskell", "pure functional programming"),
-            ("Nginx", "a reverse proxy web server"),
-            ("Spark", "large scale batch data processing"),
-            ("Jenkins", "continuous integration builds"),
-        ],
-    },
-];
+impl Vocab {
+    pub fn name(self) -> &'static str {
+        match self {
+            Vocab::Seed => "seed",
+            Vocab::Emend => "emend",
+        }
+    }
 
-const FIRST: &[&str] = &[
-    "Amara", "Bruno", "Celeste", "Dmitri", "Elena", "Farid", "Greta", "Hiro", "Ingrid", "Jonas", "Keiko", "Luca",
-    "Marisol", "Nikhil", "Olga", "Priya", "Quentin", "Rosa", "Soren", "Tamsin",
-];
-const LAST: &[&str] = &[
-    "Abbott",
-    "Barlow",
-    "Castillo",
-    "Delgado",
-    "Ellison",
-    "Fairbanks",
-    "Gallagher",
-    "Holloway",
-    "Iverson",
-    "Jennings",
-    "Kowalski",
-    "Lindqvist",
-    "Moreau",
-    "Nakamura",
-    "Okafor",
-    "Petrov",
-    "Quinlan",
-    "Rasmussen",
-    "Sandoval",
-    "Thornton",
-];
+    fn tags(self) -> &'static [TagSpec] {
+        match self {
+            Vocab::Seed => vocab::SEED,
+            Vocab::Emend => vocab::EMEND,
+        }
+    }
 
-/// The tags in their fixed order.
+    /// A tag's slot class in this vocabulary.
+    pub fn class(self, tag: &str) -> Option<SlotClass> {
+        self.tags().iter().find(|t| t.name == tag).map(|t| t.class)
+    }
+}
+
+/// The tags in their fixed order (the same names in both vocabularies).
 pub fn tag_names() -> Vec<&'static str> {
-    TAGS.iter().map(|t| t.name).collect()
+    vocab::SEED.iter().map(|t| t.name).collect()
 }
 
-/// The largest K a tag supports (its vocabulary size).
+/// The largest K every tag supports (the smallest vocabulary).
 pub fn max_k() -> usize {
-    TAGS.iter().map(|t| t.vocab.len()).min().unwrap_or(0)
+    vocab::SEED.iter().chain(vocab::EMEND).map(|t| t.vocab.len()).min().unwrap_or(0)
 }
 
 /// The most entities a cell can have (distinct first x last names).
 pub fn max_entities() -> usize {
     FIRST.len() * LAST.len()
+}
+
+/// Tasks per cell when not given: seed 001's 64 / 128 / 256 / 512 for
+/// K = 2 / 4 / 8 / 16, that is 32 K.
+pub fn default_entities(k: usize) -> usize {
+    32 * k
+}
+
+/// The most memory templates `paraphrase` can draw from.
+pub fn max_paraphrase() -> usize {
+    TEMPLATES.len()
 }
 
 /// Bad collision parameters.
@@ -222,6 +115,8 @@ pub enum CollisionError {
     BadK { k: usize, max: usize },
     #[error("entities = {n} is out of range (1 to {max})")]
     BadEntities { n: usize, max: usize },
+    #[error("paraphrase = {n} is out of range (1 to {max} templates per fact)")]
+    BadParaphrase { n: usize, max: usize },
     #[error("index.dense_kind: minilm needs the model (set EMEND_MINILM_DIR)")]
     NeedsModel,
     #[error("the MiniLM embedder failed: {0}")]
@@ -233,15 +128,36 @@ pub enum CollisionError {
 pub struct CollisionSpec {
     pub tags: Vec<String>,
     pub ks: Vec<usize>,
-    /// Entities (tasks) per tag and K.
-    pub entities: usize,
+    /// Entities (tasks) per tag and K; None: [`default_entities`] of K.
+    pub entities: Option<usize>,
     pub seed: u64,
+    pub vocab: Vocab,
+    /// Memory templates per fact (1: every memory says `{entity} said the {slot} is {value}.`).
+    pub paraphrase: usize,
 }
 
 impl CollisionSpec {
+    /// The default grid: every tag, K = 2, 4, 8, 16, seed 001's n per K,
+    /// the seed vocabulary, one template.
+    pub fn new(seed: u64) -> CollisionSpec {
+        CollisionSpec {
+            tags: tag_names().iter().map(|t| t.to_string()).collect(),
+            ks: vec![2, 4, 8, 16],
+            entities: None,
+            seed,
+            vocab: Vocab::Seed,
+            paraphrase: 1,
+        }
+    }
+
+    /// Tasks in the cell of this K.
+    pub fn entities_for(&self, k: usize) -> usize {
+        self.entities.unwrap_or_else(|| default_entities(k))
+    }
+
     pub fn validate(&self) -> Result<(), CollisionError> {
         for t in &self.tags {
-            if !TAGS.iter().any(|s| s.name == t) {
+            if self.vocab.class(t).is_none() {
                 return Err(CollisionError::UnknownTag(t.clone()));
             }
         }
@@ -249,11 +165,21 @@ impl CollisionSpec {
             if k < 2 || k > max_k() {
                 return Err(CollisionError::BadK { k, max: max_k() });
             }
+            let n = self.entities_for(k);
+            if n == 0 || n > max_entities() {
+                return Err(CollisionError::BadEntities { n, max: max_entities() });
+            }
         }
-        if self.entities == 0 || self.entities > max_entities() {
-            return Err(CollisionError::BadEntities { n: self.entities, max: max_entities() });
+        if self.paraphrase == 0 || self.paraphrase > max_paraphrase() {
+            return Err(CollisionError::BadParaphrase { n: self.paraphrase, max: max_paraphrase() });
         }
         Ok(())
+    }
+
+    /// The tasks of one (tag, K) cell: [`generate_cell`] with this spec's
+    /// vocabulary, paraphrase, seed and n.
+    pub fn cell(&self, tag: &str, k: usize) -> Result<Vec<CollisionTask>, CollisionError> {
+        generate_cell(self.vocab, tag, k, self.entities_for(k), self.paraphrase, self.seed)
     }
 }
 
@@ -306,16 +232,32 @@ impl Mix {
     }
 }
 
-/// Generates the tasks of one (tag, K) cell. Deterministic in (seed, tag, K):
-/// a cell does not depend on which other cells are generated.
-pub fn generate_cell(tag: &str, k: usize, entities: usize, seed: u64) -> Result<Vec<CollisionTask>, CollisionError> {
-    let (ti, spec) =
-        TAGS.iter().enumerate().find(|(_, s)| s.name == tag).ok_or_else(|| CollisionError::UnknownTag(tag.into()))?;
+/// Generates the tasks of one (tag, K) cell. Deterministic in (vocab, tag,
+/// K, paraphrase, seed): a cell does not depend on which other cells are
+/// generated, and `paraphrase` 1 draws the same values and order as any
+/// other (it only picks templates after them).
+pub fn generate_cell(
+    vocab: Vocab,
+    tag: &str,
+    k: usize,
+    entities: usize,
+    paraphrase: usize,
+    seed: u64,
+) -> Result<Vec<CollisionTask>, CollisionError> {
+    let (ti, spec) = vocab
+        .tags()
+        .iter()
+        .enumerate()
+        .find(|(_, s)| s.name == tag)
+        .ok_or_else(|| CollisionError::UnknownTag(tag.into()))?;
     if k < 2 || k > spec.vocab.len() {
         return Err(CollisionError::BadK { k, max: spec.vocab.len() });
     }
     if entities == 0 || entities > max_entities() {
         return Err(CollisionError::BadEntities { n: entities, max: max_entities() });
+    }
+    if paraphrase == 0 || paraphrase > TEMPLATES.len() {
+        return Err(CollisionError::BadParaphrase { n: paraphrase, max: TEMPLATES.len() });
     }
     let mut names: Vec<(usize, usize)> = (0..FIRST.len()).flat_map(|f| (0..LAST.len()).map(move |l| (f, l))).collect();
     Mix::new(&[seed, ti as u64, 0xe7]).shuffle(&mut names);
@@ -330,8 +272,15 @@ pub fn generate_cell(tag: &str, k: usize, entities: usize, seed: u64) -> Result<
         // The memories' order is the tie-break: shuffle after choosing the gold.
         rng.shuffle(&mut values);
         let gold = values.iter().position(|&v| v == gold_value).expect("the gold value is among the values");
-        let memories =
-            values.iter().map(|&v| format!("{entity} said the {} is {}.", spec.slot, spec.vocab[v].0)).collect();
+        let memories = values
+            .iter()
+            .map(|&v| {
+                TEMPLATES[rng.below(paraphrase)]
+                    .replace("{entity}", &entity)
+                    .replace("{slot}", spec.slot)
+                    .replace("{value}", spec.vocab[v].0)
+            })
+            .collect();
         let (answer, hint) = spec.vocab[gold_value];
         out.push(CollisionTask {
             id: format!("collision-{tag}-k{k}-e{e:03}"),
@@ -418,6 +367,8 @@ pub struct TaskResult {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CellResult {
     pub tag: String,
+    /// The tag's slot class in the run's vocabulary.
+    pub class: SlotClass,
     pub k: usize,
     /// Task id and result, in task order.
     pub tasks: Vec<(String, TaskResult)>,
@@ -456,7 +407,7 @@ pub fn run_with(
     let mut out = Vec::new();
     for tag in &spec.tags {
         for &k in &spec.ks {
-            let tasks = generate_cell(tag, k, spec.entities, spec.seed)?;
+            let tasks = spec.cell(tag, k)?;
             let results = tasks
                 .iter()
                 .map(|t| {
@@ -464,7 +415,8 @@ pub fn run_with(
                     Ok((t.id.clone(), r))
                 })
                 .collect::<Result<_, CollisionError>>()?;
-            out.push(CellResult { tag: tag.clone(), k, tasks: results });
+            let class = spec.vocab.class(tag).ok_or_else(|| CollisionError::UnknownTag(tag.clone()))?;
+            out.push(CellResult { tag: tag.clone(), class, k, tasks: results });
         }
     }
     Ok(out)
@@ -519,33 +471,75 @@ impl fmt::Display for CollisionTask {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::text::terms;
+    use crate::text::{terms, words};
     use std::collections::BTreeSet;
 
+    const VOCABS: [Vocab; 2] = [Vocab::Seed, Vocab::Emend];
+
+    /// Index terms of every template with its placeholders removed.
+    fn template_terms() -> BTreeSet<String> {
+        TEMPLATES
+            .iter()
+            .flat_map(|t| terms(&t.replace("{entity}", "").replace("{slot}", "").replace("{value}", "")))
+            .collect()
+    }
+
     #[test]
-    fn answers_are_one_term_and_descriptions_share_no_term_with_any_memory() {
+    fn answers_have_equal_lengths_and_descriptions_share_no_term_with_any_memory() {
         let names: BTreeSet<String> = FIRST.iter().chain(LAST).map(|w| w.to_lowercase()).collect();
-        for spec in TAGS {
-            let template: BTreeSet<String> = terms(&format!("said the {} is", spec.slot)).into_iter().collect();
+        let templates = template_terms();
+        for spec in VOCABS.iter().flat_map(|v| v.tags()) {
+            let slot: BTreeSet<String> = terms(spec.slot).into_iter().collect();
             let values: BTreeSet<String> = spec.vocab.iter().flat_map(|(v, _)| terms(v)).collect();
+            let width = match spec.class {
+                SlotClass::Lexical => 1,
+                SlotClass::Intent => terms(spec.vocab[0].0).len(),
+            };
             for (v, hint) in spec.vocab {
-                assert_eq!(terms(v).len(), 1, "{v}");
-                assert!(!names.contains(&v.to_lowercase()), "{v}");
+                assert_eq!(terms(v).len(), width, "{}: {v}", spec.name);
+                assert!(terms(v).iter().all(|w| !names.contains(w) && !templates.contains(w)), "{v}");
                 for w in terms(hint) {
-                    assert!(!values.contains(&w) && !template.contains(&w) && !names.contains(&w), "{hint}: {w}");
+                    let in_memory = values.contains(&w) || templates.contains(&w) || slot.contains(&w);
+                    assert!(!in_memory && !names.contains(&w), "{hint}: {w}");
                 }
             }
             let query: BTreeSet<String> =
                 terms(&spec.query.replace("{entity}", "").replace("{hint}", "")).into_iter().collect();
-            assert!(query.iter().all(|w| !values.contains(w)), "{}", spec.name);
+            assert!(query.iter().all(|w| !values.contains(w) && !templates.contains(w)), "{}", spec.name);
         }
+        // Each template has one index term of its own, so paraphrases keep the BM25 tie.
+        for t in TEMPLATES {
+            assert_eq!(terms(&t.replace("{entity}", "").replace("{slot}", "").replace("{value}", "")).len(), 1, "{t}");
+        }
+    }
+
+    /// Whether two words share a run of four characters.
+    fn share_stem(a: &str, b: &str) -> bool {
+        let b: Vec<char> = b.chars().collect();
+        let a: Vec<char> = a.chars().collect();
+        a.windows(4).any(|x| b.windows(4).any(|y| x == y))
+    }
+
+    #[test]
+    fn seed_intent_descriptions_share_no_stem_with_the_answer() {
+        for spec in vocab::SEED.iter().filter(|t| t.class == SlotClass::Intent) {
+            for (v, hint) in spec.vocab {
+                let shared = words(hint).iter().any(|h| words(v).iter().any(|a| share_stem(h, a)));
+                assert!(!shared, "{}: {v} / {hint}", spec.name);
+            }
+        }
+        let classes: Vec<&str> = vocab::SEED.iter().map(|t| t.class.name()).collect();
+        assert_eq!(classes, ["lexical", "lexical", "intent", "intent", "intent"]);
+        let emend: Vec<&str> = vocab::EMEND.iter().map(|t| t.class.name()).collect();
+        assert_eq!(emend, ["lexical", "lexical", "intent", "lexical", "lexical"]);
+        assert!(vocab::SEED.iter().zip(vocab::EMEND).all(|(a, b)| a.name == b.name));
     }
 
     #[test]
     fn cells_are_deterministic_and_independent_of_each_other() {
-        let a = generate_cell("tool", 4, 30, 7).unwrap();
-        assert_eq!(a, generate_cell("tool", 4, 30, 7).unwrap());
-        assert_ne!(a, generate_cell("tool", 4, 30, 8).unwrap());
+        let a = generate_cell(Vocab::Seed, "tool", 4, 30, 1, 7).unwrap();
+        assert_eq!(a, generate_cell(Vocab::Seed, "tool", 4, 30, 1, 7).unwrap());
+        assert_ne!(a, generate_cell(Vocab::Seed, "tool", 4, 30, 1, 8).unwrap());
         for t in &a {
             assert_eq!(t.memories.len(), 4);
             assert!(t.memories[t.gold].ends_with(&format!(" {}.", t.answer)));
@@ -556,33 +550,71 @@ mod tests {
         }
         let entities: BTreeSet<&String> = a.iter().map(|t| &t.entity).collect();
         assert_eq!(entities.len(), 30);
+        // Paraphrase changes the sentences only: same entities, values, order and gold.
+        let p = generate_cell(Vocab::Seed, "tool", 4, 30, 8, 7).unwrap();
+        let mut templates = BTreeSet::new();
+        for (x, y) in a.iter().zip(&p) {
+            assert_eq!((&x.entity, &x.query, &x.answer, x.gold), (&y.entity, &y.query, &y.answer, y.gold));
+            for (m, n) in x.memories.iter().zip(&y.memories) {
+                let value = m.trim_end_matches('.').rsplit(' ').next().unwrap();
+                assert!(n.contains(value) && n.contains(&x.entity), "{n}");
+                templates.insert(
+                    TEMPLATES
+                        .iter()
+                        .position(|t| {
+                            words(&t.replace("{entity}", &x.entity).replace("{slot}", "tool").replace("{value}", value))
+                                == words(n)
+                        })
+                        .unwrap(),
+                );
+            }
+        }
+        assert_eq!(templates.len(), 8, "{templates:?}");
+    }
+
+    #[test]
+    fn default_n_per_cell_is_the_seeds() {
+        let spec = CollisionSpec::new(0);
+        let n: Vec<usize> = spec.ks.iter().map(|&k| spec.entities_for(k)).collect();
+        assert_eq!(n, [64, 128, 256, 512]);
+        spec.validate().unwrap();
+        assert_eq!(spec.cell("project", 16).unwrap().len(), 512);
     }
 
     #[test]
     fn bm25_scores_every_memory_of_a_task_alike() {
-        for tag in tag_names() {
-            for t in generate_cell(tag, 16, 20, 3).unwrap() {
-                let memory = memory_of(&t);
-                let texts: Vec<&str> = memory.items.iter().map(|i| i.text.as_str()).collect();
-                let bm = index::Bm25::build(&texts, 1.2, 0.75);
-                let s = bm.scores(&bm.query_ids(&t.query));
-                assert!(s[0] > 0.0, "{t}");
-                assert!(s.iter().all(|x| x.to_bits() == s[0].to_bits()), "{t}{s:?}");
+        for vocab in VOCABS {
+            for paraphrase in [1, 8] {
+                for tag in tag_names() {
+                    for t in generate_cell(vocab, tag, 16, 20, paraphrase, 3).unwrap() {
+                        let memory = memory_of(&t);
+                        let texts: Vec<&str> = memory.items.iter().map(|i| i.text.as_str()).collect();
+                        let bm = index::Bm25::build(&texts, 1.2, 0.75);
+                        let s = bm.scores(&bm.query_ids(&t.query));
+                        assert!(s[0] > 0.0, "{t}");
+                        assert!(s.iter().all(|x| x.to_bits() == s[0].to_bits()), "{t}{s:?}");
+                    }
+                }
             }
         }
     }
 
     #[test]
     fn bad_parameters_are_refused() {
-        assert!(matches!(generate_cell("colour", 2, 5, 0), Err(CollisionError::UnknownTag(_))));
-        assert!(matches!(generate_cell("tool", 1, 5, 0), Err(CollisionError::BadK { .. })));
-        assert!(matches!(generate_cell("tool", 99, 5, 0), Err(CollisionError::BadK { .. })));
-        assert!(matches!(generate_cell("tool", 2, 0, 0), Err(CollisionError::BadEntities { .. })));
+        let cell = |tag, k, n, p| generate_cell(Vocab::Seed, tag, k, n, p, 0);
+        assert!(matches!(cell("colour", 2, 5, 1), Err(CollisionError::UnknownTag(_))));
+        assert!(matches!(cell("tool", 1, 5, 1), Err(CollisionError::BadK { .. })));
+        assert!(matches!(cell("tool", 99, 5, 1), Err(CollisionError::BadK { .. })));
+        assert!(matches!(cell("tool", 2, 0, 1), Err(CollisionError::BadEntities { .. })));
+        assert!(matches!(cell("tool", 2, 5, 0), Err(CollisionError::BadParaphrase { .. })));
+        assert!(matches!(cell("tool", 2, 5, 9), Err(CollisionError::BadParaphrase { .. })));
+        let spec = CollisionSpec { entities: Some(max_entities() + 1), ..CollisionSpec::new(0) };
+        assert!(matches!(spec.validate(), Err(CollisionError::BadEntities { .. })));
     }
 
     #[test]
     fn the_locomo_export_loads_and_keeps_the_gold_evidence() {
-        let tasks = generate_cell("service", 3, 4, 1).unwrap();
+        let tasks = generate_cell(Vocab::Seed, "project", 3, 4, 4, 1).unwrap();
         let text = serde_json::to_string(&to_locomo(&tasks)).unwrap();
         let d = crate::load_str("collision.json", &text).unwrap();
         assert_eq!(d.samples().len(), 4);

@@ -3,15 +3,11 @@
 
 mod common;
 
-use harness::collision::{CollisionSpec, bm25_only, run, tag_names};
+use harness::collision::{CollisionSpec, Vocab, bm25_only, hit_at_1, run};
+use serde_json::json;
 
 fn spec(seed: u64) -> CollisionSpec {
-    CollisionSpec {
-        tags: tag_names().iter().map(|t| t.to_string()).collect(),
-        ks: vec![2, 4, 8, 16],
-        entities: 200,
-        seed,
-    }
+    CollisionSpec { entities: Some(200), ..CollisionSpec::new(seed) }
 }
 
 /// Every cell's BM25-only hit@1 lies within 3 standard errors of 1/K, and
@@ -49,4 +45,40 @@ fn the_bm25_only_strategy_is_the_floor_and_results_are_seeded() {
     let b = run(&spec(5), &s).unwrap();
     assert_eq!(b, run(&spec(5), &s).unwrap());
     assert_ne!(b, run(&spec(6), &s).unwrap());
+}
+
+/// With weighted-sum fusion BM25's tie adds the same score to each of the K
+/// memories, so the fused order is the dense channel's: the same hit@1 as
+/// the dense channel alone, task by task. Under RRF the tie is ranked (by
+/// the memories' seeded order) and enters the fused score as if it were a
+/// signal: at K = 2 (ranks 1 and 2 in both channels, kappa the same) the
+/// fused hit@1 is BM25's, task by task, whatever the dense channel says.
+#[test]
+fn weighted_sum_fusion_carries_no_bm25_tie_signal_and_rrf_does() {
+    let rrf = common::default_strategy();
+    assert_eq!(rrf.retrieve.fusion, harness::strategy::Fusion::Rrf);
+    let ws = common::with(&rrf, "retrieve.fusion", json!("weighted_sum"));
+    let dense_only = common::with(&ws, "retrieve.weights.bm25", json!(0.0));
+    let lexical = bm25_only(&rrf);
+    let (mut differs, mut rrf_k2) = (0, 0);
+    for vocab in [Vocab::Seed, Vocab::Emend] {
+        for paraphrase in [1, 4] {
+            let spec = CollisionSpec { vocab, paraphrase, entities: Some(40), ..CollisionSpec::new(2) };
+            for tag in &spec.tags {
+                for &k in &spec.ks {
+                    for t in spec.cell(tag, k).unwrap() {
+                        let fused = hit_at_1(&t, &ws, None).unwrap();
+                        assert_eq!(fused, hit_at_1(&t, &dense_only, None).unwrap(), "{t}");
+                        let floor = hit_at_1(&t, &lexical, None).unwrap();
+                        differs += usize::from(fused != floor);
+                        if k == 2 {
+                            assert_eq!(hit_at_1(&t, &rrf, None).unwrap(), floor, "{t}");
+                            rrf_k2 += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(differs > 0 && rrf_k2 == 2 * 2 * 5 * 40);
 }
