@@ -8,4 +8,5 @@ mod disk;
 mod locks;
 mod props;
 mod suite;
+mod binding;
 mod view;
