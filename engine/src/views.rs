@@ -503,6 +503,9 @@ impl LogView {
                     let text = format!("escalation {class} {verdict} by {who} at {at}: {reason}");
                     entries.push(LogEntry::Serving { seq, kind: format!("escalation_{verdict}"), version: None, text });
                 }
+                Event::ViewRepaired { seq: differed, detail, who, at } => {
+                    entries.push(view_repaired(seq, differed, &detail, &who, &at))
+                }
                 Event::HookFailed { hook, version, change, error, at } => {
                     let text = format!("hooks.{hook} failed for v{version} ({change}) at {at}: {error}");
                     entries.push(LogEntry::Serving { seq, kind: "hook_failed".into(), version: Some(version), text });
@@ -729,6 +732,13 @@ fn model_usage(rounds: &[Value]) -> crate::llm::Usage {
         }
     }
     total
+}
+
+/// The log's line for a rebuilt read view.
+fn view_repaired(seq: u64, differed: u64, detail: &str, who: &str, at: &str) -> LogEntry {
+    let text =
+        format!("the read view was rebuilt from the store by {who} at {at}: it differed at seq {differed}: {detail}");
+    LogEntry::Serving { seq, kind: "view_repaired".into(), version: None, text }
 }
 
 #[cfg(test)]

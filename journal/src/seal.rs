@@ -145,7 +145,9 @@ pub(crate) fn scan(bytes: &[u8], projector: &dyn Projector) -> ViewScan {
         Some(at) => {
             out.problem = Some(ViewDifference {
                 seq: out.last_seq() + 1,
-                detail: format!("{VIEW_FILE}: the last frame, at byte {at}, is complete but fails its checksum (edited)"),
+                detail: format!(
+                    "{VIEW_FILE}: the last frame, at byte {at}, is complete but fails its checksum (edited)"
+                ),
             })
         }
         None => out.torn = frames.trailing,
@@ -160,7 +162,10 @@ pub(crate) enum ViewState {
     InSync,
     /// A true prefix lacking only the store's last batch: a crash between the store's
     /// commit and the view's write.
-    BehindByLastBatch { from: u64, to: u64 },
+    BehindByLastBatch {
+        from: u64,
+        to: u64,
+    },
     Differs(ViewDifference),
 }
 
@@ -197,10 +202,9 @@ pub(crate) fn judge(view: &ViewScan, store: &[String], binding: Option<&ViewBind
         );
     }
     match binding {
-        Some(b) if v_last == s_last && view.good_len != b.len => differs(
-            v_last,
-            format!("the view is {} bytes long, but the store recorded {} bytes", view.good_len, b.len),
-        ),
+        Some(b) if v_last == s_last && view.good_len != b.len => {
+            differs(v_last, format!("the view is {} bytes long, but the store recorded {} bytes", view.good_len, b.len))
+        }
         _ if v_last == s_last => ViewState::InSync,
         Some(b) if v_last == b.prev_seq && view.good_len == b.prev_len => {
             ViewState::BehindByLastBatch { from: v_last + 1, to: s_last }

@@ -52,14 +52,14 @@ use crate::lock::{JournalLock, LockHolder, OpenMode};
 use crate::log::EventLog;
 use crate::projection::{ProjectionBase, Projector, Replay, Writes, declared_trees, plan_batch};
 use crate::record::{EventRecord, Head, NewEvent, canonical_json_bytes, compress};
-use crate::verify::{ChainCheck, ProjectionDiff, VerifyReport, ViewCheck, compare_tree, conclude};
 use crate::seal::{ViewBinding, ViewDifference};
+use crate::verify::{ChainCheck, ProjectionDiff, VerifyReport, ViewCheck, compare_tree, conclude};
 use crate::view::{self, ViewWriter};
 
 mod binding;
 mod files;
 
-use files::{available_bytes, open_db, open_error, remove_snapshot_leftovers};
+use files::{open_db, open_error, remove_snapshot_leftovers};
 
 /// The on-disk format this build reads and writes. Bump it on any incompatible change to
 /// the layout above or to the record hash.
@@ -123,6 +123,8 @@ pub struct SledJournal {
     legacy: BTreeMap<String, Tree>,
     /// What [`repair`] found wrong with the view (and rewrote).
     repaired: Option<ViewDifference>,
+    /// A writer's hash of every record, seq 1 first (checked at open, kept up to date).
+    chain: Vec<String>,
 }
 
 /// Memory-only projection trees: name -> key -> value.
@@ -274,6 +276,7 @@ impl SledJournal {
             memory: OnceLock::new(),
             legacy,
             repaired: None,
+            chain: Vec::new(),
         };
         if mode == OpenMode::Writer {
             let hashes = journal.check_chain()?;
@@ -282,6 +285,7 @@ impl SledJournal {
             }
             journal.drop_legacy_trees()?;
             journal.repaired = journal.sync_view(&hashes, checks == Checks::Repair)?;
+            journal.chain = hashes;
         }
         Ok(journal)
     }
@@ -401,25 +405,6 @@ impl SledJournal {
             built = replay.finish().into_iter().filter(|(name, _)| self.memory_names.contains(name)).collect();
         }
         Ok(self.memory.get_or_init(|| built))
-    }
-
-    /// Refuse to write a batch when the file system has less than this many bytes free
-    /// (default [`DEFAULT_MIN_FREE_BYTES`]; 0 turns the check off).
-    pub fn set_min_free_bytes(&mut self, bytes: u64) {
-        self.min_free = bytes;
-    }
-
-    fn check_free_space(&self) -> Result<()> {
-        if self.min_free == 0 {
-            return Ok(());
-        }
-        let needed = self.min_free;
-        let available = available_bytes(&self.dir)
-            .map_err(|e| self.err(None, ErrorKind::io(format!("checking free space of {}", self.dir.display()), e)))?;
-        if available < needed {
-            return Err(self.err(None, ErrorKind::DiskFull { path: self.dir.clone(), available, needed }));
-        }
-        Ok(())
     }
 
     /// The journal directory.
@@ -636,6 +621,9 @@ impl EventLog for SledJournal {
         self.store.commit(&encoded, &stored, &batch.head, &binding).map_err(|k| self.err(Some(last), k))?;
         // Committed: later appends chain onto it even if the flush below fails.
         self.head = batch.head;
+        if self.mode == OpenMode::Writer {
+            self.chain.extend(batch.records.iter().map(|r| r.hash.clone()));
+        }
         if let Some(memory) = self.memory.get_mut() {
             for (name, entries) in in_memory {
                 let tree = memory.entry(name).or_default();

@@ -115,13 +115,7 @@ pub(crate) fn frames(bytes: &[u8]) -> std::result::Result<Frames<'_>, String> {
         bodies.push(body);
         at = body_end + CHECK_LEN;
     }
-    Ok(Frames {
-        bodies,
-        bad_tail,
-        damaged,
-        good_len: at as u64,
-        trailing: (bytes.len() - at) as u64,
-    })
+    Ok(Frames { bodies, bad_tail, damaged, good_len: at as u64, trailing: (bytes.len() - at) as u64 })
 }
 
 /// The plain text of a frame body (decompressed when it was stored compressed).

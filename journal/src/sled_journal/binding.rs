@@ -147,3 +147,15 @@ impl SledJournal {
         self.store.recorded_binding().map_err(|k| self.err(None, k))
     }
 }
+
+impl SledJournal {
+    /// Whether the chain holds a record with this hash (a head printed earlier by
+    /// `emend journal head`). A writer answers from the chain it checked when it opened the
+    /// journal; a reader reads the store.
+    pub fn contains_hash(&self, hash: &str) -> Result<bool> {
+        if self.mode == crate::lock::OpenMode::Writer {
+            return Ok(self.chain.iter().any(|h| h == hash));
+        }
+        Ok(self.read_from(1)?.iter().any(|r| r.hash == hash))
+    }
+}

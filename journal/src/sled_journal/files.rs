@@ -4,8 +4,8 @@ use std::path::Path;
 
 use sled::Db;
 
-use super::SLED_DIR;
-use crate::error::ErrorKind;
+use super::{SLED_DIR, SledJournal};
+use crate::error::{ErrorKind, Result};
 use crate::view;
 
 /// Remove files an interrupted sled snapshot left behind (`snap.*.generating`): sled writes
@@ -30,7 +30,7 @@ pub(super) fn remove_snapshot_leftovers(db_dir: &Path) {
 }
 
 /// Bytes available to this user on the file system holding `path`.
-pub(super) fn available_bytes(path: &Path) -> std::io::Result<u64> {
+fn available_bytes(path: &Path) -> std::io::Result<u64> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
     // SAFETY: `c` is a valid NUL-terminated path and `stat` a properly sized out-parameter.
@@ -87,4 +87,25 @@ pub(super) fn open_error(e: sled::Error, dir: &Path) -> ErrorKind {
     ErrorKind::corrupt(format!(
         "the store cannot be opened ({e}); {nearest}; nothing was written: run `emend journal verify`"
     ))
+}
+
+impl SledJournal {
+    /// Refuse to write a batch when the file system has less than this many bytes free
+    /// (default [`DEFAULT_MIN_FREE_BYTES`]; 0 turns the check off).
+    pub fn set_min_free_bytes(&mut self, bytes: u64) {
+        self.min_free = bytes;
+    }
+
+    pub(super) fn check_free_space(&self) -> Result<()> {
+        if self.min_free == 0 {
+            return Ok(());
+        }
+        let needed = self.min_free;
+        let available = available_bytes(&self.dir)
+            .map_err(|e| self.err(None, ErrorKind::io(format!("checking free space of {}", self.dir.display()), e)))?;
+        if available < needed {
+            return Err(self.err(None, ErrorKind::DiskFull { path: self.dir.clone(), available, needed }));
+        }
+        Ok(())
+    }
 }

@@ -155,7 +155,8 @@ fn a_store_truncated_by_sled_is_refused_by_writers_readers_and_verify() {
             let head = serde_json::json!({"seq": 10, "hash": records[9].hash});
             meta.insert("head", serde_json::to_vec(&head).unwrap()).unwrap();
             if rewrite_binding {
-                let b = serde_json::json!({"seq": 10, "hash": records[9].hash, "len": 0, "prev_seq": 10, "prev_len": 0});
+                let b =
+                    serde_json::json!({"seq": 10, "hash": records[9].hash, "len": 0, "prev_seq": 10, "prev_len": 0});
                 meta.insert("view", serde_json::to_vec(&b).unwrap()).unwrap();
             }
             db.flush().unwrap();

@@ -1,6 +1,7 @@
 //! Journal tests, compiled into one binary: the shared backend suite, property tests,
 //! tamper, crash, lock and format tests.
 
+mod binding;
 mod common;
 mod compact;
 mod crash;
@@ -8,5 +9,4 @@ mod disk;
 mod locks;
 mod props;
 mod suite;
-mod binding;
 mod view;
