@@ -77,7 +77,11 @@ impl Projector for RoundProjector {
 }
 
 fn round_batch(round: u64) -> Vec<NewEvent> {
-    let verdicts: Vec<_> = (0..QUESTIONS)
+    round_batch_of(round, QUESTIONS)
+}
+
+fn round_batch_of(round: u64, questions: usize) -> Vec<NewEvent> {
+    let verdicts: Vec<_> = (0..questions)
         .map(|q| {
             let verdict = if (q as u64 + round).is_multiple_of(3) { "incorrect" } else { "correct" };
             json!({"q": format!("q{q:05}"), "verdict": verdict, "tokens": 400 + q % 97})
@@ -211,14 +215,19 @@ fn main() {
 /// 5. The writer's pre-write check on 1,000 rounds.
 fn writer_check(tmp: &std::path::Path, quick: bool) {
     let (rounds, runs) = if quick { (3, 1) } else { (CHECK_ROUNDS, CHECK_RUNS) };
+    // EMEND_BENCH_CHECK_QUESTIONS: verdicts per round event (default 2,000, as above).
+    let questions = std::env::var("EMEND_BENCH_CHECK_QUESTIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(QUESTIONS);
     let dir = tmp.join("check");
     let mut writer = open_writer(&dir, RoundProjector).expect("open writer");
     for round in 0..rounds {
-        writer.append(round_batch(round)).expect("append");
+        writer.append(round_batch_of(round, questions)).expect("append");
     }
     drop(writer);
     let events = rounds * (1 + CANDIDATES as u64);
-    println!("journal of {rounds} rounds: {events} events, {} bytes on disk", dir_bytes(&dir));
+    println!(
+        "journal of {rounds} rounds ({questions} verdicts per round event): {events} events, {} bytes on disk",
+        dir_bytes(&dir)
+    );
     let mut checks = Vec::new();
     let mut bare = Vec::new();
     for _ in 0..runs {

@@ -16,11 +16,13 @@
 //! batch. A reader reads the frames in order and stops at the first incomplete one (a
 //! write in progress), so it sees the journal as of a committed batch, never a torn one. It
 //! checks the hash chain of every record and replays the projector over them in memory
-//! ([`ReadView`]), so it never touches the sled store and works on a read-only directory.
+//! ([`ReadView`]); it works on a read-only directory.
 //!
-//! The store stays the authority: when the writer opens the journal it brings the view in
-//! line with the store (drops a torn tail, appends batches it lacks, or rewrites it when it
-//! disagrees), so a view lost or damaged by a crash or by hand is repaired by the next writer.
+//! The store stays the authority and the view is a cache of it, bound to it (see the seal
+//! module): readers check the view against the idle store or against the seal; the writer,
+//! when it opens the journal, drops a torn tail, appends the one batch a stopped run kept
+//! from the view, writes a missing view, and refuses any other difference until
+//! `emend journal repair` ([`crate::repair`]) rebuilds the view from the store.
 
 use std::borrow::Cow;
 use std::fs::{File, OpenOptions};
@@ -143,8 +145,8 @@ pub(crate) struct ViewWriter {
     file: File,
     path: PathBuf,
     len: u64,
-    /// False after a failed write: the writer stops publishing and the next writer to open
-    /// the journal rewrites the view from the store.
+    /// False after a failed write: the writer stops publishing; the view then lags behind
+    /// the store until `emend journal repair` rebuilds it.
     healthy: bool,
 }
 
