@@ -109,7 +109,10 @@ fn idle_store(dir: &Path) -> Option<SledJournal> {
 
 /// Every record line of the view's intact frames, and the bytes after them. `Err` names
 /// the first seq a damaged frame would hold.
-fn view_lines(bytes: &[u8]) -> std::result::Result<(Vec<Vec<u8>>, u64), (u64, String)> {
+/// A seq and what is wrong there.
+type Problem = (u64, String);
+
+fn view_lines(bytes: &[u8]) -> std::result::Result<(Vec<Vec<u8>>, u64), Problem> {
     let frames = view::frames(bytes).map_err(|d| (1, d))?;
     let mut lines = Vec::new();
     for body in &frames.bodies {
