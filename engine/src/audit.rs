@@ -1,26 +1,44 @@
 //! The mechanism-fidelity audit: for every mechanism of the pipeline (a group
-//! of the schema's evolvable fields), did it run on this task set, did its
-//! output reach any context, and does a controlled contrast change outcomes?
+//! of the schema's evolvable fields), was it eligible, did it run, did it
+//! produce output, was its output selected and included in the final
+//! context, and does a controlled contrast show an effect?
 //!
-//! Per mechanism, in order:
-//! 1. Switched off in the served strategy (expansion disabled, no rerank, no
-//!    backfill, neutral intent multipliers, ...): `unexercised`, and its
-//!    parameters change nothing; only its `switch` field can.
-//! 2. Otherwise the contrast (the mechanism off, or moved when it cannot be
-//!    off: fusion toggled, windows resized) is evaluated through the
-//!    [`Backend`] on the same questions, and compared question by question:
-//!    - the served strategy wins significantly more questions than the
-//!      contrast (one-sided exact McNemar, p < [`ALPHA`]): `contributing`;
-//!    - the contrast wins significantly more: `defective` (it runs and costs
-//!      accuracy);
-//!    - contexts change (size, gold turns, or items and their order when
-//!      the trace reports them) or outcomes change without a significant
-//!      direction: `inconclusive`;
-//!    - nothing observable changes: `unexercised` (on this task set its
-//!      output changes no context and no outcome).
+//! Per mechanism and question, the trace counts (all from the served
+//! evaluation's trace and its contrast on the same question):
+//! - `eligible`: switched on, and applicable to the question (intent
+//!   overrides: the question's intent has a multiplier other than 1);
+//! - `executed`: eligible and run to an answer, or failed on the question
+//!   with the mechanism on only;
+//! - `failed`: executed with an error that the contrast (without the
+//!   mechanism) does not have;
+//! - `produced`: executed with output: the trace's (expansion terms, an
+//!   intent read), or, for a mechanism whose output the trace does not keep,
+//!   every execution;
+//! - `selected`: its output changed which memory was retrieved or which items
+//!   the context holds (the contrast retrieves or holds other items);
+//! - `included`: its output reached the final context (the contrast's context
+//!   differs in size, gold turns, or items and their order); for the answer
+//!   prompt, which is always part of the final prompt, every execution.
 //!
-//!    A contrast the schema refuses (a range or an invariant) is
-//!    `inconclusive`, with the schema's reason.
+//! The outcomes, in order:
+//! 1. `unexercised`: switched off in the served strategy (its parameters
+//!    change nothing; only its `switch` can), never eligible, never executed,
+//!    or executed without a trace of output and with no context changing
+//!    without it (nothing to act on here).
+//! 2. `defective`: executed and failed: an error that goes away without it,
+//!    no output where the trace expects one (expansion that adds no term),
+//!    or output the trace shows that is never selected or included.
+//! 3. Otherwise its output reached a context, and the contrast decides, by
+//!    the two-sided exact McNemar test with Holm's correction across the
+//!    mechanisms that reach this step (raw and adjusted p in the record):
+//!    `contributing` when the served strategy wins significantly more
+//!    questions (adjusted p < [`ALPHA`]), `harmful` when the contrast does (it
+//!    runs, and costs accuracy here), `inconclusive` otherwise.
+//!
+//! A contrast the schema refuses (a range or an invariant) is
+//! `inconclusive`, with the schema's reason. The labels are the served
+//! configuration's: another strategy may exercise a mechanism this one
+//! leaves idle.
 //!
 //! The search's proposer calls [`audit`] to skip the fields of unexercised
 //! mechanisms.
@@ -41,6 +59,7 @@ use crate::stats;
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Contributing,
+    Harmful,
     Unexercised,
     Defective,
     Inconclusive,
@@ -50,6 +69,7 @@ impl Status {
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Contributing => "contributing",
+            Status::Harmful => "harmful",
             Status::Unexercised => "unexercised",
             Status::Defective => "defective",
             Status::Inconclusive => "inconclusive",
@@ -72,6 +92,26 @@ pub struct Contrast {
     pub contrast_only: usize,
 }
 
+/// How far a mechanism got, counted over the questions (see the module doc).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Trace {
+    pub questions: usize,
+    pub eligible: usize,
+    pub executed: usize,
+    pub failed: usize,
+    pub produced: usize,
+    pub selected: usize,
+    pub included: usize,
+}
+
+impl Trace {
+    /// `eligible/executed/produced/selected/included` (and failed when any).
+    pub fn counts(&self) -> String {
+        let failed = if self.failed > 0 { format!(", {} failed", self.failed) } else { String::new() };
+        format!("{}/{}/{}/{}/{}{failed}", self.eligible, self.executed, self.produced, self.selected, self.included)
+    }
+}
+
 /// One mechanism's audit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MechanismAudit {
@@ -86,6 +126,14 @@ pub struct MechanismAudit {
     pub evidence: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contrast: Option<Contrast>,
+    /// Per question: eligible, executed, failed, produced, selected, included.
+    pub trace: Trace,
+    /// The contrast's two-sided exact McNemar p-value, when it was judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p_value: Option<f64>,
+    /// Holm-adjusted across the mechanisms judged by their contrast.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adjusted_p: Option<f64>,
 }
 
 /// Why an audit could not run.
@@ -114,6 +162,21 @@ struct Mechanism {
     /// trace records it (the built-in harness does; an external one may not,
     /// so this is evidence, never a status on its own).
     ran: Option<fn(&Value, &Evaluation) -> String>,
+    /// Whether it applies to a question (None: whenever it is on).
+    eligible: Option<fn(&Value, &OutcomeRecord) -> bool>,
+    /// Whether the trace shows its output on a question (None: the trace
+    /// keeps none, and every execution counts as producing).
+    output: Option<fn(&Value, &OutcomeRecord) -> bool>,
+    /// Its output is part of the final prompt whenever it runs (the answer prompt).
+    in_prompt: bool,
+}
+
+fn expansion_output(_: &Value, o: &OutcomeRecord) -> bool {
+    !o.expansion_terms.is_empty()
+}
+
+fn intent_eligible(doc: &Value, o: &OutcomeRecord) -> bool {
+    o.intent.as_deref().is_some_and(|i| num(doc, &format!("retrieve.intent_overrides.{i}.top_k_multiplier")) != 1.0)
 }
 
 fn expansion_ran(_: &Value, e: &Evaluation) -> String {
@@ -153,6 +216,9 @@ const MECHANISMS: &[Mechanism] = &[
         switch: None,
         off: never,
         ran: None,
+        eligible: None,
+        output: None,
+        in_prompt: false,
         contrast: |d| {
             let size = num(d, "ingest.window_size");
             vec![("ingest.window_size", json!(if size > 1.0 { 1 } else { 2 })), ("ingest.window_overlap", json!(0))]
@@ -164,6 +230,9 @@ const MECHANISMS: &[Mechanism] = &[
         switch: None,
         off: |d| (num(d, "ingest.min_chars") == 0.0).then(|| "ingest.min_chars is 0 (the session cap stays)".into()),
         ran: None,
+        eligible: None,
+        output: None,
+        in_prompt: false,
         contrast: |_| vec![("ingest.min_chars", json!(0))],
     },
     Mechanism {
@@ -175,6 +244,9 @@ const MECHANISMS: &[Mechanism] = &[
                 .then(|| "ingest.dedup_threshold is 1 and assemble.dedup is false".into())
         },
         ran: None,
+        eligible: None,
+        output: None,
+        in_prompt: false,
         contrast: |_| vec![("ingest.dedup_threshold", json!(1.0)), ("assemble.dedup", json!(false))],
     },
     Mechanism {
@@ -183,6 +255,9 @@ const MECHANISMS: &[Mechanism] = &[
         switch: Some("ingest.stamp_date"),
         off: |d| (get_path(d, "ingest.stamp_date") == Some(&json!(false))).then(|| "ingest.stamp_date is false".into()),
         ran: None,
+        eligible: None,
+        output: None,
+        in_prompt: false,
         contrast: |_| vec![("ingest.stamp_date", json!(false))],
     },
     Mechanism {
@@ -194,6 +269,9 @@ const MECHANISMS: &[Mechanism] = &[
                 .then(|| format!("ingest.unit is {}: the extraction prompt is never sent", text(d, "ingest.unit")))
         },
         ran: None,
+        eligible: None,
+        output: None,
+        in_prompt: false,
         contrast: |_| vec![("ingest.unit", json!("window"))],
     },
     Mechanism {
@@ -202,6 +280,9 @@ const MECHANISMS: &[Mechanism] = &[
         switch: None,
         off: |d| (num(d, "retrieve.weights.bm25") == 0.0).then(|| "retrieve.weights.bm25 is 0".into()),
         ran: None,
+        eligible: None,
+        output: None,
+        in_prompt: false,
         contrast: |_| vec![("retrieve.weights.bm25", json!(0.0))],
     },
     Mechanism {
@@ -216,6 +297,9 @@ const MECHANISMS: &[Mechanism] = &[
             }
         },
         ran: None,
+        eligible: None,
+        output: None,
+        in_prompt: false,
         contrast: |_| vec![("retrieve.weights.dense", json!(0.0))],
     },
     Mechanism {
@@ -224,6 +308,9 @@ const MECHANISMS: &[Mechanism] = &[
         switch: None,
         off: never,
         ran: None,
+        eligible: None,
+        output: None,
+        in_prompt: false,
         contrast: |d| {
             vec![("retrieve.fusion", json!(if text(d, "retrieve.fusion") == "rrf" { "weighted_sum" } else { "rrf" }))]
         },
@@ -233,6 +320,9 @@ const MECHANISMS: &[Mechanism] = &[
         fields: &["retrieve.expansion.enabled", "retrieve.expansion.terms", "retrieve.weights.expansion"],
         switch: Some("retrieve.expansion.enabled"),
         ran: Some(expansion_ran),
+        eligible: None,
+        output: Some(expansion_output),
+        in_prompt: false,
         off: |d| {
             (get_path(d, "retrieve.expansion.enabled") == Some(&json!(false)))
                 .then(|| "retrieve.expansion.enabled is false: its terms and weight change nothing".into())
@@ -248,11 +338,17 @@ const MECHANISMS: &[Mechanism] = &[
                 .then(|| "retrieve.recency_half_life_days is 0 (no decay)".into())
         },
         ran: None,
+        eligible: None,
+        output: None,
+        in_prompt: false,
         contrast: |_| vec![("retrieve.recency_half_life_days", json!(0))],
     },
     Mechanism {
         name: "intent overrides",
         ran: Some(intent_ran),
+        eligible: Some(intent_eligible),
+        output: None,
+        in_prompt: false,
         fields: &[
             "retrieve.intent_overrides.temporal.top_k_multiplier",
             "retrieve.intent_overrides.quantity.top_k_multiplier",
@@ -279,6 +375,9 @@ const MECHANISMS: &[Mechanism] = &[
         switch: Some("retrieve.rerank_top_n"),
         off: |d| (num(d, "retrieve.rerank_top_n") == 0.0).then(|| "retrieve.rerank_top_n is 0".into()),
         ran: None,
+        eligible: None,
+        output: None,
+        in_prompt: false,
         contrast: |_| vec![("retrieve.rerank_top_n", json!(0))],
     },
     Mechanism {
@@ -287,6 +386,9 @@ const MECHANISMS: &[Mechanism] = &[
         switch: None,
         off: never,
         ran: None,
+        eligible: None,
+        output: None,
+        in_prompt: false,
         contrast: |d| {
             let k = num(d, "retrieve.top_k");
             vec![("retrieve.top_k", json!(((k / 2.0).floor() as u64).max(1)))]
@@ -298,6 +400,9 @@ const MECHANISMS: &[Mechanism] = &[
         switch: None,
         off: never,
         ran: None,
+        eligible: None,
+        output: None,
+        in_prompt: false,
         contrast: |d| vec![("assemble.token_budget", json!(((num(d, "assemble.token_budget") / 2.0) as u64).max(1)))],
     },
     Mechanism {
@@ -306,6 +411,9 @@ const MECHANISMS: &[Mechanism] = &[
         switch: Some("assemble.backfill_window"),
         off: |d| (num(d, "assemble.backfill_window") == 0.0).then(|| "assemble.backfill_window is 0".into()),
         ran: None,
+        eligible: None,
+        output: None,
+        in_prompt: false,
         contrast: |_| vec![("assemble.backfill_window", json!(0))],
     },
     Mechanism {
@@ -314,6 +422,9 @@ const MECHANISMS: &[Mechanism] = &[
         switch: None,
         off: never,
         ran: None,
+        eligible: None,
+        output: None,
+        in_prompt: false,
         contrast: |d| {
             vec![(
                 "assemble.order",
@@ -327,6 +438,9 @@ const MECHANISMS: &[Mechanism] = &[
         switch: None,
         off: never,
         ran: None,
+        eligible: None,
+        output: None,
+        in_prompt: true,
         contrast: |d| {
             vec![("answer.format", json!(if text(d, "answer.format") == "short" { "sentence" } else { "short" }))]
         },
@@ -338,50 +452,139 @@ pub fn mechanism_fields() -> Vec<(&'static str, &'static [&'static str])> {
     MECHANISMS.iter().map(|m| (m.name, m.fields)).collect()
 }
 
-/// Compares two evaluations question by question.
-fn compare(served: &Evaluation, other: &Evaluation, changes: Vec<String>) -> Contrast {
+/// The context of an outcome as the audit compares it: size, gold turns in
+/// it, and its items in order.
+fn context_of(o: &OutcomeRecord) -> (Option<f64>, Option<Vec<bool>>, &[String]) {
+    (o.context_tokens, o.evidence_trace.as_ref().map(|t| t.iter().map(|s| s.in_context).collect()), &o.context_ids)
+}
+
+/// Which memory was retrieved, and which items the context holds (as a set).
+fn selection_of(o: &OutcomeRecord) -> (Option<Vec<bool>>, std::collections::BTreeSet<&str>) {
+    (
+        o.evidence_trace.as_ref().map(|t| t.iter().map(|s| s.retrieved).collect()),
+        o.context_ids.iter().map(String::as_str).collect(),
+    )
+}
+
+/// Compares two evaluations question by question, and traces the mechanism
+/// on each question (the served evaluation `served` runs it, `other` does not).
+fn compare(
+    m: &Mechanism,
+    doc: &Value,
+    served: &Evaluation,
+    other: &Evaluation,
+    changes: Vec<String>,
+) -> (Contrast, Trace) {
     let by_id: BTreeMap<&str, &OutcomeRecord> = other.outcomes.iter().map(|o| (o.id.as_str(), o)).collect();
     let mut c = Contrast { changes, questions: 0, changed_contexts: 0, served_only: 0, contrast_only: 0 };
+    let mut t = Trace { questions: served.outcomes.len(), ..Trace::default() };
     for a in &served.outcomes {
         let Some(b) = by_id.get(a.id.as_str()) else { continue };
         c.questions += 1;
-        let in_context = |o: &OutcomeRecord| -> Option<Vec<bool>> {
-            o.evidence_trace.as_ref().map(|t| t.iter().map(|s| s.in_context).collect())
-        };
-        if a.context_tokens != b.context_tokens || in_context(a) != in_context(b) || a.context_ids != b.context_ids {
-            c.changed_contexts += 1;
-        }
+        let changed = context_of(a) != context_of(b);
+        c.changed_contexts += usize::from(changed);
         match (a.correct, b.correct) {
             (true, false) => c.served_only += 1,
             (false, true) => c.contrast_only += 1,
             _ => {}
         }
+        if !m.eligible.is_none_or(|f| f(doc, a)) {
+            continue;
+        }
+        t.eligible += 1;
+        let failed = a.error.is_some() && b.error.is_none();
+        if a.error.is_some() && !failed {
+            // The pipeline failed with and without it: not this mechanism's run.
+            continue;
+        }
+        t.executed += 1;
+        if failed {
+            t.failed += 1;
+            continue;
+        }
+        if !m.output.is_none_or(|f| f(doc, a)) {
+            continue;
+        }
+        t.produced += 1;
+        let included = m.in_prompt || changed;
+        t.selected += usize::from(included || selection_of(a) != selection_of(b));
+        t.included += usize::from(included);
     }
-    c
+    (c, t)
 }
 
 /// One-sided level of the exact McNemar test that gives a changed outcome a direction.
 pub const ALPHA: f64 = 0.05;
 
-/// The verdict of a contrast (rules in the module doc).
-pub fn judge_contrast(c: &Contrast) -> (Status, String) {
-    let changed = c.served_only + c.contrast_only;
-    let (a, b) = (c.served_only as u64, c.contrast_only as u64);
-    let counts = format!(
-        "{} of {} questions change outcome ({} better served, {} better without), {} contexts change",
-        changed, c.questions, c.served_only, c.contrast_only, c.changed_contexts
-    );
-    if changed > 0 && stats::better_p_value(a, b) < ALPHA {
-        (Status::Contributing, format!("{counts}; exact McNemar p = {:.2e}", stats::better_p_value(a, b)))
-    } else if changed > 0 && stats::better_p_value(b, a) < ALPHA {
+/// The outcome of a mechanism that ran, from its trace alone: `unexercised`
+/// or `defective` (with why), or None when its output reached a context and
+/// the contrast decides.
+pub fn judge_trace(t: &Trace, traced_output: bool) -> Option<(Status, String)> {
+    let counts =
+        format!("trace eligible/executed/produced/selected/included {} of {} questions", t.counts(), t.questions);
+    Some(if t.eligible == 0 {
+        (Status::Unexercised, format!("never eligible on this task set ({counts})"))
+    } else if t.executed == 0 {
+        (Status::Unexercised, format!("never executed ({counts})"))
+    } else if t.failed > 0 {
+        (Status::Defective, format!("failed on {} questions: an error that goes away without it ({counts})", t.failed))
+    } else if traced_output && t.produced == 0 {
         (
             Status::Defective,
-            format!("the contrast is more accurate: {counts}; exact McNemar p = {:.2e}", stats::better_p_value(b, a)),
+            format!(
+                "executed on {} questions and produced no output where the trace expects it ({counts})",
+                t.executed
+            ),
         )
-    } else if changed > 0 || c.changed_contexts > 0 {
-        (Status::Inconclusive, format!("it changes contexts or outcomes, with no significant direction: {counts}"))
+    } else if t.included == 0 && traced_output {
+        (
+            Status::Defective,
+            format!("its output (on {} questions) is never selected or included in a context ({counts})", t.produced),
+        )
+    } else if t.included == 0 {
+        (Status::Unexercised, format!("it runs, but no context changes without it: nothing to act on here ({counts})"))
     } else {
-        (Status::Unexercised, format!("nothing observable changes on this task set: {counts}"))
+        return None;
+    })
+}
+
+/// The contrast's two-sided exact McNemar p-value.
+pub fn contrast_p(c: &Contrast) -> f64 {
+    stats::mcnemar(c.served_only as u64, c.contrast_only as u64).exact_p
+}
+
+/// Holm's step-down adjustment of `p` (same order, each at most 1).
+pub fn holm(p: &[f64]) -> Vec<f64> {
+    let mut order: Vec<usize> = (0..p.len()).collect();
+    order.sort_by(|&a, &b| p[a].total_cmp(&p[b]).then(a.cmp(&b)));
+    let (m, mut running) = (p.len(), 0.0f64);
+    let mut out = vec![0.0; m];
+    for (rank, &i) in order.iter().enumerate() {
+        running = running.max(((m - rank) as f64 * p[i]).min(1.0));
+        out[i] = running;
+    }
+    out
+}
+
+/// The verdict of a contrast whose mechanism reached a context, at its Holm-adjusted p.
+pub fn judge_contrast(c: &Contrast, adjusted_p: f64) -> (Status, String) {
+    let counts = format!(
+        "{} of {} questions change outcome ({} better served, {} better without), {} contexts change; \
+         exact McNemar p = {:.2e}, Holm-adjusted {:.2e}",
+        c.served_only + c.contrast_only,
+        c.questions,
+        c.served_only,
+        c.contrast_only,
+        c.changed_contexts,
+        contrast_p(c),
+        adjusted_p
+    );
+    if adjusted_p < ALPHA && c.served_only > c.contrast_only {
+        (Status::Contributing, counts)
+    } else if adjusted_p < ALPHA && c.contrast_only > c.served_only {
+        (Status::Harmful, format!("the contrast is more accurate: {counts}"))
+    } else {
+        (Status::Inconclusive, format!("its output reaches contexts, with no significant effect: {counts}"))
     }
 }
 
@@ -395,64 +598,91 @@ pub fn audit(
     let base = backend
         .evaluate(served, ids)
         .map_err(|source| AuditError::Evaluate { mechanism: "served strategy".into(), source })?;
-    let doc = &served.value;
     let mut out = Vec::new();
     for m in MECHANISMS {
-        let fields = m.fields.iter().map(|f| f.to_string()).collect();
-        let switch = m.switch.map(str::to_string);
-        if let Some(why) = (m.off)(doc) {
-            out.push(MechanismAudit {
-                mechanism: m.name.into(),
-                fields,
-                switch,
-                status: Status::Unexercised,
-                evidence: format!("switched off: {why}"),
-                contrast: None,
-            });
-            continue;
-        }
-        let mut value = doc.clone();
-        let mut changes = Vec::new();
-        for (path, to) in (m.contrast)(doc) {
-            let from = get_path(doc, path).cloned().unwrap_or(Value::Null);
-            if from != to {
-                changes.push(format!("{path}: {from} -> {to}"));
-            }
-            set_path(&mut value, path, to);
-        }
-        let origin = format!("the {} contrast", m.name);
-        let contrast = match artifact::from_value(&origin, value, schema) {
-            Ok(a) => a,
-            Err(e) => {
-                out.push(MechanismAudit {
-                    mechanism: m.name.into(),
-                    fields,
-                    switch,
-                    status: Status::Inconclusive,
-                    evidence: format!("no legal contrast: {e}"),
-                    contrast: None,
-                });
-                continue;
-            }
-        };
-        let other = backend
-            .evaluate(&contrast, ids)
-            .map_err(|source| AuditError::Evaluate { mechanism: m.name.into(), source })?;
-        let c = compare(&base, &other, changes);
-        let (status, mut evidence) = judge_contrast(&c);
-        if let Some(ran) = m.ran {
-            evidence = format!("{evidence}; {}", ran(doc, &base));
-        }
-        out.push(MechanismAudit {
-            mechanism: m.name.into(),
-            fields,
-            switch,
-            status,
-            evidence: format!("contrast {}: {evidence}", c.changes.join(", ")),
-            contrast: Some(c),
-        });
+        out.push(audit_one(m, schema, backend, served, &base, ids)?);
+    }
+    // The contrasts that decide, adjusted together (Holm).
+    let judged: Vec<usize> = (0..out.len()).filter(|&i| out[i].p_value.is_some()).collect();
+    let raw: Vec<f64> = judged.iter().map(|&i| out[i].p_value.expect("judged")).collect();
+    for (&i, adjusted) in judged.iter().zip(holm(&raw)) {
+        let a = &mut out[i];
+        let c = a.contrast.as_ref().expect("a judged mechanism has its contrast");
+        let (status, evidence) = judge_contrast(c, adjusted);
+        a.status = status;
+        a.adjusted_p = Some(adjusted);
+        a.evidence = format!("{}; {}", a.evidence, evidence);
     }
     Ok(out)
+}
+
+/// One mechanism: switched off, refused, or its contrast evaluated and
+/// traced. A mechanism whose output reached a context is left `inconclusive`
+/// with its raw p-value, for [`audit`] to judge after the correction.
+fn audit_one(
+    m: &Mechanism,
+    schema: &StrategySchema,
+    backend: &dyn Backend,
+    served: &Artifact,
+    base: &Evaluation,
+    ids: Option<&[String]>,
+) -> Result<MechanismAudit, AuditError> {
+    let doc = &served.value;
+    let mut a = MechanismAudit {
+        mechanism: m.name.into(),
+        fields: m.fields.iter().map(|f| f.to_string()).collect(),
+        switch: m.switch.map(str::to_string),
+        status: Status::Unexercised,
+        evidence: String::new(),
+        contrast: None,
+        trace: Trace { questions: base.outcomes.len(), ..Trace::default() },
+        p_value: None,
+        adjusted_p: None,
+    };
+    if let Some(why) = (m.off)(doc) {
+        a.evidence = format!("switched off: {why}");
+        return Ok(a);
+    }
+    let mut value = doc.clone();
+    let mut changes = Vec::new();
+    for (path, to) in (m.contrast)(doc) {
+        let from = get_path(doc, path).cloned().unwrap_or(Value::Null);
+        if from != to {
+            changes.push(format!("{path}: {from} -> {to}"));
+        }
+        set_path(&mut value, path, to);
+    }
+    let contrast = match artifact::from_value(&format!("the {} contrast", m.name), value, schema) {
+        Ok(c) => c,
+        Err(e) => {
+            a.status = Status::Inconclusive;
+            a.evidence = format!("no legal contrast: {e}");
+            return Ok(a);
+        }
+    };
+    let other =
+        backend.evaluate(&contrast, ids).map_err(|source| AuditError::Evaluate { mechanism: m.name.into(), source })?;
+    let (c, trace) = compare(m, doc, base, &other, changes);
+    let ran = m.ran.map_or(String::new(), |ran| format!("; {}", ran(doc, base)));
+    let head = format!("contrast {}", c.changes.join(", "));
+    match judge_trace(&trace, m.output.is_some()) {
+        Some((status, why)) => {
+            a.status = status;
+            a.evidence = format!("{head}: {why}{ran}");
+        }
+        None => {
+            a.status = Status::Inconclusive;
+            a.p_value = Some(contrast_p(&c));
+            a.evidence = format!(
+                "{head}: output reaches the context (trace eligible/executed/produced/selected/included {} of {}){ran}",
+                trace.counts(),
+                trace.questions
+            );
+        }
+    }
+    a.trace = trace;
+    a.contrast = Some(c);
+    Ok(a)
 }
 
 /// The fields the proposer can skip: those of unexercised mechanisms, but
@@ -472,11 +702,27 @@ mod tests {
     use std::sync::Mutex;
 
     /// A backend whose outcomes are a function of a few strategy fields:
-    /// top_k decides q0..q5 (the depth contributes), the fusion decides
-    /// q6..q11 against the served strategy (defective), the order changes
-    /// context size only (inconclusive), the answer format nothing.
+    /// top_k decides q0..q9 (the depth contributes), the fusion decides
+    /// q10..q19 against the served strategy (harmful), the order changes
+    /// context size only (inconclusive), the answer format nothing (its
+    /// prompt is always included: inconclusive). `broken` breaks a mechanism
+    /// on purpose.
     struct Fake {
         calls: Mutex<usize>,
+        broken: Broken,
+    }
+
+    #[derive(Clone, Copy, PartialEq)]
+    enum Broken {
+        None,
+        /// Rerank on: an error on q20..q23 that goes away without it.
+        RerankErrors,
+        /// Expansion on, adding terms, which never reach a context.
+        ExpansionIgnored,
+    }
+
+    fn fake() -> Fake {
+        Fake { calls: Mutex::new(0), broken: Broken::None }
     }
 
     impl Backend for Fake {
@@ -487,7 +733,7 @@ mod tests {
             "d".into()
         }
         fn questions(&self) -> Vec<(String, String)> {
-            (0..16).map(|i| (format!("q{i}"), "single-hop".into())).collect()
+            (0..24).map(|i| (format!("q{i}"), "single-hop".into())).collect()
         }
         fn roles(&self) -> Vec<String> {
             vec![]
@@ -498,13 +744,17 @@ mod tests {
             let deep = s.retrieve.top_k > 4;
             let weighted = s.retrieve.fusion == harness::strategy::Fusion::WeightedSum;
             let chrono = s.assemble.order == harness::strategy::ContextOrder::Chronological;
-            let outcomes = (0..16)
+            let rerank = s.retrieve.rerank_top_n > 0;
+            let expanding = s.retrieve.expansion.enabled && self.broken == Broken::ExpansionIgnored;
+            let outcomes = (0..24)
                 .map(|i| {
                     let correct = match i {
-                        0..=5 => deep,
-                        6..=11 => weighted,
+                        0..=9 => deep,
+                        10..=19 => weighted,
                         _ => false,
                     };
+                    let error =
+                        (rerank && self.broken == Broken::RerankErrors && i >= 20).then(|| "rerank: no scores".into());
                     OutcomeRecord {
                         id: format!("q{i}"),
                         conversation: Some("c".into()),
@@ -522,10 +772,10 @@ mod tests {
                             in_context: correct,
                         }]),
                         context_tokens: Some(if chrono { 101.0 } else { 100.0 }),
-                        error: None,
+                        error,
                         answer_coverage: None,
                         intent: None,
-                        expansion_terms: vec![],
+                        expansion_terms: if expanding { vec!["moved".into()] } else { vec![] },
                         context_ids: vec![],
                     }
                 })
@@ -543,22 +793,34 @@ mod tests {
 
     #[test]
     fn each_status_on_a_constructed_case() {
-        let backend = Fake { calls: Mutex::new(0) };
+        let backend = fake();
         let audits = audit(&StrategySchema::builtin(), &backend, &served(), None).unwrap();
         let status: BTreeMap<&str, Status> = audits.iter().map(|a| (a.mechanism.as_str(), a.status)).collect();
         assert_eq!(status["retrieval depth"], Status::Contributing);
-        assert_eq!(status["fusion"], Status::Defective);
+        // The ablation wins: harmful here, not defective (it ran and did not fail).
+        assert_eq!(status["fusion"], Status::Harmful);
         assert_eq!(status["ordering"], Status::Inconclusive);
-        assert_eq!(status["answer"], Status::Unexercised);
+        assert_eq!(status["answer"], Status::Inconclusive);
+        // Nothing is defective: no mechanism executed and failed.
+        assert!(audits.iter().all(|a| a.status != Status::Defective), "{audits:#?}");
         // Switched off in the default strategy: no contrast is run for them.
         for m in ["expansion", "rerank", "backfill", "recency decay", "intent overrides", "extraction", "date stamps"] {
-            assert_eq!(status[m], Status::Unexercised, "{m}");
-            assert!(audits.iter().find(|a| a.mechanism == m).unwrap().contrast.is_none());
+            let a = audits.iter().find(|a| a.mechanism == m).unwrap();
+            assert_eq!((a.status, a.trace.eligible), (Status::Unexercised, 0), "{m}");
+            assert!(a.contrast.is_none());
         }
         let depth = audits.iter().find(|a| a.mechanism == "retrieval depth").unwrap();
         let c = depth.contrast.as_ref().unwrap();
-        assert_eq!((c.served_only, c.contrast_only, c.changed_contexts), (6, 0, 6));
+        assert_eq!((c.served_only, c.contrast_only, c.changed_contexts), (10, 0, 10));
         assert_eq!(c.changes, vec!["retrieve.top_k: 8 -> 4".to_string()]);
+        let t = depth.trace;
+        assert_eq!((t.questions, t.eligible, t.executed, t.produced, t.selected, t.included), (24, 24, 24, 24, 10, 10));
+        // Four mechanisms reach the contrast (depth, fusion, ordering, answer): Holm multiplies the smallest p by 4.
+        assert!((depth.p_value.unwrap() - 2.0 / 1024.0).abs() < 1e-15, "{depth:?}");
+        assert!((depth.adjusted_p.unwrap() - 4.0 * 2.0 / 1024.0).abs() < 1e-12, "{depth:?}");
+        assert_eq!(audits.iter().filter(|a| a.adjusted_p.is_some()).count(), 4);
+        let ordering = audits.iter().find(|a| a.mechanism == "ordering").unwrap();
+        assert_eq!(ordering.adjusted_p, Some(1.0));
         // The served evaluation and one per mechanism that is on.
         let on = audits.iter().filter(|a| a.contrast.is_some()).count();
         assert_eq!(*backend.calls.lock().unwrap(), 1 + on);
@@ -570,8 +832,52 @@ mod tests {
     }
 
     #[test]
+    fn defective_is_a_mechanism_that_executed_and_failed() {
+        let schema = StrategySchema::builtin();
+        let with = |path: &str, v: Value| {
+            let mut doc = served().value;
+            set_path(&mut doc, path, v);
+            artifact::from_value("served", doc, &schema).unwrap()
+        };
+        let find = |audits: &[MechanismAudit], m: &str| audits.iter().find(|a| a.mechanism == m).unwrap().clone();
+        // Rerank errors on four questions, which answer without it.
+        let broken = Fake { calls: Mutex::new(0), broken: Broken::RerankErrors };
+        let audits = audit(&schema, &broken, &with("retrieve.rerank_top_n", json!(4)), None).unwrap();
+        let rerank = find(&audits, "rerank");
+        assert_eq!(
+            (rerank.status, rerank.trace.failed, rerank.trace.executed),
+            (Status::Defective, 4, 24),
+            "{rerank:?}"
+        );
+        assert!(rerank.evidence.contains("failed on 4 questions"), "{}", rerank.evidence);
+        assert_eq!(audits.iter().filter(|a| a.status == Status::Defective).count(), 1);
+        // Expansion adds terms that never reach a context.
+        let ignored = Fake { calls: Mutex::new(0), broken: Broken::ExpansionIgnored };
+        let audits = audit(&schema, &ignored, &with("retrieve.expansion.enabled", json!(true)), None).unwrap();
+        let e = find(&audits, "expansion");
+        assert_eq!((e.status, e.trace.produced, e.trace.included), (Status::Defective, 24, 0), "{e:?}");
+        assert!(e.evidence.contains("never selected or included"), "{}", e.evidence);
+        // Expansion on that adds no term at all: empty where output was expected.
+        let audits = audit(&schema, &fake(), &with("retrieve.expansion.enabled", json!(true)), None).unwrap();
+        let e = find(&audits, "expansion");
+        assert_eq!((e.status, e.trace.executed, e.trace.produced), (Status::Defective, 24, 0), "{e:?}");
+        assert!(e.evidence.contains("produced no output"), "{}", e.evidence);
+    }
+
+    #[test]
+    fn holm_adjusts_step_down_and_keeps_the_order() {
+        let adj = holm(&[0.01, 0.04, 0.03, 0.5]);
+        let want = [0.04, 0.09, 0.09, 0.5];
+        for (a, w) in adj.iter().zip(want) {
+            assert!((a - w).abs() < 1e-12, "{adj:?}");
+        }
+        assert_eq!(holm(&[0.6, 0.6]), vec![1.0, 1.0]);
+        assert!(holm(&[]).is_empty());
+    }
+
+    #[test]
     fn the_proposer_skips_unexercised_parameters_but_not_their_switch() {
-        let backend = Fake { calls: Mutex::new(0) };
+        let backend = fake();
         let audits = audit(&StrategySchema::builtin(), &backend, &served(), None).unwrap();
         let skip = skippable_fields(&audits);
         assert!(skip.contains(&"retrieve.expansion.terms".to_string()));
@@ -584,16 +890,36 @@ mod tests {
     fn the_trace_says_whether_expansion_and_intents_ran() {
         let schema = StrategySchema::builtin();
         let mut doc = served().value;
-        set_path(&mut doc, "retrieve.expansion.enabled", json!(true));
         set_path(&mut doc, "retrieve.intent_overrides.temporal.top_k_multiplier", json!(2.0));
         let a = artifact::from_value("served", doc, &schema).unwrap();
-        let audits = audit(&schema, &Fake { calls: Mutex::new(0) }, &a, None).unwrap();
+        let audits = audit(&schema, &fake(), &a, None).unwrap();
         let find = |m: &str| audits.iter().find(|a| a.mechanism == m).unwrap();
-        // The fake's trace records no expansion term and no intent: the contrast
-        // changes nothing, and the trace says why.
-        assert_eq!(find("expansion").status, Status::Unexercised);
-        assert!(find("expansion").evidence.ends_with("trace: expansion added terms on 0 of 16 questions"));
-        assert!(find("intent overrides").evidence.contains("trace: 0 of 16 questions show an intent"));
+        // The fake's trace records no intent: no question is eligible.
+        let intents = find("intent overrides");
+        assert_eq!((intents.status, intents.trace.eligible), (Status::Unexercised, 0));
+        assert!(intents.evidence.contains("never eligible"), "{}", intents.evidence);
+        assert!(intents.evidence.contains("trace: 0 of 24 questions show an intent"), "{}", intents.evidence);
+    }
+
+    #[test]
+    fn the_trace_decides_before_the_contrast() {
+        let tr = |eligible, executed, failed, produced, included| Trace {
+            questions: 100,
+            eligible,
+            executed,
+            failed,
+            produced,
+            selected: included,
+            included,
+        };
+        assert_eq!(judge_trace(&tr(0, 0, 0, 0, 0), false).unwrap().0, Status::Unexercised);
+        assert_eq!(judge_trace(&tr(10, 0, 0, 0, 0), false).unwrap().0, Status::Unexercised);
+        assert_eq!(judge_trace(&tr(10, 10, 2, 8, 8), false).unwrap().0, Status::Defective);
+        assert_eq!(judge_trace(&tr(10, 10, 0, 0, 0), true).unwrap().0, Status::Defective);
+        assert_eq!(judge_trace(&tr(10, 10, 0, 10, 0), true).unwrap().0, Status::Defective);
+        // Without a traced output, no context changing means nothing to act on.
+        assert_eq!(judge_trace(&tr(10, 10, 0, 10, 0), false).unwrap().0, Status::Unexercised);
+        assert_eq!(judge_trace(&tr(10, 10, 0, 10, 3), true), None);
     }
 
     #[test]
@@ -605,12 +931,14 @@ mod tests {
             served_only: s,
             contrast_only: o,
         };
-        assert_eq!(judge_contrast(&c(0, 1, 3)).0, Status::Inconclusive);
-        assert_eq!(judge_contrast(&c(5, 4, 9)).0, Status::Inconclusive);
-        assert_eq!(judge_contrast(&c(0, 0, 2)).0, Status::Inconclusive);
-        assert_eq!(judge_contrast(&c(0, 0, 0)).0, Status::Unexercised);
-        assert_eq!(judge_contrast(&c(10, 0, 10)).0, Status::Contributing);
-        assert_eq!(judge_contrast(&c(1, 12, 13)).0, Status::Defective);
+        let judge = |c: Contrast| judge_contrast(&c, contrast_p(&c)).0;
+        assert_eq!(judge(c(0, 1, 3)), Status::Inconclusive);
+        assert_eq!(judge(c(5, 4, 9)), Status::Inconclusive);
+        assert_eq!(judge(c(0, 0, 2)), Status::Inconclusive);
+        assert_eq!(judge(c(10, 0, 10)), Status::Contributing);
+        assert_eq!(judge(c(1, 12, 13)), Status::Harmful);
+        // Significant alone, not after the correction.
+        assert_eq!(judge_contrast(&c(10, 0, 10), 0.08).0, Status::Inconclusive);
     }
 
     #[test]
@@ -620,7 +948,7 @@ mod tests {
         let mut doc = served().value;
         set_path(&mut doc, "retrieve.rerank_top_n", json!(8));
         let a = artifact::from_value("served", doc, &schema).unwrap();
-        let audits = audit(&schema, &Fake { calls: Mutex::new(0) }, &a, None).unwrap();
+        let audits = audit(&schema, &fake(), &a, None).unwrap();
         let depth = audits.iter().find(|a| a.mechanism == "retrieval depth").unwrap();
         assert_eq!(depth.status, Status::Inconclusive);
         assert!(depth.evidence.starts_with("no legal contrast"), "{}", depth.evidence);

@@ -68,6 +68,7 @@ pub fn evaluated_event(hash: &str, harness: &str, dataset: &str, results: &[Ques
         summary: summarize(results),
         diagnosis: layer_a::diagnose(results, 5),
         questions: results.to_vec(),
+        lifecycle: None,
     }
 }
 

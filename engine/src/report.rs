@@ -855,6 +855,7 @@ mod tests {
             summary: summary(acc),
             diagnosis: Default::default(),
             questions: vec![],
+            lifecycle: None,
         };
         let mut accepted = cand("r1c1", None, "accepted", Some(2));
         accepted.hash = Some("h2".into());

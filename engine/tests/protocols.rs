@@ -110,6 +110,7 @@ fn locomo() -> Option<std::path::PathBuf> {
 
 /// On locomo10-dev with the default strategy the audit names unexercised
 /// mechanisms (expansion is off, so its terms and weight change nothing),
+/// gives each mechanism's trace counts and Holm-adjusted contrast p-values,
 /// and `emend diagnose` reports the generation-error split.
 #[test]
 fn audit_and_diagnose_on_locomo10_dev() {
@@ -128,6 +129,35 @@ fn audit_and_diagnose_on_locomo10_dev() {
     assert!(mechanisms.iter().all(|m| !m["evidence"].as_str().unwrap().is_empty()));
     // Retrieval depth is always on, and halving top_k costs answers.
     assert_eq!(status("retrieval depth").as_deref(), Some("contributing"));
+    assert_eq!(v["correction"], "holm");
+    let n = mechanisms[0]["trace"]["questions"].as_u64().unwrap();
+    assert!(n > 0);
+    for m in mechanisms {
+        let t = &m["trace"];
+        let c = |k: &str| t[k].as_u64().unwrap_or_else(|| panic!("{k} in {m}"));
+        // Each stage is a subset of the one before it.
+        assert!(c("eligible") <= n && c("executed") <= c("eligible") && c("produced") <= c("executed"), "{m}");
+        assert!(c("included") <= c("selected") && c("selected") <= c("produced"), "{m}");
+        // Defective only for a mechanism that executed and failed (none does on this set).
+        assert_ne!(m["status"], "defective", "{m}");
+        if let Some(adjusted) = m["adjusted_p"].as_f64() {
+            assert!(adjusted >= m["p_value"].as_f64().unwrap() && c("included") > 0, "{m}");
+        } else {
+            assert!(!["contributing", "harmful"].contains(&m["status"].as_str().unwrap()), "{m}");
+        }
+        eprintln!(
+            "{:>18} {:>13} eligible {} executed {} produced {} selected {} included {} p {} Holm {}",
+            m["mechanism"].as_str().unwrap(),
+            m["status"].as_str().unwrap(),
+            c("eligible"),
+            c("executed"),
+            c("produced"),
+            c("selected"),
+            c("included"),
+            m["p_value"],
+            m["adjusted_p"]
+        );
+    }
 
     let (code, stdout, stderr) = emend(&["--project", project, "diagnose", "--json"]);
     assert_eq!(code, 0, "{stderr}");

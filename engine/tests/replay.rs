@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 fn repo(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel)
@@ -69,6 +69,14 @@ fn eval_replay_reports_checkpoints_and_final_accuracy() {
     assert_eq!(replay["checkpoints"].as_array().unwrap().len(), 16);
     assert_eq!(replay["probes"], endpoint["n"]);
     assert_eq!(replay["final_accuracy"], endpoint["accuracy"]);
+    // The lifecycle schedule: append-only, no maintenance, no query side effects.
+    let l = &replay["lifecycle"];
+    assert_eq!(
+        (&l["between_checkpoints"], &l["maintenance"], &l["query_side_effects"], &l["clock"]),
+        (&json!("append-only"), &json!("none"), &json!("none"), &json!("latest-session-date"))
+    );
+    assert!(l.get("clocks").is_none(), "the default strategy does not age: {l}");
+    assert!(endpoint.get("lifecycle").is_none());
     let every4 = eval_json(tmp.path(), &s, "builtin", &["--protocol", "replay", "--every-sessions", "4"]);
     assert_eq!(every4["checkpoints"].as_array().unwrap().len(), 4);
     assert_eq!(every4["final_accuracy"], endpoint["accuracy"]);
@@ -120,6 +128,16 @@ fn compare_resamples_whole_trajectories() {
     };
     let t = compare("trajectory");
     let q = compare("question");
+    // The gate test takes the probe as its unit whatever the bootstrap's.
+    for v in [&t, &q] {
+        let gate = &v["confirm_better"];
+        assert_eq!(gate["unit"], "probe", "{gate}");
+        assert_eq!(gate["questions"], 348, "{gate}");
+        assert_eq!(gate["probe"]["observations"], v["n"], "{gate}");
+    }
+    let (code, text, err) = emend(dir, &["compare", base.to_str().unwrap(), cand.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains("gate test by probe") && text.contains("unit probe: p = "), "{text}");
     let text = t.to_string();
     assert!(text.contains("\"trajectory\""), "{text}");
     // 348 probes are the units, not the observations.
@@ -142,9 +160,21 @@ fn evolve_runs_on_the_replay_protocol() {
     assert_eq!(code, 0, "{out}{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["rounds"], 1);
+    assert_eq!(v["lifecycle"]["query_side_effects"], "none", "{v}");
     let (code, out, err) = emend(&dir, &["journal", "export"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("#0@4"), "the loop's question results are replay observations");
+    // The served evaluation records its lifecycle schedule; a confirm test, its unit.
+    let evaluated = out.lines().find(|l| l.contains("\"evaluated\"")).expect("an evaluated event");
+    for field in ["\"lifecycle\":{", "\"between_checkpoints\":\"append-only\"", "\"query_side_effects\":\"none\""] {
+        assert!(evaluated.contains(field), "no {field} in the evaluated event");
+    }
+    if let Some(judged) = out.lines().find(|l| l.contains("\"confirm\":{")) {
+        assert!(judged.contains("\"unit\":\"probe\""), "{judged}");
+    }
+    let (code, text, err) = emend(&dir, &["evolve", "--rounds", "1", "--quiet"]);
+    assert_eq!(code, 0, "{text}{err}");
+    assert!(text.contains("replay: a checkpoint every 4 sessions; append-only between checkpoints"), "{text}");
     let (code, _, err) = emend(&dir, &["report", "--out", "r.html"]);
     assert_eq!(code, 0, "{err}");
     let html = std::fs::read_to_string(dir.join("r.html")).unwrap();
@@ -163,4 +193,58 @@ fn an_endpoint_report_has_no_checkpoint_chart() {
     let (code, _, err) = emend(&dir, &["report", "--out", "r.html"]);
     assert_eq!(code, 0, "{err}");
     assert!(!std::fs::read_to_string(dir.join("r.html")).unwrap().contains("checkpoint-chart"));
+}
+
+#[test]
+fn an_example_file_gives_evolving_references_by_checkpoint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = repo("strategies/default.yaml");
+    let tasks = repo("examples/evolving-references/locomo-evolving.json");
+    let out = tmp.path().join("out.jsonl");
+    let v = eval_json(
+        tmp.path(),
+        &s,
+        tasks.to_str().unwrap(),
+        &["--protocol", "replay", "--outcomes", out.to_str().unwrap()],
+    );
+    check_checkpoints(&v);
+    assert_eq!((v["probes"].as_u64(), v["checkpoints"].as_array().unwrap().len()), (Some(3), 3));
+    let rows: Vec<Value> =
+        std::fs::read_to_string(&out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let reference = |id: &str| -> (String, Value) {
+        let r = rows.iter().find(|r| r["id"] == id).unwrap_or_else(|| panic!("no observation {id}"));
+        (r["gold_answer"].as_str().unwrap().to_string(), r["evidence"].clone())
+    };
+    assert_eq!(reference("evolving-1#1@1"), ("baker at the Alfama bakery".into(), json!(["D1:3"])));
+    assert_eq!(reference("evolving-1#1@2"), ("baker and weekend pottery teacher".into(), json!(["D1:3", "D2:2"])));
+    assert_eq!(reference("evolving-1#1@3").0, "she glazes tiles at a ceramics studio");
+    assert_eq!(reference("evolving-1#0@2").0, "Lisbon");
+    assert_eq!(reference("evolving-1#0@3").0, "Porto");
+    // The anchored question keeps its one answer at every checkpoint.
+    assert_eq!(reference("evolving-1#2@1").0, "Lisbon");
+    assert_eq!(reference("evolving-1#2@3").0, "Lisbon");
+    // Endpoint evaluation asks each question once, against its own answer.
+    let endpoint = eval_json(tmp.path(), &s, tasks.to_str().unwrap(), &[]);
+    assert_eq!(endpoint["n"], 3);
+    // With recency decay, the run says at which clock each checkpoint is evaluated.
+    let recency = tmp.path().join("recency.yaml");
+    let text = std::fs::read_to_string(&s).unwrap().replace("recency_half_life_days: 0", "recency_half_life_days: 30");
+    std::fs::write(&recency, text).unwrap();
+    let aged = eval_json(tmp.path(), &recency, tasks.to_str().unwrap(), &["--protocol", "replay"]);
+    assert_eq!(
+        aged["lifecycle"]["clocks"],
+        json!([{"conversation": "evolving-1", "clocks": ["6 March 2023", "2 May 2023", "14 August 2023"]}])
+    );
+    let (code, human, err) = emend(
+        tmp.path(),
+        &["eval", "--strategy", recency.to_str().unwrap(), "--tasks", tasks.to_str().unwrap(), "--protocol", "replay"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        human.contains(
+            "lifecycle  append-only between checkpoints, maintenance none, query side effects none; \
+                        recency decay (half-life 30 days) measured from each checkpoint's latest session date"
+        ),
+        "{human}"
+    );
 }

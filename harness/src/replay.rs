@@ -117,6 +117,95 @@ pub fn observations(sample: &Sample, q: &Question, every_sessions: u32) -> Vec<O
         .collect()
 }
 
+/// Replay's lifecycle schedule: what runs on memory between checkpoints and
+/// what answering a probe does to it. Today one schedule exists, and every
+/// replay states it: between checkpoints the next sessions' turns are
+/// appended (ingest filters look only backwards, the index is rebuilt over
+/// the items present); no maintenance runs (no consolidation, merging,
+/// forgetting or re-ingest); answering writes nothing back (no
+/// reinforcement, no reordering). Recency decay, when the strategy has it,
+/// is measured from the clock of the checkpoint: the latest session date the
+/// memory holds then.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Lifecycle {
+    pub every_sessions: u32,
+    /// `append-only`.
+    pub between_checkpoints: String,
+    /// `none`.
+    pub maintenance: String,
+    /// `none`.
+    pub query_side_effects: String,
+    /// The strategy's `retrieve.recency_half_life_days` (0: no ageing).
+    pub recency_half_life_days: f64,
+    /// `latest-session-date`: the clock recency decay is measured from.
+    pub clock: String,
+    /// With ageing, each conversation's clock at each of its checkpoints.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clocks: Vec<ConversationClocks>,
+}
+
+/// One conversation's clock by checkpoint (`8 May 2023`; null when no session
+/// held then is dated, and recency decay does not apply).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConversationClocks {
+    pub conversation: String,
+    pub clocks: Vec<Option<String>>,
+}
+
+impl Lifecycle {
+    /// The schedule of a replay every `every_sessions` sessions, with the
+    /// clocks of `samples` when `recency_half_life_days > 0`.
+    pub fn new(every_sessions: u32, recency_half_life_days: f64, samples: &[Sample]) -> Lifecycle {
+        let clocks = if recency_half_life_days > 0.0 {
+            samples
+                .iter()
+                .map(|s| ConversationClocks { conversation: s.id.clone(), clocks: clocks(s, every_sessions) })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Lifecycle {
+            every_sessions,
+            between_checkpoints: "append-only".into(),
+            maintenance: "none".into(),
+            query_side_effects: "none".into(),
+            recency_half_life_days,
+            clock: "latest-session-date".into(),
+            clocks,
+        }
+    }
+
+    /// One line for a terminal.
+    pub fn line(&self) -> String {
+        let ageing = if self.recency_half_life_days > 0.0 {
+            format!(
+                "recency decay (half-life {} days) measured from each checkpoint's latest session date",
+                self.recency_half_life_days
+            )
+        } else {
+            "no ageing (recency decay off)".into()
+        };
+        format!(
+            "{} between checkpoints, maintenance {}, query side effects {}; {ageing}",
+            self.between_checkpoints, self.maintenance, self.query_side_effects
+        )
+    }
+}
+
+/// The latest session date held at each checkpoint of a conversation.
+fn clocks(sample: &Sample, every_sessions: u32) -> Vec<Option<String>> {
+    (1..=checkpoint_count(sample.sessions.len(), every_sessions))
+        .map(|k| {
+            let n = sessions_at(sample.sessions.len(), every_sessions, k);
+            sample.sessions[..n]
+                .iter()
+                .filter_map(|s| s.date)
+                .max_by(|a, b| a.days().total_cmp(&b.days()))
+                .map(|d| d.stamp())
+        })
+        .collect()
+}
+
 /// One observation as the summaries read it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Observed {
@@ -245,5 +334,24 @@ mod tests {
         // b ended at 1: its observation counts at 2 as well; a#1 is missing.
         assert_eq!((s[1].probes, s[1].correct, s[1].missing), (3, 1, 1));
         assert_eq!(final_accuracy(&o), ratio(1.0, 3));
+    }
+
+    #[test]
+    fn the_lifecycle_states_its_schedule_and_the_clock_of_each_checkpoint() {
+        let d = crate::Dataset::builtin();
+        let plain = Lifecycle::new(4, 0.0, d.samples());
+        assert!(plain.clocks.is_empty());
+        assert_eq!(
+            (plain.between_checkpoints.as_str(), plain.maintenance.as_str(), plain.query_side_effects.as_str()),
+            ("append-only", "none", "none")
+        );
+        assert!(plain.line().contains("no ageing"), "{}", plain.line());
+        let aged = Lifecycle::new(4, 30.0, d.samples());
+        assert_eq!(aged.clocks.len(), d.samples().len());
+        for (c, s) in aged.clocks.iter().zip(d.samples()) {
+            assert_eq!(c.clocks.len(), checkpoint_count(s.sessions.len(), 4) as usize);
+            let last = s.sessions.iter().rev().find_map(|x| x.date).map(|x| x.stamp());
+            assert_eq!(c.clocks.last().cloned().flatten(), last, "{}", c.conversation);
+        }
     }
 }

@@ -31,6 +31,7 @@ use rand::{RngExt, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use super::pairing::Paired;
+use super::probe::probe_of;
 
 /// What is resampled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -229,15 +230,6 @@ fn clusters(paired: &Paired, unit: BootstrapUnit) -> Result<Vec<(i64, i64)>, Boo
         c.1 += 1;
     }
     Ok(by_conversation.into_values().collect())
-}
-
-/// The probe of an observation id `<probe>@<checkpoint>` (an id without a
-/// numeric `@` suffix is its own probe); the harness's `replay::probe_of`.
-fn probe_of(id: &str) -> &str {
-    match id.rsplit_once('@') {
-        Some((probe, k)) if !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()) => probe,
-        _ => id,
-    }
 }
 
 /// Type-7 quantile of sorted, non-empty `xs`.

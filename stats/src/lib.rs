@@ -20,6 +20,9 @@
 //! [`Lord`] (LORD++ online error control indexed by tests run),
 //! [`Holdout`] (Thresholdout for numbers fed back from the confirm part) and
 //! [`cluster_check`] (CR2 with Bell-McCaffrey degrees of freedom, or "too few clusters to tell").
+//! Under longitudinal replay the confirm test takes the probe as its unit
+//! ([`better_test_by_probe`]: the final checkpoint's exact test and a
+//! probe-clustered test across checkpoints).
 //!
 //! Nothing here reads files, clocks or global randomness: seeds and
 //! thresholds are arguments, and the same inputs give the same output.
@@ -35,9 +38,12 @@ mod lord;
 mod mcnemar;
 mod onesided;
 mod pairing;
+mod probe;
 mod race;
 #[cfg(test)]
 mod sim;
+#[cfg(test)]
+mod sim_replay;
 mod split;
 #[cfg(test)]
 mod testdata;
@@ -52,6 +58,10 @@ pub use lord::{Gamma, JM_CONSTANT, Lord, LordConfig, LordError, LordTest};
 pub use mcnemar::{EXACT_BELOW, McNemar, McNemarTest, mcnemar};
 pub use onesided::{BetterTest, better_p_value, better_test, lower_bound, minimum_detectable_effect, power};
 pub use pairing::{CategoryDelta, Outcome, Pair, Paired, PairingError, Side, pair};
+pub use probe::{
+    ProbeCounts, ProbeDetail, TestUnit, better_test_by_probe, gate_test, has_observation_ids, mcnemar_by_probe,
+    probe_counts,
+};
 pub use race::{race_drops, race_looks};
 pub use split::{Split, SplitError, TaskKey, split};
 pub use verdict::{Cost, Rule, RuleKind, ThresholdError, Thresholds, Verdict, category_floor, keeps_category, verdict};

@@ -25,6 +25,8 @@
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{Beta, Binomial, ContinuousCDF, Discrete, DiscreteCDF};
 
+use super::probe::{ProbeDetail, TestUnit};
+
 /// A one-sided confirm test and its alpha-tied lower bound.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct BetterTest {
@@ -42,6 +44,15 @@ pub struct BetterTest {
     pub lower_bound: f64,
     /// `p_value <= alpha`, equivalently `lower_bound > 0`.
     pub better: bool,
+    /// What one pair is: a question (left out of records) or, under
+    /// longitudinal replay, a probe's trajectory ([`crate::better_test_by_probe`]);
+    /// `questions`, `improved` and `regressed` then count probes.
+    #[serde(default, skip_serializing_if = "TestUnit::is_question")]
+    pub unit: TestUnit,
+    /// Under the probe unit, the observation counts and both parts of the
+    /// test (`p_value` is the larger of the two).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<ProbeDetail>,
 }
 
 /// `P(X >= improved)`, X ~ Bin(improved + regressed, 1/2).
@@ -78,7 +89,18 @@ pub fn better_test(improved: u64, regressed: u64, questions: u64, alpha: f64) ->
     let p_value = better_p_value(improved, regressed);
     let lb = lower_bound(improved, regressed, questions, alpha);
     let delta = if questions == 0 { 0.0 } else { (improved as f64 - regressed as f64) / questions as f64 };
-    BetterTest { improved, regressed, questions, alpha, p_value, delta, lower_bound: lb, better: p_value <= alpha }
+    BetterTest {
+        improved,
+        regressed,
+        questions,
+        alpha,
+        p_value,
+        delta,
+        lower_bound: lb,
+        better: p_value <= alpha,
+        unit: TestUnit::Question,
+        probe: None,
+    }
 }
 
 /// The smallest `k` with `P(X >= k) <= alpha`, X ~ Bin(d, 1/2); `d + 1` when none.

@@ -19,6 +19,8 @@
 //! eval --protocol replay --outcomes`): ids are `<question>@<checkpoint>`, and
 //! the bootstrap draws every observation of a question together. Runs whose
 //! observation ids differ are refused, as runs whose question ids differ are.
+//! On such outcomes (whatever `--unit`) the gate test takes the probe as its
+//! unit, as the gate does under replay (`stats::better_test_by_probe`).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -272,14 +274,10 @@ struct RuleRow {
 impl GateVerdict {
     fn of(c: &Comparison, alpha: f64) -> GateVerdict {
         let p = &c.paired;
-        let test = stats::better_test(p.improved().len() as u64, p.regressed().len() as u64, p.n() as u64, alpha);
-        let mut rules = vec![RuleRow {
-            name: "confirm_better".into(),
-            category: None,
-            value: test.p_value,
-            threshold: alpha,
-            pass: test.better,
-            detail: format!(
+        // Outcomes of a replay (ids `<question>@<checkpoint>`) are tested by probe, as the gate does.
+        let test = stats::gate_test(p, alpha, stats::has_observation_ids(p));
+        let detail = match &test.probe {
+            None => format!(
                 "one-sided exact p = {} vs alpha {alpha} ({} improved, {} regressed of {}; lower bound {:+.4})",
                 p_value(test.p_value),
                 test.improved,
@@ -287,6 +285,25 @@ impl GateVerdict {
                 test.questions,
                 test.lower_bound
             ),
+            Some(d) => format!(
+                "unit probe: p = {} vs alpha {alpha}, the larger of the final checkpoint's one-sided exact p = {} \
+                 ({} improved, {} regressed of {} probes) and the CR2 p = {} clustered by probe across {} observations",
+                p_value(test.p_value),
+                p_value(d.final_p),
+                test.improved,
+                test.regressed,
+                test.questions,
+                p_value(d.clustered_p),
+                d.observations
+            ),
+        };
+        let mut rules = vec![RuleRow {
+            name: "confirm_better".into(),
+            category: None,
+            value: test.p_value,
+            threshold: alpha,
+            pass: test.better,
+            detail,
         }];
         let kept = c
             .verdict
@@ -442,7 +459,12 @@ fn human(
     let t = &gate.test;
     let _ = writeln!(
         w,
-        "gate test exact binomial, one-sided (the confirm test's): p = {} at alpha {}",
+        "gate test {}, one-sided (the confirm test's): p = {} at alpha {}",
+        if t.probe.is_some() {
+            "by probe (final checkpoint exact binomial, and CR2 clustered by probe across checkpoints)"
+        } else {
+            "exact binomial"
+        },
         p_value(t.p_value),
         t.alpha
     );

@@ -18,7 +18,7 @@ use std::time::Instant;
 use anyhow::anyhow;
 use harness::strategy::JudgeKind;
 use harness::{Category, Dataset, EvalError, Evaluation, Evaluator, HarnessSettings};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use engine::config::Project;
 use engine::llm::{Models, Usage};
@@ -179,10 +179,26 @@ pub fn run(args: &EvalArgs, project_dir: Option<&Path>) -> CmdResult {
     let elapsed_ms = start.elapsed().as_millis() as u64;
     let hashes = Hashes { strategy: &r.strategy_hash, dataset: &dataset_hash, harness: &evaluator.harness_hash() };
     let usage = models.as_ref().map(|m| m.usage()).unwrap_or_default();
+    let lifecycle = (args.protocol == ProtocolArg::Replay).then(|| {
+        let held: std::collections::BTreeSet<&str> = eval.outcomes.iter().map(|o| o.conversation.as_str()).collect();
+        let samples: Vec<harness::dataset::Sample> =
+            evaluator.dataset().samples().iter().filter(|s| held.contains(s.id.as_str())).cloned().collect();
+        harness::replay::Lifecycle::new(args.every_sessions, r.strategy.retrieve.recency_half_life_days, &samples)
+    });
     if args.json {
-        super::common::print_json_text(&json_report(args, &tasks_name, &eval, &hashes, &usage, elapsed_ms));
+        let mut doc = json_report(args, &tasks_name, &eval, &hashes, &usage, elapsed_ms);
+        if let Some(l) = &lifecycle {
+            doc["lifecycle"] = json!(l);
+        }
+        super::common::print_json_text(&serde_json::to_string(&doc).expect("a report serializes"));
     } else {
-        print!("{}", human_report(args, &tasks_name, evaluator.dataset(), &eval, &hashes, &usage, elapsed_ms));
+        let mut text = human_report(args, &tasks_name, evaluator.dataset(), &eval, &hashes, &usage, elapsed_ms);
+        if let Some(l) = &lifecycle {
+            // After the replay line, before the final accuracy.
+            let at = text.find("final accuracy").unwrap_or(text.len());
+            text.insert_str(at, &format!("lifecycle  {}\n", l.line()));
+        }
+        print!("{text}");
     }
     let (errors, n) = (eval.summary.errors, eval.summary.n);
     // The process ends here: freeing the dataset, the stage outputs and the
@@ -205,7 +221,7 @@ struct Hashes<'a> {
     harness: &'a str,
 }
 
-fn json_report(args: &EvalArgs, tasks: &str, e: &Evaluation, h: &Hashes<'_>, usage: &Usage, elapsed_ms: u64) -> String {
+fn json_report(args: &EvalArgs, tasks: &str, e: &Evaluation, h: &Hashes<'_>, usage: &Usage, elapsed_ms: u64) -> Value {
     let s = &e.summary;
     let doc = json!({
         "strategy": args.strategy.display().to_string(),
@@ -240,7 +256,7 @@ fn json_report(args: &EvalArgs, tasks: &str, e: &Evaluation, h: &Hashes<'_>, usa
     } else {
         doc["protocol"] = json!("endpoint");
     }
-    serde_json::to_string(&doc).expect("a report serializes")
+    doc
 }
 
 /// The questions a replay observed.

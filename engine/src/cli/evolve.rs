@@ -394,6 +394,21 @@ pub fn open_initialized(project: &Project, schema: &StrategySchema) -> Result<jo
     Ok(log)
 }
 
+/// Under replay, the lifecycle schedule the run evaluated with (the served
+/// strategy's recency half-life says whether it ages).
+fn replay_lifecycle(project: &Project, log: &journal::SledJournal) -> Option<harness::replay::Lifecycle> {
+    let harness::Protocol::Replay { every_sessions } = project.config.harness.protocol() else { return None };
+    let store = engine::store::Store::new(log);
+    let half_life = store
+        .served()
+        .ok()
+        .flatten()
+        .and_then(|s| store.document(&s.hash).ok().flatten())
+        .and_then(|d| d.pointer("/retrieve/recency_half_life_days").and_then(serde_json::Value::as_f64))
+        .unwrap_or(0.0);
+    Some(harness::replay::Lifecycle::new(every_sessions, half_life, &[]))
+}
+
 pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
     let project = common::project(project_dir)?;
     let schema = common::schema(&project)?;
@@ -431,6 +446,7 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
     let summary = evolution.run(&opts, &mut progress).map_err(common::evolve_failure)?;
     live.finish();
     let stopped = summary.interrupted_round.and(engine::stop::requested());
+    let lifecycle = replay_lifecycle(&project, &log);
     if args.json {
         let changes = served_changes(&log, first_seq)?;
         let served_file = std::path::absolute(project.strategy_path()).map_err(Failure::failed)?;
@@ -441,6 +457,9 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
         }
         out.insert("served_file".into(), json!(served_file.display().to_string()));
         out.insert("changes".into(), serde_json::Value::Array(changes));
+        if let Some(l) = &lifecycle {
+            out.insert("lifecycle".into(), json!(l));
+        }
         if let Some(cause) = stopped {
             out.insert("interrupted_by".into(), json!(cause.as_str()));
         }
@@ -450,6 +469,13 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
             serde_json::to_string_pretty(&serde_json::Value::Object(out)).expect("JSON renders")
         ));
     } else {
+        if let Some(l) = &lifecycle {
+            term::out(&format!(
+                "replay: a checkpoint every {} sessions; {}; the confirm test's unit is the probe\n",
+                l.every_sessions,
+                l.line()
+            ));
+        }
         term::out(&render_summary(&summary));
     }
     Ok(match stopped {

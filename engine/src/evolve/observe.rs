@@ -44,7 +44,14 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             return Err(EvolveError::Served { version, source });
         }
         let results = question_results(&eval);
-        self.log.append(vec![evaluated_event(&artifact.hash, &h, &d, &results).to_new()])?;
+        let mut event = evaluated_event(&artifact.hash, &h, &d, &results);
+        if let (Event::Evaluated { lifecycle, .. }, harness::Protocol::Replay { every_sessions }) =
+            (&mut event, self.project.config.harness.protocol())
+        {
+            let half_life = artifact.strategy.as_ref().map_or(0.0, |s| s.retrieve.recency_half_life_days);
+            *lifecycle = Some(harness::replay::Lifecycle::new(every_sessions, half_life, &[]));
+        }
+        self.log.append(vec![event.to_new()])?;
         Ok((results, false))
     }
 

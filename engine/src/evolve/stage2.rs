@@ -42,18 +42,41 @@ fn start_rules(start: &EvalSummary, cand: &EvalSummary, epsilon: f64) -> Vec<Rul
         .collect()
 }
 
-/// The gate rule: the one-sided exact test on the confirm part.
+/// The gate rule: the one-sided exact test on the confirm part (under
+/// replay, by probe: the final checkpoint's exact test and the
+/// probe-clustered test across checkpoints, the larger p deciding).
 fn confirm_rule(t: &stats::BetterTest) -> RuleRecord {
+    let detail = match &t.probe {
+        None => format!(
+            "one-sided exact p = {:.4} vs alpha {:.3e} ({} improved, {} regressed of {}; lower bound {:+.4})",
+            t.p_value, t.alpha, t.improved, t.regressed, t.questions, t.lower_bound
+        ),
+        Some(d) => format!(
+            "unit probe: p = {:.4} vs alpha {:.3e}, the larger of the final checkpoint's one-sided exact p = {:.4} \
+             ({} improved, {} regressed of {} probes; lower bound {:+.4}) and the CR2 p = {:.4} clustered by probe \
+             across {} observations (t = {:.3} on {:.2} df; {} improved, {} regressed)",
+            t.p_value,
+            t.alpha,
+            d.final_p,
+            t.improved,
+            t.regressed,
+            t.questions,
+            t.lower_bound,
+            d.clustered_p,
+            d.observations,
+            d.t,
+            d.df,
+            d.improved,
+            d.regressed
+        ),
+    };
     RuleRecord {
         name: Rule::ConfirmBetter,
         category: None,
         value: t.p_value,
         threshold: t.alpha,
         pass: t.better,
-        detail: format!(
-            "one-sided exact p = {:.4} vs alpha {:.3e} ({} improved, {} regressed of {}; lower bound {:+.4})",
-            t.p_value, t.alpha, t.improved, t.regressed, t.questions, t.lower_bound
-        ),
+        detail,
     }
 }
 
@@ -210,7 +233,11 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         let config = stats::CompareConfig {
             thresholds: stats::Thresholds { alpha, epsilon_c: gates.epsilon_c, cost_bound: gates.cost_bound },
             bootstrap: stats::BootstrapConfig {
-                unit: stats::BootstrapUnit::Question,
+                unit: if self.project.config.harness.protocol().is_endpoint() {
+                    stats::BootstrapUnit::Question
+                } else {
+                    stats::BootstrapUnit::Trajectory
+                },
                 resamples: gates.bootstrap_resamples as u32,
                 seed: self.project.config.loop_.seed.wrapping_add(input.round),
                 // Two-sided at 1 - 2 alpha: its lower end is the one-sided 1 - alpha bound.
@@ -222,13 +249,16 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             (Some(b), Some(c)) => Some(stats::Cost { baseline_mean_tokens: b, candidate_mean_tokens: c }),
             _ => None,
         };
-        let cmp = match stats::compare(base, &cand, &config, cost.as_ref()) {
+        let mut cmp = match stats::compare(base, &cand, &config, cost.as_ref()) {
             Ok(cmp) => cmp,
             Err(e) => return t.error(format!("paired comparison failed: {e}")),
         };
-        let (improved, regressed) = (cmp.paired.improved().len() as u64, cmp.paired.regressed().len() as u64);
-        let n = cmp.paired.n() as u64;
-        let test = stats::better_test(improved, regressed, n, alpha);
+        // Under replay the unit is the probe: its observations are not independent pairs.
+        let by_probe = !self.project.config.harness.protocol().is_endpoint();
+        if by_probe {
+            cmp.mcnemar = stats::mcnemar_by_probe(&cmp.paired);
+        }
+        let test = stats::gate_test(&cmp.paired, alpha, by_probe);
         let lord = confirm.lord.test(test.p_value);
         let conv: BTreeMap<&str, &str> =
             full.iter().map(|q| (q.id.as_str(), q.conversation.as_deref().unwrap_or(""))).collect();
