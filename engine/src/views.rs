@@ -567,7 +567,9 @@ fn serving_entry(record: &journal::EventRecord, event: Event) -> Option<LogEntry
             let text = format!("round {round} interrupted ({cause}{by}) at {at}: nothing of it was journaled");
             Some(LogEntry::Serving { seq, kind: "interrupted".into(), version: None, text })
         }
-        Event::ViewRepaired { seq: differed, detail, who, at } => Some(view_repaired(seq, differed, &detail, &w(who), &at)),
+        Event::ViewRepaired { seq: differed, detail, who, at } => {
+            Some(view_repaired(seq, differed, &detail, &w(who), &at))
+        }
         Event::HookFailed { hook, version, change, error, at } => {
             let text = format!("hooks.{hook} failed for v{version} ({change}) at {at}: {error}");
             Some(LogEntry::Serving { seq, kind: "hook_failed".into(), version: Some(version), text })
