@@ -123,7 +123,7 @@ pub enum Event {
         /// Under longitudinal replay, the lifecycle schedule the evaluation ran
         /// (append-only, no maintenance, no query side effects, the recency clock).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        lifecycle: Option<harness::replay::Lifecycle>,
+        lifecycle: Option<Box<harness::replay::Lifecycle>>,
     },
     /// The served pointer moved. For rollbacks this is the rollback record.
     ServedChanged {

@@ -49,7 +49,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             (&mut event, self.project.config.harness.protocol())
         {
             let half_life = artifact.strategy.as_ref().map_or(0.0, |s| s.retrieve.recency_half_life_days);
-            *lifecycle = Some(harness::replay::Lifecycle::new(every_sessions, half_life, &[]));
+            *lifecycle = Some(Box::new(harness::replay::Lifecycle::new(every_sessions, half_life, &[])));
         }
         self.log.append(vec![event.to_new()])?;
         Ok((results, false))
