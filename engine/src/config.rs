@@ -750,9 +750,9 @@ pub struct ProjectConfig {
 /// `journal.expect_head` is a hash as `emend journal head` prints it.
 fn check_expect_head(journal: &JournalConfig) -> Result<(), String> {
     match &journal.expect_head {
-        Some(h) if !(h.len() == 64 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))) => {
+        Some(got) if !(got.len() == 64 && got.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))) => {
             Err(format!(
-                "journal.expect_head: expected 64 lowercase hex digits (a hash `emend journal head` printed), got {h:?}"
+                "journal.expect_head: expected 64 lowercase hex digits (a hash `emend journal head` printed), got {got:?}"
             ))
         }
         _ => Ok(()),
