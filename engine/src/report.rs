@@ -372,7 +372,6 @@ impl Walk {
             | Event::Escalated { .. }
             | Event::EscalationReviewed { .. }
             | Event::HookFailed { .. }
-            | Event::ViewRepaired { .. }
             | Event::Searched(_) => {}
         }
     }

@@ -8,7 +8,6 @@ mod compare;
 mod eval;
 mod evolve;
 mod inspect;
-mod journal_repair;
 mod report;
 mod review;
 mod serve;
