@@ -113,7 +113,7 @@ fn manual_approval_leaves_pending_versions_and_approve_serves_one_with_the_hook(
         .collect();
     assert_eq!(runs.lines().collect::<Vec<_>>(), expected, "{runs}");
     assert!(!dir.join("hook.runs").exists(), "no served change yet, so no hook run");
-    let first = list[0]["version"].as_u64().unwrap();
+    let third = list[0]["version"].as_u64().unwrap();
     let second = all[0]["version"].as_u64().unwrap();
     assert_eq!((list[0]["tested_against"].as_u64(), list[0]["stale"].as_bool()), (Some(1), Some(false)), "{pending}");
     assert!(list[0]["delta"].as_f64().unwrap() > 0.0 && list[0]["changed"].as_array().unwrap().len() == 1);
@@ -123,6 +123,11 @@ fn manual_approval_leaves_pending_versions_and_approve_serves_one_with_the_hook(
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("superseded"), "{err}");
 
+    // A superseded version cannot be rejected either: it is closed already.
+    let (code, _, err) = emend(&dir, &["reject", &format!("v{second}"), "--reason", "not now"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("superseded"), "{err}");
+    let first = third;
     ok(&dir, &["approve", &format!("v{first}"), "--reason", "looks right"]);
     let status = json(&dir, &["status", "--json"]);
     assert_eq!(status["served_version"], first);
@@ -144,45 +149,46 @@ fn manual_approval_leaves_pending_versions_and_approve_serves_one_with_the_hook(
     }
     assert!(served_changes(&dir).contains(&(first, "approve".to_string())));
 
-    // A superseded version cannot be rejected either: it is closed already.
-    let (code, _, err) = emend(&dir, &["reject", &format!("v{second}"), "--reason", "not now"]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("superseded"), "{err}");
-    // The next round's pending version is tested against the approved one; reject it.
-    ok(&dir, &["evolve", "--rounds", "1", "--quiet"]);
-    let pending = json(&dir, &["pending", "--json"]);
-    let Some(third) = pending["pending"][0]["version"].as_u64() else { panic!("no new pending version: {pending}") };
-    assert_eq!(pending["pending"][0]["tested_against"].as_u64(), Some(first), "{pending}");
-    let (code, _, err) = emend(&dir, &["reject", &format!("v{third}")]);
-    assert_eq!(code, 2, "reject needs a reason: {err}");
-    ok(&dir, &["reject", &format!("v{third}"), "--reason", "not now"]);
-    let (code, _, err) = emend(&dir, &["approve", &format!("v{third}")]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("rejected"), "{err}");
-    assert!(ok(&dir, &["show", &format!("v{third}")]).contains("serving: rejected by"));
     let log = ok(&dir, &["log"]);
     assert!(log.contains(&format!("approved v{first} by")), "{log}");
     // The log's words match the states: no version that waited for approval reads ACCEPTED.
-    for (v, word) in [(first, "APPROVED"), (second, "SUPERSEDED"), (third, "REJECTED")] {
+    for (v, word) in [(first, "APPROVED"), (second, "SUPERSEDED")] {
         assert!(log.contains(&format!("{word} as v{v} (")), "{word} v{v} missing:\n{log}");
     }
     assert!(!log.contains("ACCEPTED"), "{log}");
     let status = ok(&dir, &["status"]);
-    assert!(
-        status.contains(&format!("approved: v{first}"))
-            && status.contains(&format!("rejected: v{third}"))
-            && status.contains("superseded: "),
-        "{status}"
-    );
+    assert!(status.contains(&format!("approved: v{first}")) && status.contains("superseded: "), "{status}");
     ok(&dir, &["report", "--out", "r.html"]);
     let html = std::fs::read_to_string(dir.join("r.html")).unwrap();
     assert!(
-        html.contains("serving: approved by")
-            && html.contains("serving: rejected by")
-            && html.contains("serving: superseded by"),
+        html.contains("serving: approved by") && html.contains("serving: superseded by"),
         "report lacks the reviews"
     );
     assert!(ok(&dir, &["journal", "verify"]).contains("projections: ok"));
+}
+
+#[test]
+fn a_rejected_pending_version_is_closed_and_never_served() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = project(tmp.path());
+    configure(&dir, "  approval: auto", "  approval: manual");
+    configure(&dir, "  search: true", "  search: false");
+    ok(&dir, &["evolve", "--rounds", "1", "--quiet"]);
+    let pending = json(&dir, &["pending", "--json"]);
+    let Some(v) = pending["pending"][0]["version"].as_u64() else { panic!("no pending version: {pending}") };
+    let (code, _, err) = emend(&dir, &["reject", &format!("v{v}")]);
+    assert_eq!(code, 2, "reject needs a reason: {err}");
+    ok(&dir, &["reject", &format!("v{v}"), "--reason", "not now"]);
+    let (code, _, err) = emend(&dir, &["approve", &format!("v{v}")]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("rejected"), "{err}");
+    assert!(ok(&dir, &["show", &format!("v{v}")]).contains("serving: rejected by"));
+    let log = ok(&dir, &["log"]);
+    assert!(log.contains(&format!("REJECTED as v{v} (")) && !log.contains("ACCEPTED"), "{log}");
+    assert!(ok(&dir, &["status"]).contains(&format!("rejected: v{v}")));
+    ok(&dir, &["report", "--out", "r.html"]);
+    assert!(std::fs::read_to_string(dir.join("r.html")).unwrap().contains("serving: rejected by"));
+    assert_eq!(json(&dir, &["status", "--json"])["served_version"], 1);
 }
 
 #[test]
@@ -251,7 +257,10 @@ fn quarantine_by_hand_moves_the_best_ever_and_unquarantine_lifts_it() {
     ok(&dir, &["quarantine", "v1", "--reason", "bad downstream"]);
     let status = json(&dir, &["status", "--json"]);
     assert_eq!(status["quarantined"][0]["version"], 1, "{status}");
-    assert_eq!(status["quarantined"][0]["who"].as_str().unwrap().split('@').next(), Some("operator"));
+    // `who` is the OS account ($USER is set to "operator" above and not read).
+    let me = std::process::Command::new("id").arg("-un").output().unwrap();
+    let me = String::from_utf8_lossy(&me.stdout).trim().to_string();
+    assert_eq!(status["quarantined"][0]["who"].as_str().unwrap().split('@').next(), Some(me.as_str()));
     ok(&dir, &["unquarantine", "v1"]);
     assert_eq!(json(&dir, &["status", "--json"])["quarantined"], serde_json::json!([]));
     let evs = events(&dir);
