@@ -12,6 +12,3 @@ pub const LOCKED: u8 = 3;
 /// `approve` or `restore-best` with `--preempt`) asked for the journal: the
 /// round in progress was journaled as interrupted, nothing of it applied.
 pub const PREEMPTED: u8 = 4;
-/// A run stopped by SIGINT (130), SIGPIPE on its output (141) or SIGTERM (143)
-/// exits 128 plus the signal, after journaling the round in progress as interrupted.
-pub const SIGNALLED_BASE: u8 = 128;
