@@ -36,6 +36,7 @@ pub mod searcher;
 pub mod served;
 pub mod stop;
 pub mod store;
+pub mod texts;
 pub mod views;
 
 /// The paired statistics live in their own crate (`emend-stats`), which knows

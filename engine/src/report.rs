@@ -21,86 +21,20 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use journal::EventLog;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use crate::artifact;
 use crate::candidate::{FullRecord, Outcome, Rule, StoppedBy};
-use crate::config::Project;
-use crate::events::{CandidateRecord, EvalSummary, Event, RoundRecord, T_EVALUATIONS, evaluation_key};
+use crate::events::{CandidateRecord, Event, RoundRecord, T_EVALUATIONS, evaluation_key};
 use crate::gates::Gate;
 use crate::hypothesis::Hypothesis;
 use crate::store::{Best, Served, Store, StoreError};
+use crate::texts::{QuestionText, unified_diff};
 use crate::views::{Examples, SearchFunnel, TrialsView};
 
 mod chart;
 mod html;
 
 pub use html::render;
-
-/// A dataset question as a reviewer reads it.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct QuestionText {
-    pub question: String,
-    /// The gold answer (empty when the dataset has none).
-    pub gold: String,
-    /// Evidence ids as written in the dataset.
-    pub evidence: Vec<String>,
-    pub category: String,
-}
-
-/// Question texts of the project's task set by question id; empty when the
-/// task set cannot be loaded (the views then show ids only).
-pub fn question_texts(project: &Project) -> BTreeMap<String, QuestionText> {
-    let Ok(dataset) = crate::backend::load_tasks(&project.config.harness.tasks, &project.dir) else {
-        return BTreeMap::new();
-    };
-    dataset
-        .questions()
-        .map(|q| {
-            (
-                q.id.clone(),
-                QuestionText {
-                    question: q.question.clone(),
-                    gold: q.answer.clone().or_else(|| q.adversarial_answer.clone()).unwrap_or_default(),
-                    evidence: q.raw_evidence.clone(),
-                    category: q.category.to_string(),
-                },
-            )
-        })
-        .collect()
-}
-
-/// `v` with every object's keys sorted, recursively.
-pub fn sorted_keys(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => {
-            let keys: BTreeSet<&String> = m.keys().collect();
-            let mut out = Map::new();
-            for k in keys {
-                out.insert(k.clone(), sorted_keys(&m[k]));
-            }
-            Value::Object(out)
-        }
-        Value::Array(a) => Value::Array(a.iter().map(sorted_keys).collect()),
-        other => other.clone(),
-    }
-}
-
-/// A strategy document as key-sorted YAML without the version metadata: the
-/// form both sides of every diff take.
-pub fn document_yaml(doc: &Value) -> String {
-    artifact::render_yaml(&sorted_keys(doc), None, None, "")
-}
-
-/// The unified diff (3 lines of context) of two strategy documents; empty
-/// when they render the same.
-pub fn unified_diff(a: &Value, b: &Value, a_name: &str, b_name: &str) -> String {
-    let (a, b) = (document_yaml(a), document_yaml(b));
-    if a == b {
-        return String::new();
-    }
-    similar::TextDiff::from_lines(&a, &b).unified_diff().context_radius(3).header(a_name, b_name).to_string()
-}
 
 /// How a point of the trajectory came about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -235,7 +169,7 @@ pub fn gather<L: EventLog + ?Sized>(log: &L, texts: &BTreeMap<String, QuestionTe
     // The best-ever's accuracy as its recorded evaluation gives it (older
     // journals could hold an estimate in the pointer).
     let best_eval = match &best {
-        Some(b) => recorded_evaluation(log, &b.hash, Some(b))?,
+        Some(b) => Store::new(log).recorded_evaluation(&b.hash, Some(b))?,
         None => None,
     };
     if let (Some(b), Some((_, e))) = (best.as_mut(), best_eval) {
@@ -542,8 +476,8 @@ fn category_rows<L: EventLog + ?Sized>(
     served_hash: &str,
     best: Option<&Best>,
 ) -> Result<(Vec<CategoryRow>, Option<String>), StoreError> {
-    let start_eval = recorded_evaluation(log, start_hash, best)?;
-    let served_eval = recorded_evaluation(log, served_hash, best)?;
+    let start_eval = Store::new(log).recorded_evaluation(start_hash, best)?;
+    let served_eval = Store::new(log).recorded_evaluation(served_hash, best)?;
     let mut note = None;
     if let (Some((sk, _)), Some((vk, _))) = (&start_eval, &served_eval) {
         let tail = |k: &str| k.split_once('/').map(|(_, t)| t.to_string()).unwrap_or_default();
@@ -566,30 +500,6 @@ fn category_rows<L: EventLog + ?Sized>(
         })
         .collect();
     Ok((rows, note))
-}
-
-/// The recorded evaluation of `hash` under the best pointer's harness and dataset (the current ones),
-/// else its most recent one; with its key.
-pub fn recorded_evaluation<L: EventLog + ?Sized>(
-    log: &L,
-    hash: &str,
-    best: Option<&Best>,
-) -> Result<Option<(String, EvalSummary)>, StoreError> {
-    if hash.is_empty() {
-        return Ok(None);
-    }
-    let decode = |k: String, v: Value| -> Result<(String, EvalSummary), StoreError> {
-        let s = serde_json::from_value(v.get("summary").cloned().unwrap_or(Value::Null))
-            .map_err(|e| StoreError::Corrupt(format!("evaluation {k}: {e}")))?;
-        Ok((k, s))
-    };
-    if let Some(b) = best {
-        let key = evaluation_key(hash, &b.harness_hash, &b.dataset_hash);
-        if let Some(v) = log.get(T_EVALUATIONS, &key)? {
-            return decode(key, v).map(Some);
-        }
-    }
-    Store::new(log).latest_evaluation(hash)
 }
 
 /// The served evaluation's results by checkpoint, when its question results
@@ -706,16 +616,6 @@ mod tests {
     use crate::stats::RuleKind;
     use journal::MemoryJournal;
     use serde_json::json;
-
-    #[test]
-    fn diffs_ignore_key_order() {
-        let a = json!({"b": {"y": 1, "x": 2}, "a": 1});
-        let b = json!({"a": 1, "b": {"x": 2, "y": 1}});
-        assert_eq!(unified_diff(&a, &b, "a", "b"), "");
-        let c = json!({"a": 1, "b": {"x": 3, "y": 1}});
-        let d = unified_diff(&a, &c, "a", "c");
-        assert!(d.contains("-  x: 2\n+  x: 3\n"), "{d}");
-    }
 
     #[test]
     fn nice_steps() {

@@ -180,6 +180,22 @@ impl<'a, L: EventLog + ?Sized> Store<'a, L> {
         Ok(Some((key, summary)))
     }
 
+    /// The recorded evaluation of `hash` under the best pointer's harness and
+    /// dataset (the current ones), else its most recent one; with its key.
+    pub fn recorded_evaluation(&self, hash: &str, best: Option<&Best>) -> Result<Option<(String, EvalSummary)>> {
+        if hash.is_empty() {
+            return Ok(None);
+        }
+        if let Some(b) = best {
+            let key = evaluation_key(hash, &b.harness_hash, &b.dataset_hash);
+            if let Some(v) = self.log.get(T_EVALUATIONS, &key)? {
+                let summary = decode(&format!("evaluation {key}"), v.get("summary").cloned().unwrap_or(Value::Null))?;
+                return Ok(Some((key, summary)));
+            }
+        }
+        self.latest_evaluation(hash)
+    }
+
     /// The Layer A diagnosis recorded with the evaluation under `key`.
     pub fn diagnosis(&self, key: &str) -> Result<Option<Diagnosis>> {
         self.log.get(T_LAYER_A, key)?.map(|v| decode(&format!("diagnosis {key}"), v)).transpose()

@@ -16,8 +16,8 @@ use crate::config::Project;
 use crate::confirm::ConfirmState;
 use crate::events::{CandidateRecord, Credit, Event, T_QUESTIONS};
 use crate::evolve::FileState;
-use crate::report::{self, QuestionText};
 use crate::store::{Store, StoreError, VersionInfo};
+use crate::texts::{self, QuestionText};
 
 mod figures;
 mod trials;
@@ -269,7 +269,7 @@ impl ShowView {
 
 fn diff_of(parent_doc: Option<&Value>, parent: Option<&str>, doc: Option<&Value>, name: &str) -> Option<String> {
     match (parent_doc, parent, doc) {
-        (Some(p), Some(pn), Some(d)) if !d.is_null() => Some(report::unified_diff(p, d, pn, name)),
+        (Some(p), Some(pn), Some(d)) if !d.is_null() => Some(texts::unified_diff(p, d, pn, name)),
         _ => None,
     }
 }

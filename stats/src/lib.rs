@@ -47,6 +47,7 @@ mod sim_replay;
 mod split;
 #[cfg(test)]
 mod testdata;
+mod unit;
 mod verdict;
 
 pub use alpha::AlphaSchedule;
@@ -58,10 +59,8 @@ pub use lord::{Gamma, JM_CONSTANT, Lord, LordConfig, LordError, LordTest};
 pub use mcnemar::{EXACT_BELOW, McNemar, McNemarTest, mcnemar};
 pub use onesided::{BetterTest, better_p_value, better_test, lower_bound, minimum_detectable_effect, power};
 pub use pairing::{CategoryDelta, Outcome, Pair, Paired, PairingError, Side, pair};
-pub use probe::{
-    ProbeCounts, ProbeDetail, TestUnit, better_test_by_probe, gate_test, has_observation_ids, mcnemar_by_probe,
-    probe_counts,
-};
+pub use probe::{ProbeCounts, better_test_by_probe, gate_test, has_observation_ids, mcnemar_by_probe, probe_counts};
 pub use race::{race_drops, race_looks};
 pub use split::{Split, SplitError, TaskKey, split};
+pub use unit::{ProbeDetail, TestUnit};
 pub use verdict::{Cost, Rule, RuleKind, ThresholdError, Thresholds, Verdict, category_floor, keeps_category, verdict};

@@ -25,7 +25,7 @@
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{Beta, Binomial, ContinuousCDF, Discrete, DiscreteCDF};
 
-use super::probe::{ProbeDetail, TestUnit};
+use super::unit::{ProbeDetail, TestUnit};
 
 /// A one-sided confirm test and its alpha-tied lower bound.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

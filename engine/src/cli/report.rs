@@ -23,7 +23,7 @@ pub fn run(args: &ReportArgs, project_dir: Option<&Path>) -> CmdResult {
     let project = common::project(project_dir)?;
     common::check_output_dir("--out", &args.out)?;
     let log = common::reader(&project)?;
-    let texts = engine::report::question_texts(&project);
+    let texts = engine::texts::question_texts(&project);
     let data = engine::report::gather(&log, &texts).map_err(common::store_failure)?;
     drop(log);
     let html = engine::report::render(&data);

@@ -15,9 +15,9 @@ use engine::config::Project;
 use engine::events::CandidateRecord;
 use engine::evolve::{self, FileState};
 use engine::exit;
-use engine::report;
 use engine::schema::StrategySchema;
 use engine::store::Store;
+use engine::texts;
 use engine::views::{self, QuestionView, ShowView, VersionView};
 use journal::EventLog;
 use serde_json::{Value, json};
@@ -134,7 +134,7 @@ pub struct ShowArgs {
 
 /// The typed "what changed and why" of a version or candidate.
 pub fn explain(project: &Project, log: &dyn EventLog, target: &Target) -> Result<ShowView, Failure> {
-    let texts = report::question_texts(project);
+    let texts = texts::question_texts(project);
     match target {
         Target::Version { version, .. } => ShowView::of_version(log, &texts, *version)
             .map_err(common::store_failure)?
@@ -415,7 +415,7 @@ pub fn show(args: &ShowArgs, project_dir: Option<&Path>) -> CmdResult {
                 );
             }
             Target::Candidate(record) => match &record.document {
-                Some(document) => print!("{}", report::document_yaml(document)),
+                Some(document) => print!("{}", texts::document_yaml(document)),
                 None => {
                     return Err(Failure::bad_input(anyhow::anyhow!(
                         "{}: blocked before a strategy was proposed; there is no artifact",
@@ -514,7 +514,7 @@ pub fn diff(args: &DiffArgs, project_dir: Option<&Path>) -> CmdResult {
     let log = common::reader(&project)?;
     let (an, a) = document_of(&log, &args.a)?;
     let (bn, b) = document_of(&log, &args.b)?;
-    let text = report::unified_diff(&a, &b, &an, &bn);
+    let text = texts::unified_diff(&a, &b, &an, &bn);
     if args.json {
         common::print_json(&json!({"a": an, "b": bn, "identical": text.is_empty(), "diff": text}));
     } else if text.is_empty() {

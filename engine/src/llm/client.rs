@@ -21,22 +21,12 @@ use sha2::{Digest, Sha256};
 
 use super::cache::ReplyCache;
 use super::transport::Transport;
+use super::wire::{Attempt, BODY_EXCERPT, Message};
 use super::{PROMPTS_VERSION, Role, RoleUsage};
 use crate::config::RoleConfig;
 
 /// Longest backoff between two attempts when the server sends no Retry-After.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
-/// How much of an error body is kept in a message.
-pub(super) const BODY_EXCERPT: usize = 300;
-
-/// One chat message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub enum Message {
-    System(String),
-    User(String),
-    Assistant(String),
-}
-
 /// A call's messages (the role's settings add model, temperature and max tokens).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Request {
@@ -133,19 +123,6 @@ fn excerpt(clean: String) -> String {
     } else {
         clean
     }
-}
-
-/// `Retry-After` in seconds (HTTP dates are not honoured: the backoff applies).
-pub fn parse_retry_after(v: &str) -> Option<Duration> {
-    let secs: f64 = v.trim().parse().ok()?;
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(86_400.0)))
-}
-
-/// What to do about a failed attempt.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Attempt {
-    Retry { message: String, retry_after: Option<Duration> },
-    Fail(String),
 }
 
 /// The wait before retry number `retry` (0-based): Retry-After when given,
@@ -364,13 +341,5 @@ mod tests {
         assert!((0.0..1.0).contains(&j));
         assert_eq!(j, jitter("k", 0));
         assert_ne!(j, jitter("k", 1));
-    }
-
-    #[test]
-    fn retry_after_is_read_in_seconds() {
-        assert_eq!(parse_retry_after("2"), Some(Duration::from_secs(2)));
-        assert_eq!(parse_retry_after(" 0.5 "), Some(Duration::from_millis(500)));
-        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
-        assert_eq!(parse_retry_after("-1"), None);
     }
 }

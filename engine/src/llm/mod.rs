@@ -20,6 +20,7 @@ mod transport;
 #[cfg(not(feature = "llm"))]
 #[path = "transport_absent.rs"]
 mod transport;
+pub mod wire;
 
 /// How to get model endpoints into a binary built without them.
 pub const NOT_BUILT: &str = "this emend is built without LLM support; rebuild it with the llm feature: \
@@ -34,7 +35,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::{Project, RoleConfig};
-pub use client::{CallError, CallErrorKind, Message, Request};
+pub use client::{CallError, CallErrorKind, Request};
+pub use wire::Message;
 
 /// Version of the engine's own prompts and reply formats. It is part of
 /// every role's identity, so changing a prompt changes the harness hash.

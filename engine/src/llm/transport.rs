@@ -20,7 +20,7 @@ use async_openai::types::chat::{
 };
 use tower_service::Service;
 
-use super::client::{Attempt, BODY_EXCERPT, Message, parse_retry_after};
+use super::wire::{Attempt, BODY_EXCERPT, Message, parse_retry_after};
 use crate::config::RoleConfig;
 
 /// Whether this binary can call a model endpoint.

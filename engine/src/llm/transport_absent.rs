@@ -4,7 +4,7 @@
 
 use std::convert::Infallible;
 
-use super::client::{Attempt, Message};
+use super::wire::{Attempt, Message};
 use crate::config::RoleConfig;
 
 /// Whether this binary can call a model endpoint.

@@ -11,7 +11,6 @@ use serde_json::Value;
 use crate::config::SplitConfig;
 use crate::confirm::Parts;
 use crate::events::{QuestionResult, SplitRecord, T_EVALUATIONS};
-use crate::report;
 use crate::store::{Best, Store, StoreError};
 
 /// What a reader of the search-part figure must know.
@@ -82,7 +81,7 @@ impl Figures {
 }
 
 /// The figures of the strategy `hash` from the evaluation `show` reads
-/// ([`report::recorded_evaluation`]: under the best-ever pointer's harness and
+/// ([`Store::recorded_evaluation`]: under the best-ever pointer's harness and
 /// dataset first, else the latest), split as `split` records (the journal's
 /// last round's, [`last_split`]).
 pub fn recorded_figures<L: EventLog + ?Sized>(
@@ -91,7 +90,7 @@ pub fn recorded_figures<L: EventLog + ?Sized>(
     best: Option<&Best>,
     split: Option<&SplitRecord>,
 ) -> Result<Option<Figures>, StoreError> {
-    let Some((key, _)) = report::recorded_evaluation(log, hash, best)? else { return Ok(None) };
+    let Some((key, _)) = Store::new(log).recorded_evaluation(hash, best)? else { return Ok(None) };
     let Some(v) = log.get(T_EVALUATIONS, &key)? else { return Ok(None) };
     let results: Vec<QuestionResult> = serde_json::from_value(v.get("questions").cloned().unwrap_or(Value::Null))
         .map_err(|e| StoreError::Corrupt(format!("evaluation {key}: {e}")))?;
