@@ -36,15 +36,11 @@ use crate::propose::{ModelRewrite, Proposer, RuleEvolver, StopCause, Told};
 use crate::records::summarize;
 use crate::schema::StrategySchema;
 use crate::searcher::{SearchProposer, SearchSettings};
-use crate::served::missing;
+use crate::served::{missing, reconcile_served_file};
 use crate::stop;
 use crate::store::{Best, Store};
 
 pub use crate::progress::Progress;
-pub use crate::served::{
-    FileState, apply_rollback, artifact_of, initialize, journal_hand_edit, reconcile_served_file, served_file_state,
-    served_header, strip_metadata, write_served,
-};
 
 mod apply;
 mod error;

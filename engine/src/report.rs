@@ -612,7 +612,7 @@ fn ratio(nc: Option<(usize, usize)>) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::EngineProjector;
+    use crate::events::{EngineProjector, EvalSummary};
     use crate::stats::RuleKind;
     use journal::MemoryJournal;
     use serde_json::json;

@@ -11,9 +11,12 @@ use serde_json::Value;
 use crate::artifact::{self, Artifact};
 use crate::config::Project;
 use crate::events::{Event, now_rfc3339, who};
-use crate::evolve::{EvolveError, Result};
 use crate::schema::StrategySchema;
 use crate::store::{Store, StoreError};
+
+mod error;
+
+pub use error::{Result, ServedError};
 
 /// Header written above the served strategy.
 pub fn served_header(version: u64, hash: &str) -> String {
@@ -27,11 +30,11 @@ pub fn served_header(version: u64, hash: &str) -> String {
 /// Loads a journaled document as an artifact.
 pub fn artifact_of(schema: &StrategySchema, hash: &str, doc: Value) -> Result<Artifact> {
     artifact::from_value(&format!("journal strategy {:.12}", hash), doc, schema)
-        .map_err(|source| EvolveError::Journaled { hash: hash.to_string(), source })
+        .map_err(|source| ServedError::Journaled { hash: hash.to_string(), source })
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> EvolveError + '_ {
-    move |source| EvolveError::Io { path: path.to_path_buf(), source }
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ServedError + '_ {
+    move |source| ServedError::Io { path: path.to_path_buf(), source }
 }
 
 /// Writes the served file for `version`.
@@ -131,20 +134,20 @@ pub fn reconcile_served_file<L: EventLog + ?Sized>(project: &Project, schema: &S
             let doc = store.document(&served.hash)?.ok_or_else(|| missing(served.version))?;
             write_served(project, served.version, info.parent, &served.hash, &doc)
         }
-        FileState::HandEdited { file_hash } => Err(EvolveError::HandEdited {
+        FileState::HandEdited { file_hash } => Err(ServedError::HandEdited {
             file: file.display().to_string(),
             file_hash,
             version: served.version,
             served_hash: served.hash,
         }),
         FileState::Unreadable { kind, reason } => {
-            Err(EvolveError::Unreadable { file, version: served.version, source: std::io::Error::new(kind, reason) })
+            Err(ServedError::Unreadable { file, version: served.version, source: std::io::Error::new(kind, reason) })
         }
     }
 }
 
-pub(crate) fn missing(version: u64) -> EvolveError {
-    EvolveError::Store(StoreError::Corrupt(format!("version v{version} has no stored document")))
+pub(crate) fn missing(version: u64) -> ServedError {
+    ServedError::Store(StoreError::Corrupt(format!("version v{version} has no stored document")))
 }
 
 /// Creates the journal's first version from `artifact` when the journal is empty.
@@ -202,10 +205,10 @@ pub fn apply_rollback<L: EventLog + ?Sized>(
     pin: bool,
 ) -> Result<Event> {
     let store = Store::new(&*log);
-    let served = store.served()?.ok_or(EvolveError::NothingServed)?;
+    let served = store.served()?.ok_or(ServedError::NothingServed)?;
     let info = store
         .version(target)?
-        .ok_or_else(|| EvolveError::UnknownVersion { version: target, max: store.max_version().unwrap_or(0) })?;
+        .ok_or_else(|| ServedError::UnknownVersion { version: target, max: store.max_version().unwrap_or(0) })?;
     let doc = store.document(&info.hash)?.ok_or_else(|| missing(target))?;
     let best = store.best()?;
     let event = Event::ServedChanged {
@@ -228,7 +231,7 @@ pub fn apply_rollback<L: EventLog + ?Sized>(
 
 /// Journals the hand-edited served file as a new version (so nothing is lost).
 /// An edit that is no valid strategy is kept byte for byte beside the journal
-/// and refused ([`EvolveError::InvalidHandEdit`]).
+/// and refused ([`ServedError::InvalidHandEdit`]).
 pub fn journal_hand_edit<L: EventLog + ?Sized>(
     project: &Project,
     schema: &StrategySchema,
@@ -244,14 +247,14 @@ pub fn journal_hand_edit<L: EventLog + ?Sized>(
                 .join(crate::config::STATE_DIR)
                 .join(format!("hand-edit-{}.yaml", artifact::sha256_hex(&text)));
             artifact::write_atomic(&kept, &text).map_err(io(&kept))?;
-            return Err(EvolveError::InvalidHandEdit { kept, source });
+            return Err(ServedError::InvalidHandEdit { kept, source });
         }
     };
     let store = Store::new(&*log);
     if store.versions()?.iter().any(|v| v.hash == a.hash) {
         return Ok(None);
     }
-    let served = store.served()?.ok_or(EvolveError::NothingServed)?;
+    let served = store.served()?.ok_or(ServedError::NothingServed)?;
     let version = store.max_version()? + 1;
     let event = Event::StrategyVersioned {
         version,
@@ -437,10 +440,10 @@ pub fn approve<L: EventLog + ?Sized>(
     let Approval { reason, forced_over, retest, evidence } = approval;
     let reason = reason.as_str();
     let store = Store::new(&*log);
-    let served = store.served()?.ok_or(EvolveError::NothingServed)?;
+    let served = store.served()?.ok_or(ServedError::NothingServed)?;
     let info = store
         .version(version)?
-        .ok_or_else(|| EvolveError::UnknownVersion { version, max: store.max_version().unwrap_or(0) })?;
+        .ok_or_else(|| ServedError::UnknownVersion { version, max: store.max_version().unwrap_or(0) })?;
     let doc = store.document(&info.hash)?.ok_or_else(|| missing(version))?;
     artifact_of(schema, &info.hash, doc.clone())?;
     let (who, at) = (who(), now_rfc3339());

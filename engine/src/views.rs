@@ -15,7 +15,7 @@ use crate::candidate::{FullRecord, Outcome, StoppedBy};
 use crate::config::Project;
 use crate::confirm::ConfirmState;
 use crate::events::{CandidateRecord, Credit, Event, T_QUESTIONS};
-use crate::evolve::FileState;
+use crate::served::FileState;
 use crate::store::{Store, StoreError, VersionInfo};
 use crate::texts::{self, QuestionText};
 

@@ -13,6 +13,7 @@ use engine::events::{EngineProjector, Event};
 use engine::evolve::{self, Evolution, RunOptions, RunSummary};
 use engine::outcome::{Evaluation, EvidenceStep, OutcomeRecord};
 use engine::schema::{StrategySchema, get_path};
+use engine::served;
 use engine::store::Store;
 use journal::{EventLog, MemoryJournal};
 
@@ -133,8 +134,8 @@ fn rule_evolver(config: &str) -> String {
 fn start(project: &Project, log: &mut MemoryJournal, yaml: &str) -> Artifact {
     let schema = StrategySchema::builtin();
     let a = artifact::from_yaml("start.yaml", yaml, &schema).unwrap();
-    evolve::initialize(log, &a, "test").unwrap();
-    evolve::write_served(project, 1, None, &a.hash, &evolve::strip_metadata(&a.value)).unwrap();
+    served::initialize(log, &a, "test").unwrap();
+    served::write_served(project, 1, None, &a.hash, &served::strip_metadata(&a.value)).unwrap();
     a
 }
 
@@ -360,9 +361,9 @@ fn a_hand_edited_served_file_stops_the_run_and_a_stale_one_is_repaired() {
     assert_eq!(log.head(), before);
     // A file that holds an older journaled version (a crash between the
     // journal and the file write) is rewritten from the journal.
-    evolve::write_served(&p, 1, None, &artifact::from_yaml("d", DEFAULT, &schema).unwrap().hash, &{
+    served::write_served(&p, 1, None, &artifact::from_yaml("d", DEFAULT, &schema).unwrap().hash, &{
         let a = artifact::from_yaml("d", DEFAULT, &schema).unwrap();
-        evolve::strip_metadata(&a.value)
+        served::strip_metadata(&a.value)
     })
     .unwrap();
     run(&p, &mut log, &backend, 1, 4);

@@ -9,6 +9,7 @@ use engine::config::{HarnessKind, Project};
 use engine::events::EngineProjector;
 use engine::evolve::EvolveError;
 use engine::schema::StrategySchema;
+use engine::served::ServedError;
 use engine::store::StoreError;
 use journal::{ErrorClass, JournalError, ReadView, SledJournal};
 
@@ -91,6 +92,10 @@ pub fn store_failure(e: StoreError) -> Failure {
 }
 
 pub fn evolve_failure(e: EvolveError) -> Failure {
+    classified(e.exit_class(), e)
+}
+
+pub fn served_failure(e: ServedError) -> Failure {
     classified(e.exit_class(), e)
 }
 

@@ -4,9 +4,10 @@ use std::path::{Path, PathBuf};
 
 use engine::artifact;
 use engine::config::{self, Project};
-use engine::evolve::{self, Evolution, Progress, RunOptions};
+use engine::evolve::{Evolution, Progress, RunOptions};
 use engine::exit;
 use engine::schema::StrategySchema;
+use engine::served;
 use serde_json::json;
 
 use super::{CmdResult, Failure};
@@ -231,10 +232,10 @@ fn write_project(plan: &InitPlan, args: &InitArgs) -> Result<Box<dyn engine::bac
             .map_err(|e| Failure::failed(anyhow::anyhow!("{}: {e}", copy.display())))?;
     }
     let start = &plan.start;
-    evolve::initialize(&mut log, start, &format!("initialized from {}", plan.origin))
-        .map_err(common::evolve_failure)?;
-    evolve::write_served(project, 1, None, &start.hash, &evolve::strip_metadata(&start.value))
-        .map_err(common::evolve_failure)?;
+    served::initialize(&mut log, start, &format!("initialized from {}", plan.origin))
+        .map_err(common::served_failure)?;
+    served::write_served(project, 1, None, &start.hash, &served::strip_metadata(&start.value))
+        .map_err(common::served_failure)?;
     Ok(backend)
 }
 
@@ -386,10 +387,10 @@ pub fn open_initialized(project: &Project, schema: &StrategySchema) -> Result<jo
             )));
         };
         let a = artifact::load_file(&source, schema).map_err(Failure::bad_input)?;
-        evolve::initialize(&mut log, &a, &format!("initialized from {}", source.display()))
-            .map_err(common::evolve_failure)?;
-        evolve::write_served(project, 1, None, &a.hash, &evolve::strip_metadata(&a.value))
-            .map_err(common::evolve_failure)?;
+        served::initialize(&mut log, &a, &format!("initialized from {}", source.display()))
+            .map_err(common::served_failure)?;
+        served::write_served(project, 1, None, &a.hash, &served::strip_metadata(&a.value))
+            .map_err(common::served_failure)?;
     }
     Ok(log)
 }

@@ -7,9 +7,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use engine::events::T_LAYER_A;
-use engine::evolve;
 use engine::exit;
 use engine::planner::{self, PlannerSettings};
+use engine::served;
 use engine::store::Store;
 use engine::views::{ConfirmView, LogEntry, LogView, StatusView};
 use journal::EventLog;
@@ -29,7 +29,7 @@ pub fn status(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
     let project = common::project(project_dir)?;
     let log = common::reader(&project)?;
     let schema = common::schema(&project)?;
-    let file = evolve::served_file_state(&project, &schema, &log).map_err(common::evolve_failure)?;
+    let file = served::served_file_state(&project, &schema, &log).map_err(common::served_failure)?;
     let view = StatusView::build(&project, &log, &file).map_err(|e| common::classified(e.exit_class(), e))?;
     if args.json {
         common::print_json(&serde_json::to_value(&view).expect("views serialize"));
@@ -226,7 +226,7 @@ pub(super) fn served_artifact(
             match store.served().map_err(common::store_failure)? {
                 Some(s) => {
                     let doc = store.document(&s.hash).map_err(common::store_failure)?.unwrap_or(Value::Null);
-                    let mut a = evolve::artifact_of(schema, &s.hash, doc).map_err(common::evolve_failure)?;
+                    let mut a = served::artifact_of(schema, &s.hash, doc).map_err(common::served_failure)?;
                     a.version = Some(s.version);
                     Ok(a)
                 }

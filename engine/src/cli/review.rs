@@ -1,7 +1,7 @@
 //! For the people who review and operate: `show` (what changed and why),
 //! `diff`, `rollback` and `restore-best`.
 //!
-//! A rollback is decided here and applied by `engine::evolve::apply_rollback`:
+//! A rollback is decided here and applied by `engine::served::apply_rollback`:
 //! the journal record first, then the atomic rewrite of the served file. A
 //! served file edited by hand is never overwritten silently: the command
 //! refuses (exit 2) unless `--force`, which journals the edit first.
@@ -13,9 +13,9 @@ use engine::artifact;
 use engine::candidate::Outcome;
 use engine::config::Project;
 use engine::events::CandidateRecord;
-use engine::evolve::{self, FileState};
 use engine::exit;
 use engine::schema::StrategySchema;
+use engine::served::{self, FileState};
 use engine::store::Store;
 use engine::texts;
 use engine::views::{self, QuestionView, ShowView, VersionView};
@@ -409,7 +409,7 @@ pub fn show(args: &ShowArgs, project_dir: Option<&Path>) -> CmdResult {
                         document,
                         Some(*version),
                         *parent,
-                        &evolve::served_header(*version, hash),
+                        &served::served_header(*version, hash),
                         schema.as_deref()
                     )
                 );
@@ -498,7 +498,7 @@ fn document_of(log: &dyn EventLog, spec: &str) -> Result<(String, Value), Failur
             let text = std::fs::read_to_string(spec).map_err(|e| Failure::bad_input(anyhow::anyhow!("{spec}: {e}")))?;
             let value = artifact::parse_yaml(&text)
                 .map_err(|kind| Failure::bad_input(artifact::ArtifactError { origin: spec.to_string(), kind }))?;
-            Ok((spec.to_string(), evolve::strip_metadata(&value)))
+            Ok((spec.to_string(), served::strip_metadata(&value)))
         }
         Err(e) if e.code == exit::BAD_INPUT && parse_version(spec).is_none() && !matches!(spec, "served" | "best") => {
             Err(Failure::bad_input(anyhow::anyhow!(
@@ -579,7 +579,7 @@ fn guard_hand_edit(
     let path = project.strategy_path();
     let served = Store::new(&*log).served().map_err(common::store_failure)?;
     let serving = served.map_or("nothing".to_string(), |s| format!("v{} (hash {:.12})", s.version, s.hash));
-    match evolve::served_file_state(project, schema, &*log).map_err(common::evolve_failure)? {
+    match served::served_file_state(project, schema, &*log).map_err(common::served_failure)? {
         FileState::HandEdited { file_hash } if !force => Err(Failure::bad_input(anyhow::anyhow!(
             "{}: edited by hand since emend last wrote it (content hash {file_hash:.12}, but the journal serves \
              {serving}); refusing to replace it. See the edit with `emend diff served {}`; pass --force to journal \
@@ -594,14 +594,14 @@ fn guard_hand_edit(
         ))),
         FileState::HandEdited { .. } => {
             let valid = artifact::load_file(&path, schema).is_ok();
-            match evolve::journal_hand_edit(project, schema, log) {
+            match served::journal_hand_edit(project, schema, log) {
                 Ok(Some(v)) => Ok(Some(HandEdit::Journaled(v))),
                 Ok(None) => Ok(Some(HandEdit::Known)),
                 // An invalid strategy cannot become a version: journal_hand_edit kept its bytes.
-                Err(e @ evolve::EvolveError::InvalidHandEdit { .. }) if !valid => {
+                Err(e @ served::ServedError::InvalidHandEdit { .. }) if !valid => {
                     Ok(Some(HandEdit::Kept(format!("{:#}", anyhow::Error::new(e)))))
                 }
-                Err(e) => Err(common::evolve_failure(e)),
+                Err(e) => Err(common::served_failure(e)),
             }
         }
         _ => Ok(None),
@@ -658,7 +658,7 @@ fn do_rollback(project: &Project, request: Request<'_>) -> CmdResult {
         .served()
         .map_err(common::store_failure)?
         .ok_or_else(|| Failure::failed(anyhow::anyhow!("the journal has no served strategy")))?;
-    let file_state = evolve::served_file_state(project, &schema, &log).map_err(common::evolve_failure)?;
+    let file_state = served::served_file_state(project, &schema, &log).map_err(common::served_failure)?;
     // restore-best with the best already served, unpinned, and its file intact: nothing to record.
     if !pin && served.version == target && !served.pinned && file_state == FileState::Consistent {
         if json_out {
@@ -669,7 +669,7 @@ fn do_rollback(project: &Project, request: Request<'_>) -> CmdResult {
         return Ok(exit::OK);
     }
     // An operator cannot serve a quarantined, pending or rejected version by rollback.
-    if let Err(msg) = engine::served::check_servable(&log, target).map_err(common::evolve_failure)? {
+    if let Err(msg) = engine::served::check_servable(&log, target).map_err(common::served_failure)? {
         return Err(Failure::bad_input(anyhow::anyhow!(msg)));
     }
     let edit = guard_hand_edit(project, &schema, &mut log, force)?;
@@ -683,8 +683,8 @@ fn do_rollback(project: &Project, request: Request<'_>) -> CmdResult {
     } else {
         vec![]
     };
-    let event = evolve::apply_rollback(project, &schema, &mut log, target, cause, &reason, pin)
-        .map_err(common::evolve_failure)?;
+    let event = served::apply_rollback(project, &schema, &mut log, target, cause, &reason, pin)
+        .map_err(common::served_failure)?;
     let change = if cause == "rollback" { engine::hooks::Change::Rollback } else { engine::hooks::Change::RestoreBest };
     let hook = match &event {
         engine::events::Event::ServedChanged { from, to, hash, .. } if from != &Some(*to) => {
@@ -738,10 +738,10 @@ fn quarantine_rolled_back_from(
     target: u64,
     reason: &str,
 ) -> Result<Vec<u64>, Failure> {
-    let history = engine::served::served_history(&*log).map_err(common::evolve_failure)?;
+    let history = engine::served::served_history(&*log).map_err(common::served_failure)?;
     let from = engine::served::rolled_back_from(&history, served, target);
     let why = format!("rolled back to v{target}: {reason}");
-    engine::served::quarantine(log, &from, "rollback", &why).map_err(common::evolve_failure)?;
+    engine::served::quarantine(log, &from, "rollback", &why).map_err(common::served_failure)?;
     Ok(from)
 }
 

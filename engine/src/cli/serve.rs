@@ -182,8 +182,8 @@ fn refuse_hand_edit(
     schema: &engine::schema::StrategySchema,
     log: &dyn EventLog,
 ) -> Result<(), Failure> {
-    let state = engine::evolve::served_file_state(project, schema, log).map_err(common::evolve_failure)?;
-    if let engine::evolve::FileState::HandEdited { file_hash } = state {
+    let state = engine::served::served_file_state(project, schema, log).map_err(common::served_failure)?;
+    if let engine::served::FileState::HandEdited { file_hash } = state {
         return Err(bad(format!(
             "{}: edited by hand (hash {file_hash:.12}); refusing to replace it (see `emend rollback --force`)",
             project.strategy_path().display()
@@ -217,7 +217,7 @@ pub fn approve(args: &ApproveArgs, project_dir: Option<&Path>) -> CmdResult {
     let reason = args.reason.clone().unwrap_or_else(|| format!("approved by {}", who()));
     let approval = tested_pair(&project, &schema, &mut log, v, args, reason)?;
     let retested = approval.retest.clone();
-    let events = served::approve(&project, &schema, &mut log, v, approval).map_err(common::evolve_failure)?;
+    let events = served::approve(&project, &schema, &mut log, v, approval).map_err(common::served_failure)?;
     let Some(Event::ServedChanged { from, hash, reason, .. }) = events.last().cloned() else {
         return Err(Failure::failed(anyhow::anyhow!("approve wrote no served change")));
     };
@@ -293,7 +293,7 @@ pub fn reject(args: &ReviewArgs, project_dir: Option<&Path>) -> CmdResult {
         "pending" => {}
         other => return Err(bad(format!("v{v} is not pending: it was {other}"))),
     }
-    let event = served::reject(&mut log, v, &reason).map_err(common::evolve_failure)?;
+    let event = served::reject(&mut log, v, &reason).map_err(common::served_failure)?;
     if args.json {
         common::print_json(&json!({"rejected": v, "event": event}));
     } else {
@@ -320,7 +320,7 @@ pub fn quarantine(args: &ReviewArgs, project_dir: Option<&Path>) -> CmdResult {
     if store.quarantined().map_err(common::store_failure)?.contains_key(&v) {
         return Err(bad(format!("v{v} is already quarantined")));
     }
-    let events = served::quarantine(&mut log, &[v], "operator", &reason).map_err(common::evolve_failure)?;
+    let events = served::quarantine(&mut log, &[v], "operator", &reason).map_err(common::served_failure)?;
     if args.json {
         common::print_json(&json!({"quarantined": [v], "events": events}));
     } else {
@@ -345,7 +345,7 @@ pub fn unquarantine(args: &ReviewArgs, project_dir: Option<&Path>) -> CmdResult 
     if !Store::new(&log).quarantined().map_err(common::store_failure)?.contains_key(&v) {
         return Err(bad(format!("v{v} is not quarantined")));
     }
-    let events = served::unquarantine(&mut log, v, &reason).map_err(common::evolve_failure)?;
+    let events = served::unquarantine(&mut log, v, &reason).map_err(common::served_failure)?;
     if args.json {
         common::print_json(&json!({"unquarantined": v, "events": events}));
     } else {

@@ -13,7 +13,7 @@ use crate::confirm::Parts;
 use crate::events::{EvalSummary, Event, QuestionResult};
 use crate::gates::{self, Replay};
 use crate::records::{evaluated_event, question_results, summarize};
-use crate::served::{artifact_of, missing};
+use crate::served::{ServedError, artifact_of, missing};
 use crate::store::Best;
 
 /// The served strategy as a round found it, with its results on the whole task set.
@@ -65,7 +65,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
     }
 
     pub(super) fn observe(&mut self) -> Result<Observed> {
-        let served = self.store().served()?.ok_or(EvolveError::NothingServed)?;
+        let served = self.store().served()?.ok_or(ServedError::NothingServed)?;
         let (artifact, _) = self.load_version(served.version)?;
         let (results, reused) = self.ensure_evaluated(&artifact, served.version)?;
         let summary = summarize(&results);
