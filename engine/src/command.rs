@@ -15,7 +15,6 @@
 //! field. An evaluation either has an outcome for every question or is an
 //! error: a strategy is never judged on partial outcomes.
 
-mod error;
 mod ray;
 
 use std::collections::{BTreeMap, HashMap};
@@ -29,13 +28,15 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::artifact::{self, Artifact};
-use crate::backend::{Backend, BackendError, FileAction, SetupError};
+use crate::backend::shard::{MAX_OUTPUT_BYTES, OUT_FILE};
+use crate::backend::{
+    Backend, BackendError, FieldProblem, FileAction, LineProblem, OutcomeFileError, ShardFailed, ShardFailure,
+};
 use crate::config::{CommandHarness, Project};
 use crate::outcome::{Evaluation, OutcomeRecord};
 use crate::schema::{self, Dialect, StrategySchema};
+use crate::setup::SetupError;
 
-pub(crate) use error::more_failed_shards;
-pub use error::{FieldProblem, LineProblem, OutcomeFileError, ShardFailed, ShardFailure};
 pub use ray::{RAY_GRACE, RaySpec};
 
 /// The protocol version: in every task shard, and part of the harness hash.
@@ -50,17 +51,8 @@ pub const SHARD_SCHEMA: &str = include_str!("../../schemas/shard.schema.json");
 /// The placeholders `argv` must use.
 pub const PLACEHOLDERS: [&str; 3] = ["{strategy}", "{tasks}", "{out}"];
 
-/// The file name of a shard's outcomes, as error messages name it.
-const OUT_FILE: &str = "out.jsonl";
-
 /// How much of a failed command's stderr goes into the error message.
 const STDERR_TAIL_BYTES: u64 = 2048;
-
-/// Largest outcomes file read: a runaway command must not exhaust memory.
-const MAX_OUTPUT_BYTES: u64 = 512 * 1024 * 1024;
-
-/// Bad lines reported in full; the rest are counted.
-const MAX_MISSING_SHOWN: usize = 5;
 
 /// The command as configured, its paths resolved.
 #[derive(Debug, Clone, PartialEq)]
@@ -294,7 +286,7 @@ impl CommandBackend {
             .ok_or_else(|| SetupError::new("harness.command: required when harness.kind is command"))?;
         let spec = CommandSpec::from_config(c, &project.dir)?;
         let executor = executor_of(project, c.workdir.as_deref())?;
-        let dataset = crate::backend::load_tasks_limited(&h.tasks, &project.dir, h.max_dataset_bytes())
+        let dataset = crate::setup::load_tasks_limited(&h.tasks, &project.dir, h.max_dataset_bytes())
             .map_err(|e| SetupError::new(format!("harness.tasks: {e}")))?;
         let selection =
             harness::Selection { include_adversarial: h.include_adversarial, conversations: h.conversations.clone() };

@@ -17,6 +17,7 @@ use crate::candidate::{FullRecord, Outcome, StoppedBy};
 use crate::gates::{CriticVerdict, GateResult, ProbeVerdict};
 use crate::hypothesis::Hypothesis;
 use crate::layer_a::Diagnosis;
+pub use crate::outcome::{EvalSummary, QuestionResult};
 use crate::planner::{Change, DimensionEffect};
 
 mod search;
@@ -66,36 +67,6 @@ pub fn hash_key(hash: &str) -> String {
 
 pub fn evaluation_key(strategy: &str, harness: &str, dataset: &str) -> String {
     format!("{strategy}/{harness}/{dataset}")
-}
-
-/// One question's result in a recorded evaluation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct QuestionResult {
-    pub id: String,
-    pub category: String,
-    #[serde(default)]
-    pub conversation: Option<String>,
-    pub correct: bool,
-    /// Layer A label for a failure.
-    #[serde(default)]
-    pub label: Option<crate::layer_a::Label>,
-    #[serde(default)]
-    pub tokens: Option<f64>,
-    /// The Layer A classifier's split of a generation error (`full_coverage` or `source_only`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub split: Option<String>,
-}
-
-/// Summary numbers of an evaluation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EvalSummary {
-    pub n: usize,
-    pub correct: usize,
-    pub accuracy: f64,
-    /// category -> [n, correct]
-    pub per_category: BTreeMap<String, (usize, usize)>,
-    #[serde(default)]
-    pub mean_context_tokens: Option<f64>,
 }
 
 /// The engine's events.

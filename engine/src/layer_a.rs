@@ -12,78 +12,11 @@
 //! turns, memory items) and its verdict replaces the deterministic one.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::events::QuestionResult;
-use crate::outcome::OutcomeRecord;
-
-/// Where a failed question lost its evidence.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Label {
-    /// No stored memory item derives from any gold evidence turn.
-    IngestionGap,
-    /// Stored, but never retrieved.
-    RetrievalGap,
-    /// Retrieved, but not in the assembled context.
-    KfFiltered,
-    /// All evidence in the context, but the answer was judged wrong.
-    GenerationError,
-    /// The gold evidence cannot be located in the conversation.
-    UnresolvedEvidence,
-    /// The system reported no trace for this question.
-    NoTrace,
-    /// Some gold turns are in memory, but a lost one has no memory item.
-    PartialIngestion,
-}
-
-impl Label {
-    pub const ALL: [Label; 7] = [
-        Label::IngestionGap,
-        Label::PartialIngestion,
-        Label::RetrievalGap,
-        Label::KfFiltered,
-        Label::GenerationError,
-        Label::UnresolvedEvidence,
-        Label::NoTrace,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Label::IngestionGap => "ingestion_gap",
-            Label::PartialIngestion => "partial_ingestion",
-            Label::RetrievalGap => "retrieval_gap",
-            Label::KfFiltered => "kf_filtered",
-            Label::GenerationError => "generation_error",
-            Label::UnresolvedEvidence => "unresolved_evidence",
-            Label::NoTrace => "no_trace",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Label> {
-        Label::ALL.into_iter().find(|l| l.as_str() == s)
-    }
-
-    /// The pipeline stage the label blames, for grouping.
-    pub fn stage(self) -> &'static str {
-        match self {
-            Label::IngestionGap | Label::PartialIngestion => "ingest",
-            Label::RetrievalGap => "retrieve",
-            Label::KfFiltered => "assemble",
-            Label::GenerationError => "answer",
-            Label::UnresolvedEvidence => "dataset",
-            Label::NoTrace => "unknown",
-        }
-    }
-}
-
-impl fmt::Display for Label {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use crate::outcome::Label;
+use crate::outcome::{OutcomeRecord, QuestionResult};
 
 /// The label of one outcome; `None` for a correct answer.
 pub fn label(o: &OutcomeRecord) -> Option<Label> {
@@ -271,7 +204,7 @@ mod tests {
             assert_eq!(Label::parse(l.as_str()), Some(l));
         }
         // A result recorded before partial ingestion and the split existed.
-        let old: crate::events::QuestionResult = serde_json::from_str(
+        let old: crate::outcome::QuestionResult = serde_json::from_str(
             r#"{"id": "c#1", "category": "temporal", "conversation": "c", "correct": false, "label": "ingestion_gap", "tokens": 12.0}"#,
         )
         .unwrap();

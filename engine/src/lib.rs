@@ -8,6 +8,7 @@
 pub mod artifact;
 pub mod audit;
 pub mod backend;
+pub mod builtin;
 pub mod candidate;
 pub mod command;
 pub mod config;
@@ -34,6 +35,7 @@ pub mod screen;
 pub mod search;
 pub mod searcher;
 pub mod served;
+pub mod setup;
 pub mod stop;
 pub mod store;
 pub mod texts;

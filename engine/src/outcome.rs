@@ -1,7 +1,12 @@
 //! The engine's view of one question's outcome: the JSONL record that
 //! `emend eval` writes and that external harnesses write too
-//! (`schemas/outcome.schema.json`). Trace fields are optional, since an
-//! external system may not report them; Layer A then says `no_trace`.
+//! (`schemas/outcome.schema.json`), and what the journal keeps of it (a
+//! question's result with its Layer A [`Label`], an evaluation's summary).
+//! Trace fields are optional, since an external system may not report them;
+//! Layer A then says `no_trace`.
+
+use std::collections::BTreeMap;
+use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
@@ -150,6 +155,102 @@ impl Evaluation {
         }
         out
     }
+}
+
+/// Where a failed question lost its evidence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Label {
+    /// No stored memory item derives from any gold evidence turn.
+    IngestionGap,
+    /// Stored, but never retrieved.
+    RetrievalGap,
+    /// Retrieved, but not in the assembled context.
+    KfFiltered,
+    /// All evidence in the context, but the answer was judged wrong.
+    GenerationError,
+    /// The gold evidence cannot be located in the conversation.
+    UnresolvedEvidence,
+    /// The system reported no trace for this question.
+    NoTrace,
+    /// Some gold turns are in memory, but a lost one has no memory item.
+    PartialIngestion,
+}
+
+impl Label {
+    pub const ALL: [Label; 7] = [
+        Label::IngestionGap,
+        Label::PartialIngestion,
+        Label::RetrievalGap,
+        Label::KfFiltered,
+        Label::GenerationError,
+        Label::UnresolvedEvidence,
+        Label::NoTrace,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Label::IngestionGap => "ingestion_gap",
+            Label::PartialIngestion => "partial_ingestion",
+            Label::RetrievalGap => "retrieval_gap",
+            Label::KfFiltered => "kf_filtered",
+            Label::GenerationError => "generation_error",
+            Label::UnresolvedEvidence => "unresolved_evidence",
+            Label::NoTrace => "no_trace",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Label> {
+        Label::ALL.into_iter().find(|l| l.as_str() == s)
+    }
+
+    /// The pipeline stage the label blames, for grouping.
+    pub fn stage(self) -> &'static str {
+        match self {
+            Label::IngestionGap | Label::PartialIngestion => "ingest",
+            Label::RetrievalGap => "retrieve",
+            Label::KfFiltered => "assemble",
+            Label::GenerationError => "answer",
+            Label::UnresolvedEvidence => "dataset",
+            Label::NoTrace => "unknown",
+        }
+    }
+}
+
+impl fmt::Display for Label {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One question's result in a recorded evaluation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QuestionResult {
+    pub id: String,
+    pub category: String,
+    #[serde(default)]
+    pub conversation: Option<String>,
+    pub correct: bool,
+    /// Layer A label for a failure.
+    #[serde(default)]
+    pub label: Option<Label>,
+    #[serde(default)]
+    pub tokens: Option<f64>,
+    /// The Layer A classifier's split of a generation error (`full_coverage` or `source_only`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split: Option<String>,
+}
+
+/// Summary numbers of an evaluation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvalSummary {
+    pub n: usize,
+    pub correct: usize,
+    pub accuracy: f64,
+    /// category -> [n, correct]
+    pub per_category: BTreeMap<String, (usize, usize)>,
+    #[serde(default)]
+    pub mean_context_tokens: Option<f64>,
 }
 
 #[cfg(test)]

@@ -256,11 +256,11 @@ mod tests {
         fn evaluate(&self, _: &Artifact, subset: Option<&[String]>) -> Result<Evaluation, BackendError> {
             if self.fail {
                 // The external harness's command timing out twice, as an unreachable system does.
-                let timed_out = || crate::command::ShardFailure::TimedOut {
+                let timed_out = || crate::backend::ShardFailure::TimedOut {
                     after: std::time::Duration::from_secs(30),
                     stderr: "down".into(),
                 };
-                let failed = crate::command::ShardFailed {
+                let failed = crate::backend::ShardFailed {
                     shard: 1,
                     count: 1,
                     first_attempt: Some(Box::new(timed_out())),

@@ -23,7 +23,7 @@ pub struct QuestionText {
 /// Question texts of the project's task set by question id; empty when the
 /// task set cannot be loaded (the views then show ids only).
 pub fn question_texts(project: &Project) -> BTreeMap<String, QuestionText> {
-    let Ok(dataset) = crate::backend::load_tasks(&project.config.harness.tasks, &project.dir) else {
+    let Ok(dataset) = crate::setup::load_tasks(&project.config.harness.tasks, &project.dir) else {
         return BTreeMap::new();
     };
     dataset

@@ -14,7 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use engine::artifact::{self, Artifact};
-use engine::backend::{Backend, BuiltinBackend};
+use engine::backend::Backend;
+use engine::builtin::BuiltinBackend;
 use engine::command::{CommandBackend, CommandSpec, Executor, RaySpec};
 use engine::schema::StrategySchema;
 

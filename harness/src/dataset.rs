@@ -27,8 +27,8 @@ use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::HARNESS_VERSION;
 use crate::cache::{Dec, DiskCache, Enc};
-use crate::evaluator::HARNESS_VERSION;
 use crate::text::SessionDate;
 
 /// The name `--tasks builtin` resolves to: the embedded synthetic dataset.

@@ -20,6 +20,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::HARNESS_VERSION;
 use crate::answer::{AnswerError, AnswerInput, Answerer, Extractive};
 use crate::assemble::{Context, ContextLine, assemble, render};
 use crate::cache::DiskCache;
@@ -33,10 +34,6 @@ use crate::replay::{self, CheckpointSummary, Observed, Protocol};
 use crate::retrieve::{Retrieval, retrieve};
 use crate::strategy::{DenseKind, IngestUnit, JudgeKind, Strategy};
 use crate::text::round6;
-
-/// The version of the locked pipeline. Bump it whenever a change to the
-/// harness can change any outcome: it is part of the harness hash.
-pub const HARNESS_VERSION: &str = "emend-harness/2";
 
 /// The locked context budget ceiling, in estimated tokens.
 pub const DEFAULT_BUDGET_CEILING: u32 = 2000;

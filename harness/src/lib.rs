@@ -32,10 +32,14 @@ pub mod strategy;
 pub mod strict_json;
 pub mod text;
 
+/// The version of the locked pipeline. Bump it whenever a change to the
+/// harness can change any outcome: it is part of the harness hash (and of
+/// the dataset cache's keys).
+pub const HARNESS_VERSION: &str = "emend-harness/2";
+
 pub use dataset::{Category, Dataset, DatasetError, Selection, load_path, load_str};
 pub use evaluator::{
-    CacheStats, DEFAULT_BUDGET_CEILING, EvalError, Evaluation, Evaluator, HARNESS_VERSION, HarnessSettings,
-    harness_hash,
+    CacheStats, DEFAULT_BUDGET_CEILING, EvalError, Evaluation, Evaluator, HarnessSettings, harness_hash,
 };
 pub use outcome::{CategoryScore, EvidenceTrace, Outcome, RetrievedItem, Summary};
 pub use replay::Protocol;

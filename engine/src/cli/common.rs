@@ -3,13 +3,15 @@
 
 use std::path::Path;
 
-use engine::backend::{Backend, BuiltinBackend, SetupError};
+use engine::backend::Backend;
+use engine::builtin::BuiltinBackend;
 use engine::command::CommandBackend;
 use engine::config::{HarnessKind, Project};
 use engine::events::EngineProjector;
 use engine::evolve::EvolveError;
 use engine::schema::StrategySchema;
 use engine::served::ServedError;
+use engine::setup::SetupError;
 use engine::store::StoreError;
 use journal::{ErrorClass, JournalError, ReadView, SledJournal};
 

@@ -94,7 +94,7 @@ fn resolve(args: &EvalArgs, project_dir: Option<&Path>) -> Result<Resolved, Fail
         let path = Path::new(&args.tasks);
         // Inside a project, a task set already parsed is decoded from its cache.
         let cache = match &project {
-            Some((p, _)) => engine::backend::dataset_cache(p).map_err(Failure::failed)?,
+            Some((p, _)) => engine::setup::dataset_cache(p).map_err(Failure::failed)?,
             None => None,
         };
         match &cache {
@@ -151,9 +151,9 @@ pub fn run(args: &EvalArgs, project_dir: Option<&Path>) -> CmdResult {
     }
     // Inside a project, ingest and index outputs persist in its stage cache.
     if let Some((p, _)) = &project {
-        evaluator = engine::backend::with_stage_cache(evaluator, p).map_err(Failure::failed)?;
+        evaluator = engine::setup::with_stage_cache(evaluator, p).map_err(Failure::failed)?;
     }
-    evaluator = engine::backend::with_minilm(evaluator, project.as_ref().map(|p| &p.0)).map_err(Failure::bad_input)?;
+    evaluator = engine::setup::with_minilm(evaluator, project.as_ref().map(|p| &p.0)).map_err(Failure::bad_input)?;
     let live = term::Live::start(
         &format!(
             "evaluating {} on {tasks_name} ({} {})",

@@ -279,7 +279,7 @@ fn init_backend(
     schema: &StrategySchema,
     args: &InitArgs,
 ) -> Result<Box<dyn engine::backend::Backend>, Failure> {
-    use engine::backend::BuiltinBackend;
+    use engine::builtin::BuiltinBackend;
     use engine::command::CommandBackend;
     match project.config.harness.kind {
         config::HarnessKind::Builtin => Ok(Box::new(

@@ -103,7 +103,7 @@ pub fn run(args: &WorkerArgs) -> CmdResult {
     };
     let evaluator = Evaluator::new(Arc::new(dataset), settings).map_err(Failure::bad_input)?;
     // A worker has no project: the model comes from EMEND_MINILM_DIR.
-    let evaluator = engine::backend::with_minilm(evaluator, None).map_err(Failure::bad_input)?;
+    let evaluator = engine::setup::with_minilm(evaluator, None).map_err(Failure::bad_input)?;
     let eval =
         evaluator.evaluate(&strategy).map_err(|e| Failure::bad_input(anyhow!("{}: {e}", args.strategy.display())))?;
     let mut outcomes = eval.outcomes;

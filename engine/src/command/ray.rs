@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::{CommandSpec, RunError};
-use crate::backend::SetupError;
+use crate::setup::SetupError;
 
 /// How emend reaches a Ray cluster.
 #[derive(Debug, Clone, PartialEq)]

@@ -130,7 +130,7 @@ pub fn usage_since(now: &Usage, before: &Usage) -> Usage {
         .collect()
 }
 
-pub use crate::backend::SetupError;
+pub use crate::setup::SetupError;
 
 /// The configured roles of a project, with the runtime that drives their
 /// calls and the reply cache they share. Cheap to share (`Arc<Models>`);

@@ -12,9 +12,16 @@ use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use crate::backend::FileAction;
+use super::FileAction;
 
-use super::{MAX_MISSING_SHOWN, MAX_OUTPUT_BYTES, OUT_FILE};
+/// The file name of a shard's outcomes, as error messages name it.
+pub(crate) const OUT_FILE: &str = "out.jsonl";
+
+/// Largest outcomes file read: a runaway command must not exhaust memory.
+pub(crate) const MAX_OUTPUT_BYTES: u64 = 512 * 1024 * 1024;
+
+/// Bad lines reported in full; the rest are counted.
+const MAX_MISSING_SHOWN: usize = 5;
 
 /// A shard that failed, on its last attempt, after a retry when the failure
 /// was of a kind a second run may not repeat ([`ShardFailure::is_retried`]).
