@@ -15,6 +15,10 @@ use serde::{Deserialize, Deserializer, Serialize};
 use crate::gates::{CriticLabel, Gate};
 use crate::stats::{self, CategoryDelta, McNemarTest, RuleKind};
 
+/// The hypothesis of a candidate record that retests a pending version
+/// against the version served now (`emend approve --retest`).
+pub const RETEST: &str = "retest";
+
 /// How a candidate ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -389,7 +389,7 @@ pub struct RoundRecord {
     /// Model usage of the round per role (requests, tokens, cache hits,
     /// errors); empty without model roles.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub llm: crate::llm::Usage,
+    pub llm: crate::usage::Usage,
     /// The search/confirm split the round used (absent in pre-split journals).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub split: Option<SplitRecord>,

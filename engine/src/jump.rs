@@ -65,7 +65,8 @@ use crate::propose::{Ask, Proposed, Proposer, StopCause};
 use crate::records::question_results;
 use crate::schema::{Direction, FieldKind, StrategySchema, get_path, set_path};
 use crate::search::{self, Space, Tpe, TpeConfig};
-use crate::searcher::{changes_between, materialize, point_of, snap, step_box};
+use crate::search::{materialize, point_of};
+use crate::searcher::{changes_between, snap, step_box};
 use crate::stats::{self, TaskKey};
 
 /// A strategy's evolvable, non-text values by path.

@@ -39,6 +39,7 @@ pub mod setup;
 pub mod stop;
 pub mod store;
 pub mod texts;
+pub mod usage;
 pub mod views;
 
 /// The paired statistics live in their own crate (`emend-stats`), which knows

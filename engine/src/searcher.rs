@@ -55,25 +55,7 @@ type Reached = BTreeMap<usize, (usize, f64)>;
 
 /// A scored strategy as the search remembers it: its evolvable (non-text)
 /// fields by path. The rest of a strategy does not move in a search.
-type Point = BTreeMap<String, Value>;
-
-/// `doc`'s evolvable, non-text field values.
-pub(crate) fn point_of(schema: &StrategySchema, doc: &Value) -> Point {
-    schema
-        .evolvable()
-        .filter(|f| f.kind != FieldKind::Text)
-        .filter_map(|f| Some((f.path.clone(), get_path(doc, &f.path)?.clone())))
-        .collect()
-}
-
-/// `served` with `point`'s values.
-pub(crate) fn materialize(served: &Value, point: &Point) -> Value {
-    let mut doc = served.clone();
-    for (path, value) in point {
-        crate::schema::set_path(&mut doc, path, value.clone());
-    }
-    doc
-}
+use crate::search::{Point, materialize, point_of};
 
 /// How hard the search proposer looks.
 #[derive(Debug, Clone, Copy, PartialEq)]

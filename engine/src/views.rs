@@ -452,7 +452,7 @@ impl LogView {
                 None => who,
             };
             match event {
-                Event::CandidateJudged(c) if c.hypothesis != crate::evolve::RETEST => pending.push(LogCandidate {
+                Event::CandidateJudged(c) if c.hypothesis != crate::candidate::RETEST => pending.push(LogCandidate {
                     change: c.change_summary(),
                     id: c.id,
                     hypothesis: c.hypothesis,
@@ -583,7 +583,7 @@ fn serving_entry(record: &journal::EventRecord, event: Event) -> Option<LogEntry
             );
             Some(LogEntry::Serving { seq, kind: "searched".into(), version: None, text })
         }
-        Event::CandidateJudged(c) if c.hypothesis == crate::evolve::RETEST => {
+        Event::CandidateJudged(c) if c.hypothesis == crate::candidate::RETEST => {
             let text = format!("{}: {}", c.id, c.reason);
             Some(LogEntry::Serving { seq, kind: "retest".into(), version: None, text })
         }
@@ -624,7 +624,7 @@ pub struct ConfirmView {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LlmView {
     pub last_round: Option<Value>,
-    pub total: crate::llm::Usage,
+    pub total: crate::usage::Usage,
 }
 
 /// `emend status`: the pointers, the served file, the rounds and what the
@@ -781,10 +781,10 @@ fn confirm_view(project: &Project, candidates: &[CandidateRecord], questions: Op
 }
 
 /// Model usage per role summed over the journal's rounds.
-fn model_usage(rounds: &[Value]) -> crate::llm::Usage {
-    let mut total = crate::llm::Usage::new();
+fn model_usage(rounds: &[Value]) -> crate::usage::Usage {
+    let mut total = crate::usage::Usage::new();
     for r in rounds {
-        let Some(Ok(usage)) = r.get("llm").map(|v| serde_json::from_value::<crate::llm::Usage>(v.clone())) else {
+        let Some(Ok(usage)) = r.get("llm").map(|v| serde_json::from_value::<crate::usage::Usage>(v.clone())) else {
             continue;
         };
         for (role, u) in usage {

@@ -17,7 +17,7 @@ use crate::schema::Direction;
 use crate::stats;
 
 /// The hypothesis key of a retest's record (no field moves, so no dimension learns from it).
-pub const RETEST: &str = "retest";
+pub use crate::candidate::RETEST;
 
 /// A retest's verdict and its record (journaled by the caller, with the
 /// approval when it passed, alone when it failed).

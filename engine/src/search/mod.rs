@@ -17,5 +17,5 @@ pub use bound::{BoundState, bound_state, off_value};
 pub use halving::{Halving, Rung, RungPlan, cost_of, ladder, nested_order, plan, promote, successive_halving};
 pub use inert::{is_inert, reset_inert};
 pub use line::{Move, bundles, invariant_bundle, line_points};
-pub use space::{Domain, Param, Repaired, Space, SpaceError, repair};
+pub use space::{Domain, Param, Point, Repaired, Space, SpaceError, materialize, point_of, repair};
 pub use tpe::{Tpe, TpeConfig, Trial, default_weights, gamma};

@@ -203,6 +203,27 @@ pub fn repair(schema: &StrategySchema, doc: &mut Value) -> Result<Vec<Repaired>,
     Err(err("(root)", "x-invariants did not settle: the rules contradict each other"))
 }
 
+/// A strategy's values of the evolvable fields, by path.
+pub type Point = std::collections::BTreeMap<String, Value>;
+
+/// `doc`'s evolvable, non-text field values.
+pub fn point_of(schema: &StrategySchema, doc: &Value) -> Point {
+    schema
+        .evolvable()
+        .filter(|f| f.kind != FieldKind::Text)
+        .filter_map(|f| Some((f.path.clone(), get_path(doc, &f.path)?.clone())))
+        .collect()
+}
+
+/// `served` with `point`'s values.
+pub fn materialize(served: &Value, point: &Point) -> Value {
+    let mut doc = served.clone();
+    for (path, value) in point {
+        set_path(&mut doc, path, value.clone());
+    }
+    doc
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

@@ -204,7 +204,7 @@ fn row(
 ) -> TrialRow {
     let stage = p.stage.clone().unwrap_or_else(|| if r.global.is_some() { "trial" } else { "step" }.to_string());
     let hash = p.hash.clone().or_else(|| {
-        let h = artifact::content_hash(&crate::searcher::materialize(served?, &p.values));
+        let h = artifact::content_hash(&crate::search::materialize(served?, &p.values));
         r.screened.contains(&h).then_some(h)
     });
     TrialRow {
@@ -371,7 +371,7 @@ mod tests {
     fn step_search_points_have_derived_hashes_and_unknown_completeness() {
         let served = json!({"retrieve": {"top_k": 5}, "answer": {"prompt": "p"}});
         let values = BTreeMap::from([("retrieve.top_k".to_string(), json!(8))]);
-        let doc = crate::searcher::materialize(&served, &values);
+        let doc = crate::search::materialize(&served, &values);
         let hash = artifact::content_hash(&doc);
         let old = SearchRecord {
             round: 2,
