@@ -46,6 +46,9 @@ pub struct ModelError {
     pub message: String,
 }
 
+/// Whether this build has the model's support (the `minilm` feature).
+pub const BUILT: bool = cfg!(feature = "minilm");
+
 /// How to get the model's support into a binary built without it.
 pub const NOT_BUILT: &str = "this emend is built without MiniLM support; rebuild it with the minilm feature: \
      cargo install --path engine --features minilm (or cargo build --release -p emend --features minilm)";

@@ -1,0 +1,16 @@
+//! emend's evaluation layer: how a strategy gets evaluated.
+//!
+//! - [`backend`]: the contract the loop sees (the `Backend` trait, ask/tell)
+//!   and every way an evaluation can fail.
+//! - [`builtin`]: the built-in memory QA harness, in process or as Ray shards.
+//! - [`command`]: an external system run as a command, shard by shard.
+//! - [`llm`]: the model roles over OpenAI-compatible endpoints (HTTP behind
+//!   the `llm` feature).
+//!
+//! The rule: this crate depends on `emend-model` (and the crates below it)
+//! only; the loop above it sees only the `Backend` trait.
+
+pub mod backend;
+pub mod builtin;
+pub mod command;
+pub mod llm;

@@ -1,0 +1,405 @@
+//! Stage 2 of a round: the confirm test of the best probes on the confirm
+//! part (the paired exact test at the LORD++ alpha, the category, cost and
+//! cluster rules, the floors against v1), then the decision written back
+//! into the candidates' records and the hypothesis tree.
+
+use std::collections::BTreeMap;
+
+use journal::EventLog;
+
+use super::{Evolution, RoundInput, Screening, Trial};
+use crate::progress::{Progress, Step};
+use emend_model::candidate::{FullRecord, Outcome, Rule, RuleRecord, StoppedBy};
+use emend_model::config::ClusterMode;
+use emend_model::confirm::ConfirmState;
+use emend_model::decide::{Decision, Verdict};
+use emend_model::events::{CandidateRecord, EvalSummary};
+use emend_model::hypothesis::Hypothesis;
+use emend_model::records::{question_results, summarize};
+use emend_model::stats;
+
+/// No category may end more than its floor ([`stats::category_floor`]:
+/// epsilon, or one question of a small category) below the journal's first
+/// version, on the same confirm questions.
+fn start_rules(start: &EvalSummary, cand: &EvalSummary, epsilon: f64) -> Vec<RuleRecord> {
+    start
+        .per_category
+        .iter()
+        .map(|(cat, (n, c))| {
+            let start_acc = if *n == 0 { 0.0 } else { *c as f64 / *n as f64 };
+            let (cn, cc) = cand.per_category.get(cat).copied().unwrap_or((0, 0));
+            let cand_acc = if cn == 0 { 0.0 } else { cc as f64 / cn as f64 };
+            let floor = stats::category_floor(*n, epsilon);
+            RuleRecord {
+                name: Rule::CategoryVsFirstVersion,
+                category: Some(cat.clone()),
+                value: cand_acc - start_acc,
+                threshold: -floor,
+                pass: cand_acc - start_acc >= -floor - 1e-12,
+                detail: format!("{cat}: {cand_acc:.4} vs {start_acc:.4} for v1 (needs >= -{:.2} pp)", floor * 100.0),
+            }
+        })
+        .collect()
+}
+
+/// The gate rule: the one-sided exact test on the confirm part (under
+/// replay, by probe: the final checkpoint's exact test and the
+/// probe-clustered test across checkpoints, the larger p deciding).
+fn confirm_rule(t: &stats::BetterTest) -> RuleRecord {
+    let detail = match &t.probe {
+        None => format!(
+            "one-sided exact p = {:.4} vs alpha {:.3e} ({} improved, {} regressed of {}; lower bound {:+.4})",
+            t.p_value, t.alpha, t.improved, t.regressed, t.questions, t.lower_bound
+        ),
+        Some(d) => format!(
+            "unit probe: p = {:.4} vs alpha {:.3e}, the larger of the final checkpoint's one-sided exact p = {:.4} \
+             ({} improved, {} regressed of {} probes; lower bound {:+.4}) and the CR2 p = {:.4} clustered by probe \
+             across {} observations (t = {:.3} on {:.2} df; {} improved, {} regressed)",
+            t.p_value,
+            t.alpha,
+            d.final_p,
+            t.improved,
+            t.regressed,
+            t.questions,
+            t.lower_bound,
+            d.clustered_p,
+            d.observations,
+            d.t,
+            d.df,
+            d.improved,
+            d.regressed
+        ),
+    };
+    RuleRecord {
+        name: Rule::ConfirmBetter,
+        category: None,
+        value: t.p_value,
+        threshold: t.alpha,
+        pass: t.better,
+        detail,
+    }
+}
+
+/// The cluster check as a rule (`gates.cluster_check: require`): too few
+/// clusters to tell fails it.
+fn cluster_rule(c: &stats::ClusterCheck) -> RuleRecord {
+    let (value, threshold, detail) = match c {
+        stats::ClusterCheck::TooFewClusters { clusters, needed } => {
+            (f64::NAN, f64::NAN, format!("{clusters} conversation(s): too few to tell (needs {needed})"))
+        }
+        stats::ClusterCheck::Tested { clusters, p_value, alpha, t, df, .. } => (
+            *p_value,
+            *alpha,
+            format!("CR2 t = {t:.3} on {df:.2} Bell-McCaffrey df over {clusters} conversations: p = {p_value:.4}"),
+        ),
+    };
+    RuleRecord { name: Rule::ClusterCheck, category: None, value, threshold, pass: c.better(), detail }
+}
+
+/// Mean context tokens against v1's, on the confirm part.
+fn cost_v1_rule(v1: f64, cand: f64, bound: f64) -> RuleRecord {
+    let growth = if v1 > 0.0 { cand / v1 - 1.0 } else { 0.0 };
+    RuleRecord {
+        name: Rule::CostVsFirstVersion,
+        category: None,
+        value: growth,
+        threshold: bound,
+        pass: growth <= bound + 1e-12,
+        detail: format!("mean context tokens {cand:.1} vs {v1:.1} for v1 (bound +{:.0}%)", bound * 100.0),
+    }
+}
+
+/// Writes what a tested candidate was told into its record.
+fn apply_verdict(record: &mut CandidateRecord, verdict: &Verdict) {
+    match verdict {
+        Verdict::Accepted { version } => {
+            let delta = record.full.as_ref().map_or(0.0, |f| f.delta);
+            record.outcome = Outcome::Accepted;
+            record.rejected_by = None;
+            record.accepted_version = Some(*version);
+            record.reason = match record.full.as_ref().and_then(|f| f.lord) {
+                Some(l) => format!(
+                    "accepted as v{version}: confirm-part delta {delta:+.4}, tested at alpha {:.3e} \
+                     (LORD++ test {}), wealth left {:.3e}",
+                    l.alpha, l.index, l.wealth
+                ),
+                None => format!("accepted as v{version}: paired delta {delta:+.4}"),
+            };
+        }
+        Verdict::Pending { version } => {
+            let delta = record.full.as_ref().map_or(0.0, |f| f.delta);
+            // It passed every gate: accepted as a candidate, served only once a person approves it.
+            record.outcome = Outcome::Accepted;
+            record.rejected_by = None;
+            record.accepted_version = Some(*version);
+            record.reason = format!(
+                "pending approval as v{version} (serve.approval: manual): confirm-part delta {delta:+.4}{}",
+                record
+                    .full
+                    .as_ref()
+                    .and_then(|f| f.lord)
+                    .map_or(String::new(), |l| format!(", tested at alpha {:.3e} (LORD++ test {})", l.alpha, l.index))
+            );
+        }
+        Verdict::NotBest => {
+            record.rejected_by = Some(StoppedBy::NotBest);
+            record.reason = "passed every rule, but another candidate of the round gained more".into();
+        }
+        Verdict::Failed(rules) => {
+            let first = *rules.first().expect("a rejected full test names the rules it failed");
+            record.rejected_by = Some(StoppedBy::FullRule(first));
+            let names: Vec<&str> = rules.iter().map(|r| r.as_str()).collect();
+            record.reason = format!("failed rule(s): {}", names.join(", "));
+        }
+    }
+}
+
+impl<L: EventLog + ?Sized> Evolution<'_, L> {
+    /// Stage 2: the confirm part for the best probes only (largest probe
+    /// delta, then the earliest; at most `gates.full_tests_per_round`, fixed
+    /// before the probe ran), each one LORD++ test at the alpha it is given.
+    pub(super) fn full_tests(
+        &self,
+        input: &RoundInput<'_>,
+        s: &mut Screening,
+        confirm: &mut ConfirmState,
+        progress: &mut dyn FnMut(Progress),
+    ) {
+        let cfg = &self.project.config;
+        let parts = input.parts;
+        s.passed.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let limit = cfg.gates.full_tests_per_round.max(1);
+        for (rank, &(i, delta)) in s.passed.iter().enumerate() {
+            let t = &mut s.trials[i];
+            if rank >= limit {
+                t.record.rejected_by = Some(StoppedBy::NotSelected);
+                t.record.reason = format!(
+                    "the probe passed ({delta:+.3}) but {limit} other candidate(s) of the round probed better; \
+                     only the best {limit} reach the confirm test (gates.full_tests_per_round)"
+                );
+                t.artifact = None;
+                continue;
+            }
+            let candidate = t.artifact.as_ref().expect("probe-passed trials keep their artifact");
+            match self.backend.evaluate(candidate, Some(&parts.confirm_ids)) {
+                Ok(eval) if eval.outcomes.iter().all(|o| o.error.is_none()) && eval.n() == parts.confirm_ids.len() => {
+                    t.full = Some(question_results(&eval));
+                    progress(Progress::Candidate {
+                        round: input.round,
+                        id: t.record.id.clone(),
+                        hypothesis: t.record.hypothesis.clone(),
+                        change: t.record.change.clone(),
+                        more: t.record.more_changes.len(),
+                        step: Step::FullEvaluated,
+                    });
+                }
+                Ok(eval) => t.error(format!(
+                    "confirm evaluation incomplete: {} of {} questions answered",
+                    eval.outcomes.iter().filter(|o| o.error.is_none()).count(),
+                    parts.confirm_ids.len()
+                )),
+                Err(e) => t.error(format!("confirm evaluation failed: {e}")),
+            }
+        }
+        let base_results = parts.confirm_of(&input.observed.results);
+        let base: Vec<stats::Outcome> = base_results.iter().map(stats::Outcome::from).collect();
+        let base_summary = summarize(&base_results);
+        let mut first_alpha = None;
+        for t in s.trials.iter_mut().filter(|t| t.full.is_some()) {
+            let alpha = confirm.lord.next_alpha();
+            first_alpha.get_or_insert(alpha);
+            self.compare(input, &base, &base_summary, t, confirm);
+        }
+        s.alpha = first_alpha.unwrap_or(0.0);
+    }
+
+    /// The confirm test of a candidate against the served strategy on the
+    /// confirm part, paired by question id: the one-sided exact test at the
+    /// next LORD++ alpha (the LORD++ state advances whatever the verdict), the
+    /// category and cost rules, the floors against v1, and the cluster check
+    /// (a rule only with `gates.cluster_check: require`).
+    pub(super) fn compare(
+        &self,
+        input: &RoundInput<'_>,
+        base: &[stats::Outcome],
+        base_summary: &EvalSummary,
+        t: &mut Trial,
+        confirm: &mut ConfirmState,
+    ) {
+        let gates = &self.project.config.gates;
+        let full = t.full.as_ref().expect("fully evaluated");
+        let cand: Vec<stats::Outcome> = full.iter().map(stats::Outcome::from).collect();
+        let alpha = confirm.lord.next_alpha();
+        let config = stats::CompareConfig {
+            thresholds: stats::Thresholds { alpha, epsilon_c: gates.epsilon_c, cost_bound: gates.cost_bound },
+            bootstrap: stats::BootstrapConfig {
+                unit: if self.project.config.harness.protocol().is_endpoint() {
+                    stats::BootstrapUnit::Question
+                } else {
+                    stats::BootstrapUnit::Trajectory
+                },
+                resamples: gates.bootstrap_resamples as u32,
+                seed: self.project.config.loop_.seed.wrapping_add(input.round),
+                // Two-sided at 1 - 2 alpha: its lower end is the one-sided 1 - alpha bound.
+                level: (1.0 - 2.0 * alpha).clamp(0.5, 0.999_999),
+            },
+        };
+        let cand_summary = summarize(full);
+        let cost = match (base_summary.mean_context_tokens, cand_summary.mean_context_tokens) {
+            (Some(b), Some(c)) => Some(stats::Cost { baseline_mean_tokens: b, candidate_mean_tokens: c }),
+            _ => None,
+        };
+        let mut cmp = match stats::compare(base, &cand, &config, cost.as_ref()) {
+            Ok(cmp) => cmp,
+            Err(e) => return t.error(format!("paired comparison failed: {e}")),
+        };
+        // Under replay the unit is the probe: its observations are not independent pairs.
+        let by_probe = !self.project.config.harness.protocol().is_endpoint();
+        if by_probe {
+            cmp.mcnemar = stats::mcnemar_by_probe(&cmp.paired);
+        }
+        let test = stats::gate_test(&cmp.paired, alpha, by_probe);
+        let lord = confirm.lord.test(test.p_value);
+        let conv: BTreeMap<&str, &str> =
+            full.iter().map(|q| (q.id.as_str(), q.conversation.as_deref().unwrap_or(""))).collect();
+        let was: BTreeMap<&str, bool> = base.iter().map(|o| (o.id.as_str(), o.correct)).collect();
+        let diffs: Vec<(&str, i8)> = full
+            .iter()
+            .map(|q| {
+                let w = was.get(q.id.as_str()).copied().unwrap_or(false);
+                (conv[q.id.as_str()], i8::from(q.correct) - i8::from(w))
+            })
+            .collect();
+        let cluster = stats::cluster_check(diffs, alpha);
+        let mut extra = vec![confirm_rule(&test)];
+        if gates.cluster_check == ClusterMode::Require {
+            extra.push(cluster_rule(&cluster));
+        }
+        extra.extend(start_rules(input.start, &cand_summary, gates.epsilon_c));
+        if let (Some(bound), Some(v1), Some(c)) =
+            (gates.cost_bound_v1, input.start.mean_context_tokens, cand_summary.mean_context_tokens)
+        {
+            extra.push(cost_v1_rule(v1, c, bound));
+        }
+        t.record.delta = Some(cmp.paired.delta());
+        t.record.alpha = Some(alpha);
+        t.record.full = Some(FullRecord::confirm(&cmp, &extra, test, lord, cluster));
+    }
+}
+
+/// Writes the decision into the candidates' records and teaches the tree:
+/// every probed candidate's hypothesis learns its search-part delta (the
+/// probe's, whatever the confirm test said: of the confirm part only each
+/// test's verdict reaches the search), and an acceptance reopens every other
+/// direction. Returns the round's counts by stage.
+pub(super) fn learn(
+    trials: &mut [Trial],
+    decision: &Decision,
+    tree: &mut BTreeMap<String, Hypothesis>,
+) -> BTreeMap<String, u64> {
+    for (i, verdict) in &decision.verdicts {
+        apply_verdict(&mut trials[*i].record, verdict);
+    }
+    let mut rejected_by: BTreeMap<String, u64> = BTreeMap::new();
+    for t in trials.iter_mut() {
+        if let Some(r) = &t.record.rejected_by {
+            *rejected_by.entry(r.to_string()).or_default() += 1;
+        }
+        if !t.record.credits.is_empty() {
+            // A strayed proposal's node is the direction asked: its gate
+            // stops are kept, its measurement goes to the fields changed.
+            if t.record.asked.is_some() {
+                tree.insert(t.node.key.clone(), t.node.clone());
+            }
+            credit(&t.record, tree);
+            continue;
+        }
+        if let Some(delta) = t.record.search_delta() {
+            t.node.record(delta, t.record.outcome == Outcome::Accepted);
+        }
+        tree.insert(t.node.key.clone(), t.node.clone());
+    }
+    if let Some(w) = decision.winner {
+        let accepted = &trials[w.trial];
+        let keys: Vec<&str> = if accepted.record.credits.is_empty() {
+            vec![accepted.node.key.as_str()]
+        } else {
+            accepted.record.credits.iter().map(|c| c.key.as_str()).collect()
+        };
+        for (k, node) in tree.iter_mut() {
+            if !keys.contains(&k.as_str()) {
+                node.reopen();
+            }
+        }
+    }
+    rejected_by
+}
+
+/// Credits each field a candidate changes to its own node (`path::direction`)
+/// with that field's measured search-part contribution (for a candidate that
+/// changes one field, its probe delta is that contribution); a field whose
+/// contribution was not measured is credited nothing, and no node is
+/// credited for a field the candidate does not change.
+fn credit(record: &CandidateRecord, tree: &mut BTreeMap<String, Hypothesis>) {
+    let accepted = record.outcome == Outcome::Accepted;
+    for (c, delta) in record.credit_deltas() {
+        let Some(delta) = delta else { continue };
+        let mut node = c.node(tree);
+        node.record(delta, accepted);
+        tree.insert(node.key.clone(), node);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rejected_confirm_test_teaches_the_tree_its_probe_delta_only() {
+        // Probed at +0.06 on the search part, then rejected by the confirm test at -0.20.
+        let mut rejected = crate::evolve::tests::trial(Some("b"), None);
+        rejected.record.probe = Some(emend_model::gates::probe_verdict(30, 33, 50, 0.02));
+        rejected.record.full = Some(emend_model::candidate::sample_full(-0.2, false, &[Rule::ConfirmBetter]));
+        rejected.record.delta = Some(-0.2);
+        let decision = Decision {
+            winner: None,
+            pending: false,
+            held_by_quarantine: None,
+            verdicts: vec![(0, emend_model::decide::Verdict::Failed(vec![Rule::ConfirmBetter]))],
+            best: emend_model::decide::BestAfter { version: 1, accuracy: 0.5, moved: false },
+            restore: None,
+            pinned: false,
+            supersedes: vec![],
+        };
+        let mut tree = BTreeMap::new();
+        learn(&mut [rejected], &decision, &mut tree);
+        let node = &tree["retrieve.top_k::increase"];
+        assert_eq!(node.visits, 1);
+        assert!((node.best_delta.unwrap() - 0.06).abs() < 1e-12, "{node:?}");
+        assert!(node.total_reward > 0.0, "{node:?}");
+    }
+
+    #[test]
+    fn the_confirm_rule_is_the_exact_test_at_its_alpha() {
+        let pass = confirm_rule(&stats::better_test(9, 0, 170, 0.0152));
+        assert!(pass.pass && pass.name == Rule::ConfirmBetter && pass.value < 0.0152);
+        // 7 improved, 0 regressed: p = 1/128 = 0.0078 passes at 0.0152 but not at 0.005.
+        assert!(confirm_rule(&stats::better_test(7, 0, 170, 0.0152)).pass);
+        assert!(!confirm_rule(&stats::better_test(7, 0, 170, 0.005)).pass);
+        assert!(!confirm_rule(&stats::better_test(5, 5, 170, 0.2)).pass);
+    }
+
+    #[test]
+    fn too_few_clusters_fail_a_required_cluster_check() {
+        let diffs: Vec<(&str, i8)> = (0..60).map(|i| (["a", "b", "c"][i % 3], 1)).collect();
+        let r = cluster_rule(&stats::cluster_check(diffs, 0.05));
+        assert!(!r.pass && r.detail.contains("too few"), "{r:?}");
+    }
+
+    #[test]
+    fn the_cost_bound_against_v1_is_relative_growth() {
+        assert!(cost_v1_rule(100.0, 150.0, 0.5).pass);
+        assert!(!cost_v1_rule(100.0, 151.0, 0.5).pass);
+        assert!(cost_v1_rule(100.0, 80.0, 0.0).pass);
+    }
+}

@@ -1,0 +1,23 @@
+//! emend's loop: Observe -> Improve -> Verify, one round at a time.
+//!
+//! - [`evolve`]: the round (observe the served strategy, propose, screen,
+//!   confirm, decide, apply) and a run's summary.
+//! - The proposers: the planner's one-field moves ([`propose`]), the search
+//!   proposer over the declared space ([`searcher`]), the confirmed jump
+//!   ([`jump`]).
+//! - [`screen`]: the fail-fast gates and the critic before a confirm test.
+//! - [`hooks`]: the commands a project runs on events.
+//! - [`progress`]: what a run reports as it goes (to a callback).
+//! - [`audit`]: the fidelity audit of the pipeline's mechanisms.
+//!
+//! The rule: this crate depends on `emend-model` and `emend-eval` (and the
+//! crates below them); it prints nothing.
+
+pub mod audit;
+pub mod evolve;
+pub mod hooks;
+pub mod jump;
+pub mod progress;
+pub mod propose;
+pub mod screen;
+pub mod searcher;

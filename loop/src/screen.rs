@@ -1,0 +1,406 @@
+//! Screening: one candidate through the hard gates, the rule-based critic,
+//! the probe and the critic model, in that order, stopping at the first that
+//! refuses it. [`screen`] fills the candidate's gate record with the evidence
+//! of every stage it reached and returns [`Screened::Passed`] or
+//! [`Screened::Stopped`] with what stopped it and why. What a stop means for
+//! the hypothesis tree (exhaustion, escalation) is the round's business.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+use emend_eval::backend::Backend;
+use emend_eval::llm::{Role, advice};
+use emend_model::artifact::{self, Artifact};
+use emend_model::candidate::{Outcome, StoppedBy};
+use emend_model::events::{CandidateRecord, QuestionResult};
+use emend_model::gates::{self, CriticInput, CriticVerdict, DataText, GateInput, GateResult, ProbeVerdict, Replay};
+use emend_model::hypothesis::Hypothesis;
+use emend_model::outcome::Evaluation;
+use emend_model::planner::{Change, DimensionEffect};
+use emend_model::schema::StrategySchema;
+
+static NO_MOVES: BTreeSet<(String, String, String)> = BTreeSet::new();
+
+/// What every candidate of a round is screened against.
+pub struct Screen<'a> {
+    pub round: u64,
+    pub schema: &'a StrategySchema,
+    pub backend: &'a dyn Backend,
+    pub served: &'a Artifact,
+    pub served_results: &'a [QuestionResult],
+    pub replay: &'a Replay,
+    pub effects: &'a BTreeMap<String, DimensionEffect>,
+    pub rejected_moves: &'a BTreeSet<(String, String, String)>,
+    pub delta1: f64,
+    /// The round's probe sample and how many of it the served strategy answers.
+    pub probe_ids: &'a [String],
+    pub served_on_probe: usize,
+    /// `gates.step_bound: schema`: numbers stay within their `x-max-delta`.
+    pub bounded: bool,
+}
+
+/// One candidate to screen.
+pub struct Candidate<'a> {
+    pub id: &'a str,
+    pub value: &'a Value,
+    pub hash: &'a str,
+    pub change: &'a Change,
+    pub motivation: &'a BTreeMap<String, usize>,
+    pub hypothesis: Option<&'a Hypothesis>,
+    /// Dataset text a model saw while proposing it.
+    pub data: Option<&'a DataText>,
+    /// Fields it changes beyond `change`.
+    pub more: usize,
+}
+
+/// The stage a stopped candidate reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    Gates,
+    Critic,
+    /// Building the candidate from its document.
+    Artifact,
+    Probe,
+    CriticModel,
+}
+
+#[derive(Debug, Clone)]
+pub enum Screened {
+    Passed { candidate: Box<Artifact>, probe_delta: f64 },
+    Stopped(Stop),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stop {
+    pub by: StoppedBy,
+    pub stage: Stage,
+    pub outcome: Outcome,
+    pub reason: String,
+}
+
+impl Stop {
+    fn rejected(by: StoppedBy, stage: Stage, reason: String) -> Stop {
+        Stop { by, stage, outcome: Outcome::Rejected, reason }
+    }
+
+    fn errored(stage: Stage, reason: String) -> Stop {
+        Stop { by: StoppedBy::Errored, stage, outcome: Outcome::Errored, reason }
+    }
+}
+
+/// Runs `c` through every stage; `record` receives each stage's evidence
+/// (gate results, critic verdicts, the probe) and `seen` the candidate's hash.
+pub fn screen(
+    s: &Screen<'_>,
+    c: &Candidate<'_>,
+    record: &mut CandidateRecord,
+    seen: &mut BTreeSet<String>,
+) -> Screened {
+    let gate_results = gates::run_gates(&GateInput {
+        schema: s.schema,
+        served: &s.served.value,
+        candidate: c.value,
+        candidate_hash: c.hash,
+        seen,
+        hypothesis: c.hypothesis,
+        replay: s.replay,
+        data: c.data,
+        bounded: s.bounded,
+    });
+    seen.insert(c.hash.to_string());
+    let failed: Option<GateResult> = gate_results.iter().find(|g| !g.pass).cloned();
+    record.gates = gate_results;
+    if let Some(g) = failed {
+        return Screened::Stopped(Stop::rejected(StoppedBy::Gate(g.gate), Stage::Gates, g.detail));
+    }
+    let field = s.schema.field(&c.change.path);
+    let rules = gates::critic(&CriticInput {
+        change: c.change,
+        // Without bounded steps no move is "the largest allowed".
+        max_delta: field.and_then(|f| f.max_delta).filter(|_| s.bounded),
+        effect: s.effects.get(&c.change.path),
+        // A move rejected before makes a one-field candidate a duplicate; a
+        // jump that moves several fields is new by the novelty gate.
+        rejected_moves: if c.more > 0 && !s.bounded { &NO_MOVES } else { s.rejected_moves },
+        motivation: c.motivation,
+        delta1: s.delta1,
+    });
+    record.critic = Some(rules.clone());
+    if rules.reject {
+        return Screened::Stopped(Stop::rejected(StoppedBy::Critic(rules.label), Stage::Critic, rules.reason));
+    }
+    let candidate = match artifact::from_value(c.id, c.value.clone(), s.schema) {
+        Ok(a) => a,
+        Err(e) => return Screened::Stopped(Stop::errored(Stage::Artifact, e.to_string())),
+    };
+    let (probe, verdict) = match probe(s, &candidate, &rules, record) {
+        Ok(p) => p,
+        Err(stop) => return Screened::Stopped(stop),
+    };
+    if let Some(stop) = critic_model(s, c, &rules, &probe, &verdict, record) {
+        return Screened::Stopped(stop);
+    }
+    Screened::Passed { candidate: Box::new(candidate), probe_delta: verdict.delta }
+}
+
+/// Stage 1: the probe sample, against the served strategy's answers.
+fn probe(
+    s: &Screen<'_>,
+    candidate: &Artifact,
+    rules: &CriticVerdict,
+    record: &mut CandidateRecord,
+) -> Result<(Evaluation, ProbeVerdict), Stop> {
+    let probe = s
+        .backend
+        .evaluate(candidate, Some(s.probe_ids))
+        .map_err(|e| Stop::errored(Stage::Probe, format!("probe evaluation failed: {e}")))?;
+    if probe.outcomes.iter().any(|o| o.error.is_some()) || probe.n() != s.probe_ids.len() {
+        return Err(Stop::errored(
+            Stage::Probe,
+            format!(
+                "probe evaluation incomplete: {} of {} questions answered",
+                probe.outcomes.iter().filter(|o| o.error.is_none()).count(),
+                s.probe_ids.len()
+            ),
+        ));
+    }
+    let pv = gates::probe_verdict(s.served_on_probe, probe.correct(), s.probe_ids.len(), rules.probe_tolerance);
+    record.delta = Some(pv.delta);
+    record.probe = Some(pv.clone());
+    if !pv.pass {
+        return Err(Stop::rejected(
+            StoppedBy::Probe,
+            Stage::Probe,
+            format!(
+                "probe accuracy {:.3} vs served {:.3} on {} questions: below the tolerance {:.3}",
+                pv.candidate_accuracy, pv.served_accuracy, pv.n, pv.tolerance
+            ),
+        ));
+    }
+    Ok((probe, pv))
+}
+
+/// The critic model's second opinion, now that the probe is known: it may only reject.
+fn critic_model(
+    s: &Screen<'_>,
+    c: &Candidate<'_>,
+    rules: &CriticVerdict,
+    probe: &Evaluation,
+    pv: &ProbeVerdict,
+    record: &mut CandidateRecord,
+) -> Option<Stop> {
+    let models = s.backend.models().filter(|m| m.has(Role::Critic))?;
+    let (improved, regressed) = probe_examples(s.served_results, probe);
+    let input = advice::ReviewInput {
+        change: c.change,
+        field: s.schema.field(&c.change.path),
+        effect: s.effects.get(&c.change.path),
+        motivation: c.motivation,
+        probe: pv,
+        improved: &improved,
+        regressed: &regressed,
+        rules,
+    };
+    match advice::review(models, &input) {
+        Ok(v) => {
+            record.critic = Some(v.clone());
+            v.reject.then(|| Stop::rejected(StoppedBy::Critic(v.label), Stage::CriticModel, v.reason))
+        }
+        Err(e) => Some(Stop::errored(Stage::CriticModel, format!("the critic failed: {e}"))),
+    }
+}
+
+/// Up to three improved and three regressed questions of a probe, for the critic.
+fn probe_examples(served: &[QuestionResult], probe: &Evaluation) -> (Vec<advice::Example>, Vec<advice::Example>) {
+    let was: BTreeMap<&str, bool> = served.iter().map(|q| (q.id.as_str(), q.correct)).collect();
+    let pick = |want: bool| {
+        probe
+            .outcomes
+            .iter()
+            .filter(|o| was.get(o.id.as_str()).is_some_and(|&w| w != want) && o.correct == want)
+            .take(3)
+            .map(advice::Example::of)
+            .collect::<Vec<_>>()
+    };
+    (pick(true), pick(false))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use emend_eval::backend::BackendError;
+    use emend_model::gates::{CriticLabel, Gate};
+    use emend_model::outcome::OutcomeRecord;
+    use serde_json::json;
+
+    /// Answers the first `correct` questions it is asked, or fails.
+    struct Fake {
+        correct: usize,
+        fail: bool,
+    }
+
+    impl Backend for Fake {
+        fn harness_hash(&self) -> String {
+            "H".into()
+        }
+        fn dataset_hash(&self) -> String {
+            "D".into()
+        }
+        fn questions(&self) -> Vec<(String, String)> {
+            (0..10).map(|i| (format!("q{i}"), "c".into())).collect()
+        }
+        fn roles(&self) -> Vec<String> {
+            vec![]
+        }
+        fn evaluate(&self, _: &Artifact, subset: Option<&[String]>) -> Result<Evaluation, BackendError> {
+            if self.fail {
+                // The external harness's command timing out twice, as an unreachable system does.
+                let timed_out = || emend_eval::backend::ShardFailure::TimedOut {
+                    after: std::time::Duration::from_secs(30),
+                    stderr: "down".into(),
+                };
+                let failed = emend_eval::backend::ShardFailed {
+                    shard: 1,
+                    count: 1,
+                    first_attempt: Some(Box::new(timed_out())),
+                    kind: timed_out(),
+                };
+                return Err(BackendError::Shard { failed: Box::new(failed), others: 0 });
+            }
+            let ids: Vec<String> =
+                subset.map_or_else(|| self.questions().into_iter().map(|q| q.0).collect(), <[_]>::to_vec);
+            Ok(Evaluation::new(
+                ids.iter()
+                    .enumerate()
+                    .map(|(i, id)| OutcomeRecord {
+                        id: id.clone(),
+                        conversation: Some("c".into()),
+                        category: "c".into(),
+                        correct: i < self.correct,
+                        question: None,
+                        gold_answer: None,
+                        answer: None,
+                        evidence: None,
+                        unresolved_evidence: None,
+                        evidence_trace: None,
+                        context_tokens: None,
+                        error: None,
+                        answer_coverage: None,
+                        intent: None,
+                        expansion_terms: vec![],
+                        context_ids: vec![],
+                    })
+                    .collect(),
+            ))
+        }
+    }
+
+    fn record() -> CandidateRecord {
+        CandidateRecord { actionability: 0.5, ..CandidateRecord::new("r1c1", 1, 1, "h", "k") }
+    }
+
+    /// Screens the served strategy with `retrieve.top_k` set to `top_k`, motivated by `label`.
+    fn run(backend: &Fake, top_k: i64, label: &str, seen: &mut BTreeSet<String>) -> (Screened, CandidateRecord) {
+        let schema = StrategySchema::builtin();
+        let text = include_str!("../../strategies/default.yaml");
+        let served = artifact::from_yaml("default", text, &schema).unwrap();
+        let mut value = served.value.clone();
+        let from = value["retrieve"]["top_k"].clone();
+        value["retrieve"]["top_k"] = json!(top_k);
+        let hash = artifact::content_hash(&value);
+        let change = Change { path: "retrieve.top_k".into(), from, to: json!(top_k) };
+        let probe_ids: Vec<String> = (0..10).map(|i| format!("q{i}")).collect();
+        let (effects, rejected) = (BTreeMap::new(), BTreeSet::new());
+        let replay = Replay { mismatches: 0, n: 10, example: None };
+        let s = Screen {
+            round: 1,
+            schema: &schema,
+            backend,
+            served: &served,
+            served_results: &[],
+            replay: &replay,
+            effects: &effects,
+            rejected_moves: &rejected,
+            delta1: 0.02,
+            probe_ids: &probe_ids,
+            served_on_probe: 5,
+            bounded: true,
+        };
+        let motivation = BTreeMap::from([(label.to_string(), 3)]);
+        let c = Candidate {
+            id: "r1c1",
+            value: &value,
+            hash: &hash,
+            change: &change,
+            motivation: &motivation,
+            hypothesis: None,
+            data: None,
+            more: 0,
+        };
+        let mut r = record();
+        (screen(&s, &c, &mut r, seen), r)
+    }
+
+    fn stop(s: Screened) -> Stop {
+        match s {
+            Screened::Stopped(stop) => stop,
+            Screened::Passed { .. } => panic!("expected a stop"),
+        }
+    }
+
+    #[test]
+    fn the_first_failing_gate_stops_and_the_hash_is_seen() {
+        let mut seen = BTreeSet::new();
+        let backend = Fake { correct: 10, fail: false };
+        let (first, _) = run(&backend, 6, "retrieval_gap", &mut seen);
+        assert!(matches!(first, Screened::Passed { .. }));
+        // The same candidate again: the novelty gate stops it before any evaluation.
+        let (again, record) = run(&Fake { correct: 0, fail: true }, 6, "retrieval_gap", &mut seen);
+        let again = stop(again);
+        assert_eq!(
+            (again.by, again.stage, again.outcome),
+            (StoppedBy::Gate(Gate::Novelty), Stage::Gates, Outcome::Rejected)
+        );
+        assert!(record.gates.iter().any(|g| g.gate == Gate::Novelty && !g.pass));
+        assert!(record.critic.is_none() && record.probe.is_none());
+    }
+
+    #[test]
+    fn the_critic_stops_a_change_no_strategy_can_make_good() {
+        let (s, record) = run(&Fake { correct: 10, fail: true }, 6, "no_trace", &mut BTreeSet::new());
+        let s = stop(s);
+        assert_eq!((s.by, s.stage), (StoppedBy::Critic(CriticLabel::OutOfScope), Stage::Critic));
+        assert_eq!(record.critic.map(|c| c.label), Some(CriticLabel::OutOfScope));
+        assert!(record.probe.is_none());
+    }
+
+    #[test]
+    fn a_probe_below_the_tolerance_stops_with_its_delta() {
+        let (s, record) = run(&Fake { correct: 2, fail: false }, 6, "retrieval_gap", &mut BTreeSet::new());
+        let s = stop(s);
+        assert_eq!((s.by, s.stage, s.outcome), (StoppedBy::Probe, Stage::Probe, Outcome::Rejected));
+        assert!(s.reason.contains("below the tolerance"), "{}", s.reason);
+        assert!((record.delta.unwrap() - -0.3).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_failed_probe_evaluation_is_an_error_not_a_rejection() {
+        let (s, record) = run(&Fake { correct: 10, fail: true }, 6, "retrieval_gap", &mut BTreeSet::new());
+        let s = stop(s);
+        assert_eq!((s.by, s.stage, s.outcome), (StoppedBy::Errored, Stage::Probe, Outcome::Errored));
+        assert_eq!(
+            s.reason,
+            "probe evaluation failed: shard 1/1: timed out after 30s (killed) after retry; stderr: down"
+        );
+        assert!(record.probe.is_none());
+    }
+
+    #[test]
+    fn a_candidate_through_every_stage_passes_with_its_probe_delta() {
+        let (s, record) = run(&Fake { correct: 7, fail: false }, 6, "retrieval_gap", &mut BTreeSet::new());
+        let Screened::Passed { probe_delta, .. } = s else { panic!("expected a pass: {s:?}") };
+        assert!((probe_delta - 0.2).abs() < 1e-9);
+        assert_eq!(record.critic.map(|c| c.label), Some(CriticLabel::Actionable));
+    }
+}

@@ -1,0 +1,47 @@
+//! emend's model: what a strategy is, what the engine decides about it, and
+//! what the journal records.
+//!
+//! - The contract: the strategy schema and its artifacts ([`schema`],
+//!   [`artifact`]), the project's configuration ([`config`]), a question's
+//!   outcome ([`outcome`]), hypotheses ([`hypothesis`]), exit codes
+//!   ([`exit`]), what an evaluation is set up from ([`setup`]), the stop
+//!   request ([`stop`]).
+//! - The pure decisions: the search space and samplers ([`search`]), Layer A
+//!   ([`layer_a`]), planning ([`planner`]), gates ([`gates`]), candidates
+//!   ([`candidate`]), the accept/reject decision ([`decide`]), the confirm
+//!   part and its tests ([`confirm`]).
+//! - The journal model: events and their projections ([`events`]), records
+//!   ([`records`]), reading state back ([`store`]), the served file and
+//!   pointer ([`served`]).
+//!
+//! Everything here that decides is pure: thresholds, seeds and clocks come
+//! in as arguments, verdicts carry their reasons.
+//!
+//! The rule: this crate depends on the statistics, journal and harness crates
+//! only, never on another emend crate, and it prints nothing.
+
+pub mod artifact;
+pub mod candidate;
+pub mod config;
+pub mod confirm;
+pub mod decide;
+pub mod events;
+pub mod exit;
+pub mod gates;
+pub mod hypothesis;
+pub mod layer_a;
+pub mod outcome;
+pub mod planner;
+pub mod records;
+pub mod sanitize;
+pub mod schema;
+pub mod search;
+pub mod served;
+pub mod setup;
+pub mod stop;
+pub mod store;
+pub mod usage;
+
+/// The paired statistics live in their own crate (`emend-stats`), which knows
+/// nothing of the engine; `emend_model::stats::...` paths reach it.
+pub use stats;
