@@ -232,29 +232,7 @@ pub fn ingest(sample: &Sample, spec: &Ingest, extractor: Option<&dyn Extractor>)
         }
     }
 
-    let mut stats = IngestStats { candidates: candidates.len() as u32, ..IngestStats::default() };
-    let mut kept: Vec<(u32, Candidate)> = Vec::new();
-    let mut dedup = Deduper::new(spec.dedup_threshold);
-    let mut per_session = vec![0u32; sample.sessions.len()];
-    for (number, c) in candidates.into_iter().enumerate() {
-        if (c.content.chars().count() as u64) < u64::from(spec.min_chars) {
-            stats.too_short += 1;
-            continue;
-        }
-        let low = c.content.to_lowercase();
-        let profile = dedup.profile(&low);
-        if dedup.is_duplicate(&low, &profile) {
-            stats.duplicates += 1;
-            continue;
-        }
-        if per_session[c.session] >= spec.max_items_per_session {
-            stats.over_cap += 1;
-            continue;
-        }
-        per_session[c.session] += 1;
-        dedup.keep(low, &profile);
-        kept.push((number as u32, c));
-    }
+    let (kept, stats) = keep(candidates, spec, sample.sessions.len());
 
     let mut holders = vec![Vec::new(); sample.turn_count()];
     let mut items = Vec::with_capacity(kept.len());
@@ -292,6 +270,36 @@ pub fn ingest(sample: &Sample, spec: &Ingest, extractor: Option<&dyn Extractor>)
         .filter_map(|s| s.date.map(|d| d.days()))
         .fold(None, |m: Option<f64>, d| Some(m.map_or(d, |m| m.max(d))));
     Ok(Memory { conversation: sample.id.clone(), items, holders, last_day, stats })
+}
+
+/// The candidates that become memory items, numbered in candidate order:
+/// long enough, not near-duplicates of one kept before, within the
+/// per-session cap; and what was dropped for which reason.
+fn keep(candidates: Vec<Candidate>, spec: &Ingest, sessions: usize) -> (Vec<(u32, Candidate)>, IngestStats) {
+    let mut stats = IngestStats { candidates: candidates.len() as u32, ..IngestStats::default() };
+    let mut kept: Vec<(u32, Candidate)> = Vec::new();
+    let mut dedup = Deduper::new(spec.dedup_threshold);
+    let mut per_session = vec![0u32; sessions];
+    for (number, c) in candidates.into_iter().enumerate() {
+        if (c.content.chars().count() as u64) < u64::from(spec.min_chars) {
+            stats.too_short += 1;
+            continue;
+        }
+        let low = c.content.to_lowercase();
+        let profile = dedup.profile(&low);
+        if dedup.is_duplicate(&low, &profile) {
+            stats.duplicates += 1;
+            continue;
+        }
+        if per_session[c.session] >= spec.max_items_per_session {
+            stats.over_cap += 1;
+            continue;
+        }
+        per_session[c.session] += 1;
+        dedup.keep(low, &profile);
+        kept.push((number as u32, c));
+    }
+    (kept, stats)
 }
 
 /// Near-duplicate detection against the items kept so far: cosine similarity

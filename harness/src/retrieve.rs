@@ -151,26 +151,8 @@ pub fn retrieve(
     let mut channels: Vec<(Channel, f64, Vec<u32>, Vec<f64>)> = Vec::with_capacity(3);
     let mut expansion_terms = Vec::new();
     if spec.expansion.enabled && spec.weights.expansion > 0.0 && !bm25_pool.is_empty() {
-        let mut weight: Vec<(u32, f64)> = Vec::new();
-        let top = bm25_scores[bm25_pool[0] as usize];
-        for &d in bm25_pool.iter().take(FEEDBACK_ITEMS) {
-            let doc_weight = bm25_scores[d as usize] / top;
-            for &(t, tf) in index.bm25.doc_terms(d) {
-                if q_ids.contains(&t) {
-                    continue;
-                }
-                let w = doc_weight * f64::from(tf) * index.bm25.idf(t);
-                match weight.iter_mut().find(|(x, _)| *x == t) {
-                    Some((_, acc)) => *acc += w,
-                    None => weight.push((t, w)),
-                }
-            }
-        }
-        weight.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| index.bm25.term(a.0).cmp(index.bm25.term(b.0))));
-        weight.truncate(spec.expansion.terms as usize);
-        let ex_ids: Vec<u32> = weight.iter().map(|(t, _)| *t).collect();
-        expansion_terms = weight.iter().map(|(t, _)| index.bm25.term(*t).to_string()).collect();
-        let s = index.bm25.scores(&ex_ids);
+        let (terms, s) = expansion(index, &q_ids, &bm25_scores, &bm25_pool, spec);
+        expansion_terms = terms;
         channels.push((Channel::Expansion, spec.weights.expansion, top_pool(&s, pool), s));
     }
     if spec.weights.bm25 > 0.0 {
@@ -185,10 +167,59 @@ pub fn retrieve(
     }
     channels.sort_by_key(|c| c.0);
 
+    let mut hits = fuse(&channels, n, memory, spec);
+    hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.item.cmp(&b.item)));
+    hits.truncate(k);
+
+    let head = (spec.rerank_top_n as usize).min(hits.len());
+    if head > 1 && !q_ids.is_empty() {
+        let coverage = |h: &Hit| {
+            let dt = index.bm25.doc_terms(h.item);
+            q_ids.iter().filter(|&&t| dt.binary_search_by_key(&t, |x| x.0).is_ok()).count()
+        };
+        hits[..head].sort_by_key(|h| std::cmp::Reverse(coverage(h)));
+    }
+    Retrieval { intent, k, hits, expansion_terms }
+}
+
+/// Pseudo-relevance feedback: the `spec.expansion.terms` terms that weigh
+/// most in the top BM25 items (not in the question), and their BM25 scores.
+fn expansion(
+    index: &Index,
+    q_ids: &[u32],
+    bm25_scores: &[f64],
+    bm25_pool: &[u32],
+    spec: &Retrieve,
+) -> (Vec<String>, Vec<f64>) {
+    let mut weight: Vec<(u32, f64)> = Vec::new();
+    let top = bm25_scores[bm25_pool[0] as usize];
+    for &d in bm25_pool.iter().take(FEEDBACK_ITEMS) {
+        let doc_weight = bm25_scores[d as usize] / top;
+        for &(t, tf) in index.bm25.doc_terms(d) {
+            if q_ids.contains(&t) {
+                continue;
+            }
+            let w = doc_weight * f64::from(tf) * index.bm25.idf(t);
+            match weight.iter_mut().find(|(x, _)| *x == t) {
+                Some((_, acc)) => *acc += w,
+                None => weight.push((t, w)),
+            }
+        }
+    }
+    weight.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| index.bm25.term(a.0).cmp(index.bm25.term(b.0))));
+    weight.truncate(spec.expansion.terms as usize);
+    let ex_ids: Vec<u32> = weight.iter().map(|(t, _)| *t).collect();
+    let terms = weight.iter().map(|(t, _)| index.bm25.term(*t).to_string()).collect();
+    (terms, index.bm25.scores(&ex_ids))
+}
+
+/// Fuses the channels' ranked pools into scored hits (RRF or weighted sum,
+/// then recency decay), unsorted; items that score 0 are left out.
+fn fuse(channels: &[(Channel, f64, Vec<u32>, Vec<f64>)], n: usize, memory: &Memory, spec: &Retrieve) -> Vec<Hit> {
     // Per item: contribution of each channel (bm25, dense, expansion).
     let mut contrib = vec![[0f64; 3]; n];
     let mut touched: Vec<u32> = Vec::new();
-    for (ch, w, list, scores) in &channels {
+    for (ch, w, list, scores) in channels {
         let best = list.first().map_or(0.0, |&i| scores[i as usize]);
         for (r, &i) in list.iter().enumerate() {
             let c = match spec.fusion {
@@ -202,7 +233,7 @@ pub fn retrieve(
             slot[*ch as usize] += c;
         }
     }
-    let mut hits: Vec<Hit> = touched
+    touched
         .into_iter()
         .map(|i| {
             let c = contrib[i as usize];
@@ -222,19 +253,7 @@ pub fn retrieve(
             Hit { item: i, score, channel }
         })
         .filter(|h| h.score > 0.0)
-        .collect();
-    hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.item.cmp(&b.item)));
-    hits.truncate(k);
-
-    let head = (spec.rerank_top_n as usize).min(hits.len());
-    if head > 1 && !q_ids.is_empty() {
-        let coverage = |h: &Hit| {
-            let dt = index.bm25.doc_terms(h.item);
-            q_ids.iter().filter(|&&t| dt.binary_search_by_key(&t, |x| x.0).is_ok()).count()
-        };
-        hits[..head].sort_by_key(|h| std::cmp::Reverse(coverage(h)));
-    }
-    Retrieval { intent, k, hits, expansion_terms }
+        .collect()
 }
 
 #[cfg(test)]
