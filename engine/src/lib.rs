@@ -9,9 +9,9 @@
 //! top and is the only one that prints.
 
 pub use emend_eval::{backend, builtin, command, llm};
-pub use emend_loop::{audit, evolve, hooks, jump, progress, propose, screen, searcher};
+pub use emend_loop::{audit, evolve, hooks, jump, progress, propose, screen, step_search};
 pub use emend_model::{
     artifact, candidate, config, confirm, decide, events, exit, gates, hypothesis, layer_a, outcome, planner, records,
-    sanitize, schema, search, served, setup, stats, stop, store, usage,
+    sanitize, schema, search, served, setup, stats, steps, stop, store, usage,
 };
 pub use emend_report::{report, texts, views};

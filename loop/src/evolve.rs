@@ -21,7 +21,7 @@ use journal::EventLog;
 use crate::jump::{JumpProposer, JumpSettings};
 use crate::progress::Accepted;
 use crate::propose::{ModelRewrite, Proposer, RuleEvolver, StopCause, Told};
-use crate::searcher::{SearchProposer, SearchSettings};
+use crate::step_search::{SearchProposer, SearchSettings};
 use emend_eval::backend::Backend;
 use emend_eval::llm;
 use emend_model::artifact::Artifact;

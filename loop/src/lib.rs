@@ -2,9 +2,10 @@
 //!
 //! - [`evolve`]: the round (observe the served strategy, propose, screen,
 //!   confirm, decide, apply) and a run's summary.
-//! - The proposers: the planner's one-field moves ([`propose`]), the search
-//!   proposer over the declared space ([`searcher`]), the confirmed jump
-//!   ([`jump`]).
+//! - The proposers: the planner's one-field moves ([`propose`]), the global
+//!   search with one confirmed jump per served change ([`jump`], the
+//!   default), and the step search of the conservative mode
+//!   ([`step_search`], `gates.step_bound: schema`).
 //! - [`screen`]: the fail-fast gates and the critic before a confirm test.
 //! - [`hooks`]: the commands a project runs on events.
 //! - [`progress`]: what a run reports as it goes (to a callback).
@@ -20,4 +21,4 @@ pub mod jump;
 pub mod progress;
 pub mod propose;
 pub mod screen;
-pub mod searcher;
+pub mod step_search;

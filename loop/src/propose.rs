@@ -163,7 +163,7 @@ pub trait Proposer {
 /// (blocked: they need a model that is not installed, a role that is not
 /// configured) or exhausted (at a bound, or at a value that already means
 /// "off"), and leaves every move to a proposer that screens its candidates
-/// itself ([`crate::searcher::SearchProposer`]): one field moved at a time is
+/// itself ([`crate::step_search::SearchProposer`]): one field moved at a time is
 /// what that proposer's line points already screen.
 pub struct RuleEvolver {
     pub candidates: bool,

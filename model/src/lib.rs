@@ -6,7 +6,8 @@
 //!   outcome ([`outcome`]), hypotheses ([`hypothesis`]), exit codes
 //!   ([`exit`]), what an evaluation is set up from ([`setup`]), the stop
 //!   request ([`stop`]).
-//! - The pure decisions: the search space and samplers ([`search`]), Layer A
+//! - The pure decisions: the search space and samplers ([`search`]), moves
+//!   of at most one step ([`steps`]), Layer A
 //!   ([`layer_a`]), planning ([`planner`]), gates ([`gates`]), candidates
 //!   ([`candidate`]), the accept/reject decision ([`decide`]), the confirm
 //!   part and its tests ([`confirm`]).
@@ -38,6 +39,7 @@ pub mod schema;
 pub mod search;
 pub mod served;
 pub mod setup;
+pub mod steps;
 pub mod stop;
 pub mod store;
 pub mod usage;

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::Credit;
 
-/// One search of the search proposer ([`crate::searcher`]): enough to
+/// One search of the search proposer ((emend-loop's `step_search`)): enough to
 /// rebuild its state (its sampler's history, the strategies it must not
 /// screen again, its counters and patience) from the journal.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
