@@ -15,7 +15,9 @@
 //! field. An evaluation either has an outcome for every question or is an
 //! error: a strategy is never judged on partial outcomes.
 
+mod check;
 mod ray;
+mod tasks;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Seek, SeekFrom};
@@ -37,7 +39,10 @@ use emend_model::outcome::{Evaluation, OutcomeRecord};
 use emend_model::schema::{self, Dialect, StrategySchema};
 use emend_model::setup::SetupError;
 
+pub use check::{Checked, outcome_validator};
+use check::{check_outcomes, read_output};
 pub use ray::{RAY_GRACE, RaySpec};
+use tasks::{Task, TaskSet};
 
 /// The protocol version: in every task shard, and part of the harness hash.
 pub const PROTOCOL: &str = "emend-command/1";
@@ -126,136 +131,6 @@ pub enum Executor {
     Local,
     /// A task on a Ray cluster, through the `emend_ray` driver (examples/ray).
     Ray(RaySpec),
-}
-
-/// One question of the task set.
-#[derive(Debug, Clone)]
-struct Task {
-    id: String,
-    conversation: String,
-    category: &'static str,
-    /// Index into `TaskSet::samples`.
-    sample: usize,
-    /// Its `qa` entry in the shard file, rendered once.
-    qa_json: String,
-}
-
-/// The locked task set, pre-rendered so that writing a shard costs a copy.
-#[derive(Debug, Clone)]
-struct TaskSet {
-    name: String,
-    hash: String,
-    /// Per sample: `{"sample_id":...,"conversation":{...},"qa":[` (the questions follow).
-    sample_heads: Vec<String>,
-    /// Dataset order.
-    tasks: Vec<Task>,
-    position: HashMap<String, usize>,
-}
-
-impl TaskSet {
-    fn new(dataset: &harness::Dataset, selection: &harness::Selection) -> Result<TaskSet, SetupError> {
-        let selected = dataset.select(selection).map_err(|e| SetupError::new(format!("harness.conversations: {e}")))?;
-        let mut sample_index: HashMap<&str, usize> = HashMap::new();
-        let mut sample_heads = Vec::new();
-        let mut tasks = Vec::with_capacity(selected.len());
-        for q in selected {
-            let sample = match sample_index.get(q.conversation.as_str()) {
-                Some(&i) => i,
-                None => {
-                    let s = dataset.sample(&q.conversation).expect("a selected question's sample exists");
-                    sample_heads.push(render_sample_head(s));
-                    sample_index.insert(s.id.as_str(), sample_heads.len() - 1);
-                    sample_heads.len() - 1
-                }
-            };
-            let mut qa = json!({
-                "id": q.id,
-                "question": q.question,
-                "answer": q.answer,
-                "category": q.category.number(),
-                "category_name": q.category.name(),
-                "evidence": q.raw_evidence,
-                "resolved_evidence": q.evidence,
-                "unresolved_evidence": q.unresolved,
-            });
-            if let Some(a) = &q.adversarial_answer {
-                qa["adversarial_answer"] = json!(a);
-            }
-            tasks.push(Task {
-                id: q.id.clone(),
-                conversation: q.conversation.clone(),
-                category: q.category.name(),
-                sample,
-                qa_json: qa.to_string(),
-            });
-        }
-        let position = tasks.iter().enumerate().map(|(i, t)| (t.id.clone(), i)).collect();
-        Ok(TaskSet {
-            name: dataset.name().to_string(),
-            hash: dataset.hash().to_string(),
-            sample_heads,
-            tasks,
-            position,
-        })
-    }
-
-    /// The shard file's text for tasks `positions` (dataset order).
-    fn render_shard(&self, index: usize, count: usize, positions: &[usize]) -> String {
-        let mut out = String::with_capacity(positions.len() * 300 + 1024);
-        let head = json!({
-            "protocol": PROTOCOL,
-            "shard": {"index": index, "count": count},
-            "dataset": {"name": self.name, "hash": self.hash},
-            "question_ids": positions.iter().map(|&p| self.tasks[p].id.as_str()).collect::<Vec<_>>(),
-        })
-        .to_string();
-        out.push_str(&head[..head.len() - 1]);
-        out.push_str(",\"samples\":[");
-        let mut current: Option<usize> = None;
-        for &p in positions {
-            let t = &self.tasks[p];
-            if current != Some(t.sample) {
-                if current.is_some() {
-                    out.push_str("]},");
-                }
-                out.push_str(&self.sample_heads[t.sample]);
-                current = Some(t.sample);
-            } else {
-                out.push(',');
-            }
-            out.push_str(&t.qa_json);
-        }
-        if current.is_some() {
-            out.push_str("]}");
-        }
-        out.push_str("]}\n");
-        out
-    }
-}
-
-/// `{"sample_id":...,"conversation":{...},"qa":[`
-fn render_sample_head(s: &harness::dataset::Sample) -> String {
-    let mut conv = serde_json::Map::new();
-    conv.insert("speaker_a".into(), json!(s.speaker_a));
-    conv.insert("speaker_b".into(), json!(s.speaker_b));
-    for session in &s.sessions {
-        conv.insert(format!("session_{}_date_time", session.number), json!(session.date_time));
-        let turns: Vec<Value> = session
-            .turns
-            .iter()
-            .map(|t| {
-                let mut turn = json!({"speaker": t.speaker, "dia_id": t.id, "text": t.text});
-                if let Some(c) = &t.caption {
-                    turn["blip_caption"] = json!(c);
-                }
-                turn
-            })
-            .collect();
-        conv.insert(format!("session_{}", session.number), Value::Array(turns));
-    }
-    let text = json!({"sample_id": s.id, "conversation": conv, "qa": []}).to_string();
-    // Leave the qa list open: the shard's questions are appended.
-    text[..text.len() - 2].to_string()
 }
 
 /// An external system evaluated through a command.
@@ -590,15 +465,6 @@ pub fn executor_of(project: &Project, command_workdir: Option<&Path>) -> Result<
     }
 }
 
-/// The outcome schema, compiled.
-pub fn outcome_validator() -> jsonschema::Validator {
-    let schema: Value = serde_json::from_str(OUTCOME_SCHEMA).expect("the outcome schema is JSON (tested)");
-    jsonschema::options()
-        .with_draft(jsonschema::Draft::Draft202012)
-        .build(&schema)
-        .expect("the outcome schema is a valid JSON Schema (tested)")
-}
-
 /// `positions` cut into at most `shards` contiguous runs of near-equal size.
 fn split(positions: &[usize], shards: usize) -> Vec<Vec<usize>> {
     let n = positions.len();
@@ -696,134 +562,6 @@ fn stderr_tail(path: &Path) -> String {
         return format!("...{}", lines.join(" | "));
     }
     lines.join(" | ")
-}
-
-fn read_output(out: &Path) -> Result<String, OutcomeFileError> {
-    let meta = std::fs::metadata(out).map_err(|source| {
-        if source.kind() == std::io::ErrorKind::NotFound {
-            OutcomeFileError::NotWritten
-        } else {
-            OutcomeFileError::Unreadable { source }
-        }
-    })?;
-    if meta.len() > MAX_OUTPUT_BYTES {
-        return Err(OutcomeFileError::TooLarge { bytes: meta.len() });
-    }
-    let bytes = std::fs::read(out).map_err(|source| OutcomeFileError::Unreadable { source })?;
-    String::from_utf8(bytes).map_err(|e| {
-        let offset = e.utf8_error().valid_up_to();
-        let line = e.as_bytes()[..offset].iter().filter(|&&b| b == b'\n').count() + 1;
-        OutcomeFileError::NotUtf8 { line, offset }
-    })
-}
-
-/// A shard's outcomes that follow the protocol.
-#[derive(Debug)]
-pub struct Checked {
-    /// One per question of the shard, in file order.
-    pub records: Vec<OutcomeRecord>,
-    /// Set when some records carry an `error`: the shard is retried.
-    pub unanswered: Option<ShardFailure>,
-}
-
-/// Checks a shard's outcomes file (`text`) against the protocol: every line
-/// a JSON object valid against the outcome schema, for a question of this
-/// shard with its category and conversation, no id twice, none missing.
-/// The error names the line and the field.
-fn check_outcomes(
-    validator: &jsonschema::Validator,
-    tasks: &TaskSet,
-    positions: &[usize],
-    text: &str,
-) -> Result<Checked, OutcomeFileError> {
-    let expected: HashMap<&str, &Task> =
-        positions.iter().map(|&p| (tasks.tasks[p].id.as_str(), &tasks.tasks[p])).collect();
-    let lines: Vec<(usize, &str)> =
-        text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).map(|(i, l)| (i + 1, l)).collect();
-    // Lines are independent up to their ids, which are compared afterwards.
-    let checked: Vec<Result<OutcomeRecord, LineProblem>> =
-        lines.iter().map(|(_, l)| check_record(validator, &expected, l)).collect();
-    let mut seen: HashMap<String, usize> = HashMap::with_capacity(positions.len());
-    let mut records = Vec::with_capacity(positions.len());
-    let mut first_bad: Option<(usize, LineProblem)> = None;
-    let mut bad_lines = 0usize;
-    let mut first_unanswered: Option<(usize, String, String)> = None;
-    let mut unanswered = 0usize;
-    for (&(lineno, _), result) in lines.iter().zip(checked) {
-        let result = result.and_then(|record| match seen.get(&record.id) {
-            Some(&first_line) => Err(LineProblem::Duplicate { id: record.id, first_line }),
-            None => {
-                seen.insert(record.id.clone(), lineno);
-                Ok(record)
-            }
-        });
-        match result {
-            Ok(record) => {
-                if let Some(e) = &record.error {
-                    unanswered += 1;
-                    first_unanswered.get_or_insert_with(|| (lineno, record.id.clone(), e.clone()));
-                }
-                records.push(record);
-            }
-            Err(problem) => {
-                bad_lines += 1;
-                first_bad.get_or_insert((lineno, problem));
-            }
-        }
-    }
-    if let Some((line, problem)) = first_bad {
-        return Err(OutcomeFileError::BadLine { line, problem, others: bad_lines - 1 });
-    }
-    let missing: Vec<String> =
-        positions.iter().map(|&p| &tasks.tasks[p].id).filter(|id| !seen.contains_key(id.as_str())).cloned().collect();
-    if !missing.is_empty() {
-        return Err(OutcomeFileError::Missing { missing, expected: positions.len() });
-    }
-    let unanswered =
-        first_unanswered.map(|(line, id, error)| ShardFailure::Unanswered { line, id, error, others: unanswered - 1 });
-    Ok(Checked { records, unanswered })
-}
-
-/// One line: JSON, valid against the outcome schema, a question of this
-/// shard with the question's category and conversation.
-fn check_record(
-    validator: &jsonschema::Validator,
-    expected: &HashMap<&str, &Task>,
-    line: &str,
-) -> Result<OutcomeRecord, LineProblem> {
-    let value: Value = harness::strict_json::from_str(line).map_err(|e| {
-        let mut message = e.to_string();
-        if let Some(at) = message.rfind(" at line ") {
-            message.truncate(at);
-        }
-        LineProblem::NotJson { column: e.column(), message }
-    })?;
-    if !validator.is_valid(&value) {
-        let mut problems: Vec<FieldProblem> = validator
-            .iter_errors(&value)
-            .flat_map(|e| schema::explain(&e, Dialect::Json))
-            .map(|p| FieldProblem { field: p.path, message: p.message })
-            .collect();
-        problems.sort();
-        problems.dedup();
-        return Err(LineProblem::Schema { problems });
-    }
-    let id = value["id"].as_str().expect("the schema requires a string id");
-    let Some(task) = expected.get(id) else {
-        return Err(LineProblem::NotInShard { id: id.to_string() });
-    };
-    let category = value["category"].as_str().expect("the schema requires a string category");
-    if category != task.category {
-        return Err(LineProblem::WrongCategory { expected: task.category.to_string(), got: category.to_string() });
-    }
-    let conversation = value["conversation"].as_str().expect("the schema requires a string conversation");
-    if conversation != task.conversation {
-        return Err(LineProblem::WrongConversation {
-            expected: task.conversation.clone(),
-            got: conversation.to_string(),
-        });
-    }
-    serde_json::from_value::<OutcomeRecord>(value).map_err(|source| LineProblem::NotARecord { source })
 }
 
 #[cfg(test)]
