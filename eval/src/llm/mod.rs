@@ -279,7 +279,9 @@ pub fn reply_json(reply: &str) -> Result<Value, String> {
     if body.is_empty() {
         return Err("an empty reply".into());
     }
-    serde_json::from_str(body).map_err(|e| format!("not valid JSON ({e})"))
+    // Strict: a reply that repeats a key is refused (and answered once with
+    // the error), not read as whichever value came last.
+    harness::strict_json::from_str(body).map_err(|e| format!("not valid JSON ({e})"))
 }
 
 /// A string field of a reply object; `what` names the expected value.
@@ -331,6 +333,8 @@ mod tests {
         assert_eq!(reply_json("```json\n{\"a\": 1}\n```").unwrap(), json!({"a": 1}));
         assert!(reply_json("Sure! {\"a\": 1}").unwrap_err().contains("not valid JSON"));
         assert!(reply_json("").unwrap_err().contains("empty"));
+        let twice = reply_json("{\"label\": \"a\", \"label\": \"b\"}").unwrap_err();
+        assert!(twice.contains("not valid JSON") && twice.contains("label"), "{twice}");
     }
 
     #[test]
