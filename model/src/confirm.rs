@@ -84,16 +84,20 @@ pub fn lord_config(g: &GateConfig) -> LordConfig {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConfirmState {
     pub lord: Lord,
-    /// Discordant and total questions over every confirm test so far.
+    /// Discordant and total questions over every confirm test so far
+    /// (probes, under longitudinal replay).
     pub discordant: u64,
     pub questions: u64,
+    /// The last confirm test's unit and how many of them it had: under
+    /// replay a test counts probes, not the confirm part's observations.
+    pub last_unit: Option<(stats::TestUnit, u64)>,
 }
 
 impl ConfirmState {
     /// Replays the journal's confirm tests (candidate records in journal order).
     pub fn replay(g: &GateConfig, records: &[CandidateRecord]) -> ConfirmState {
         let mut lord = Lord::new(lord_config(g));
-        let (mut discordant, mut questions) = (0, 0);
+        let (mut discordant, mut questions, mut last_unit) = (0, 0, None);
         for full in records.iter().filter_map(|r| r.full.as_ref()) {
             if let Some(t) = &full.lord {
                 lord.tests = lord.tests.max(t.index);
@@ -104,9 +108,10 @@ impl ConfirmState {
             if let Some(c) = &full.confirm {
                 discordant += c.improved + c.regressed;
                 questions += c.questions;
+                last_unit = Some((c.unit, c.questions));
             }
         }
-        ConfirmState { lord, discordant, questions }
+        ConfirmState { lord, discordant, questions, last_unit }
     }
 
     /// The pooled discordance rate of the confirm tests so far.
@@ -115,11 +120,23 @@ impl ConfirmState {
     }
 
     /// The minimum detectable effect at 80% power of the next confirm test on
-    /// `n` questions at the observed discordance rate (`None` before any test
-    /// or when the rate is 0).
+    /// `n` units (questions, or probes under replay: see [`Self::test_units`])
+    /// at the observed discordance rate (`None` before any test or when the
+    /// rate is 0).
     pub fn next_mde(&self, n: u64) -> Option<f64> {
         let q = self.discordance().filter(|&q| q > 0.0)?;
         stats::minimum_detectable_effect(n, q, self.lord.next_alpha(), 0.8)
+    }
+
+    /// What the next confirm test counts and how many: under longitudinal
+    /// replay the probes of the last test (the confirm part's size counts
+    /// observations, which are not independent); otherwise the confirm
+    /// part's `part_size` questions.
+    pub fn test_units(&self, part_size: Option<u64>) -> (stats::TestUnit, Option<u64>) {
+        match self.last_unit {
+            Some((stats::TestUnit::Probe, probes)) => (stats::TestUnit::Probe, Some(probes)),
+            _ => (stats::TestUnit::Question, part_size),
+        }
     }
 }
 
@@ -178,6 +195,23 @@ mod tests {
 
     fn record(id: &str, full: crate::candidate::FullRecord) -> CandidateRecord {
         CandidateRecord { full: Some(full), ..CandidateRecord::new(id, 1, 1, "h", "k") }
+    }
+
+    #[test]
+    fn under_replay_the_next_test_counts_probes_not_observations() {
+        let g = GateConfig::default();
+        let mut full = sample_full(0.01, false, &[]);
+        full.confirm = Some(stats::better_test(60, 20, 400, 0.01));
+        let endpoint = ConfirmState::replay(&g, &[record("a", full.clone())]);
+        assert_eq!(endpoint.test_units(Some(400)), (stats::TestUnit::Question, Some(400)));
+        let mut probe = stats::better_test(60, 20, 400, 0.01);
+        probe.unit = stats::TestUnit::Probe;
+        full.confirm = Some(probe);
+        let replay = ConfirmState::replay(&g, &[record("a", full)]);
+        // The confirm part holds 1,600 observations of those 400 probes.
+        let (unit, n) = replay.test_units(Some(1600));
+        assert_eq!((unit, n), (stats::TestUnit::Probe, Some(400)));
+        assert!(replay.next_mde(400).unwrap() > replay.next_mde(1600).unwrap());
     }
 
     #[test]

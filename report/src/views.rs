@@ -620,6 +620,10 @@ pub struct ConfirmView {
     pub discordance_rate: Option<f64>,
     /// The gain the next confirm test sees with 80% power.
     pub mde_80: Option<f64>,
+    /// What that test counts (`questions`, or `probes` under longitudinal
+    /// replay) and how many.
+    pub mde_unit: &'static str,
+    pub mde_n: Option<u64>,
 }
 
 /// Model usage of the last round and of all rounds.
@@ -765,6 +769,7 @@ fn file_state(file: &FileState) -> String {
 fn confirm_view(project: &Project, candidates: &[CandidateRecord], questions: Option<u64>) -> ConfirmView {
     let cfg = &project.config;
     let state = ConfirmState::replay(&cfg.gates, candidates);
+    let (unit, mde_n) = state.test_units(questions);
     let reuse = format!(
         "only each confirm test's verdict reaches the search, so under the global null the chance of any false \
          accept stays within W0 = {:.3} however many tests read this part; a new harness.split.seed reuses the \
@@ -778,7 +783,9 @@ fn confirm_view(project: &Project, candidates: &[CandidateRecord], questions: Op
         lord_wealth: state.lord.wealth(),
         reuse,
         discordance_rate: state.discordance(),
-        mde_80: questions.and_then(|n| state.next_mde(n)),
+        mde_80: mde_n.and_then(|n| state.next_mde(n)),
+        mde_unit: unit.plural(),
+        mde_n,
     }
 }
 

@@ -166,8 +166,10 @@ fn render_confirm(out: &mut String, c: &ConfirmView) {
     let _ = match (c.mde_80, c.discordance_rate) {
         (Some(m), Some(q)) => writeln!(
             out,
-            "the next confirm test sees a gain of {:.2} pp with 80% power (discordance rate {:.1}% so far)",
+            "the next confirm test sees a gain of {:.2} pp with 80% power ({} {}, discordance rate {:.1}% so far)",
             m * 100.0,
+            c.mde_n.unwrap_or(0),
+            c.mde_unit,
             q * 100.0
         ),
         (None, Some(q)) => writeln!(
