@@ -9,7 +9,7 @@
 //!
 //! This module holds the loop itself; its steps live beside it:
 //! `observe` (the served strategy's evaluation, replay check and best-ever
-//! pointer), `stage1` (asking and screening), `stage2` (the confirm tests and
+//! pointer), `screening` (asking and screening), `confirming` (the confirm tests and
 //! the verdicts written back), `apply` (the journal batch and the served
 //! file), `summary` (what a run did) and `error`.
 
@@ -43,11 +43,11 @@ use emend_model::store::{Best, Store};
 pub use crate::progress::Progress;
 
 mod apply;
+mod confirming;
 mod error;
 mod observe;
 mod retest;
-mod stage1;
-mod stage2;
+mod screening;
 mod summary;
 
 pub use error::{EvolveError, Result};
@@ -55,8 +55,8 @@ pub use retest::{RETEST, Retested, judged as retest_judged};
 pub use summary::{RunSummary, Stopped, recorded_accuracy};
 
 use apply::split_record;
+use confirming::learn;
 use observe::Observed;
-use stage2::learn;
 use summary::RoundOutcome;
 
 /// Settings of a run.

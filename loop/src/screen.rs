@@ -144,7 +144,7 @@ pub fn screen(
     Screened::Passed { candidate: Box::new(candidate), probe_delta: verdict.delta }
 }
 
-/// Stage 1: the probe sample, against the served strategy's answers.
+/// Screening: the probe sample, against the served strategy's answers.
 fn probe(
     s: &Screen<'_>,
     candidate: &Artifact,

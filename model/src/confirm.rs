@@ -18,7 +18,7 @@ use crate::stats::{self, Gamma, Lord, LordConfig, TaskKey};
 pub struct Parts {
     pub search: BTreeSet<String>,
     pub confirm: BTreeSet<String>,
-    /// The confirm part's ids in sorted order (the Stage-2 subset).
+    /// The confirm part's ids in sorted order (what the confirm test evaluates).
     pub confirm_ids: Vec<String>,
     /// Questions in the whole task set.
     pub n: usize,

@@ -1,5 +1,5 @@
 //! Verify, before any evaluation: the five fail-fast gates, the critic, and
-//! the Stage-1 probe's sample and verdict. Pure functions over frozen
+//! the screening probe's sample and verdict. Pure functions over frozen
 //! records; every verdict carries its reasons and numbers.
 
 use std::collections::hash_map::DefaultHasher;
@@ -454,7 +454,7 @@ pub fn probe_sample(questions: &[(String, String)], size: usize, seed: u64) -> V
     out
 }
 
-/// The Stage-1 probe's verdict: reject when the candidate's accuracy on the
+/// The screening probe's verdict: reject when the candidate's accuracy on the
 /// sample falls more than `tolerance` below the served strategy's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProbeVerdict {

@@ -1,4 +1,4 @@
-//! Timing of one full Stage-2 comparison (pairing, McNemar, bootstrap,
+//! Timing of one full confirm-test comparison (pairing, McNemar, bootstrap,
 //! verdict) on two runs of 2,000 questions in 40 conversations, 10,000
 //! resamples, for both resampling units. Plain `std::time`, median of 20 runs.
 //! Target: at most 200 ms per comparison.

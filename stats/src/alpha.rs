@@ -20,7 +20,7 @@
 //! is at most the sum of the alphas of the tests it ran, which is at most
 //! alpha. This needs each test to count once: if a round takes m candidates to
 //! the full-set stage, split its alpha evenly, alpha_k / m each
-//! ([`AlphaSchedule::alpha_per_candidate`]). Stage-1 probes that can only
+//! ([`AlphaSchedule::alpha_per_candidate`]). Screening probes that can only
 //! reject spend nothing. The union bound needs no independence between
 //! rounds, but it does need each test's p-value to be valid: the candidate
 //! (and the number m of candidates sharing the round's alpha) must be fixed

@@ -1,4 +1,4 @@
-//! Calibration and power of the Stage-2 gate, by simulation.
+//! Calibration and power of the confirm test, by simulation.
 //!
 //! Under the null (the candidate is no better: P(improved) = P(regressed)) the
 //! gate must accept at most alpha of the time, up to Monte Carlo error; under a

@@ -1,4 +1,4 @@
-//! Paired statistics for Stage-2 verification: is a candidate strategy better
+//! Paired statistics for the confirm test: is a candidate strategy better
 //! than the served one on the same questions?
 //!
 //! The pipeline, each step a pure function over frozen records:

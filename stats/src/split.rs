@@ -1,6 +1,6 @@
 //! A seeded split of the task set into a *search* part and a *confirm* part.
 //!
-//! Everything before the Stage-2 paired test (diagnosis, planning, examples,
+//! Everything before the paired confirm test (diagnosis, planning, examples,
 //! probes, line searches, surrogate fits) may read the search part; only the
 //! confirm test reads the confirm part. Splitting by a seed and the task keys
 //! alone, never by outcomes, keeps the confirm part independent of anything

@@ -1,4 +1,4 @@
-//! The Stage-2 acceptance verdict: every rule, its number, its threshold and
+//! The confirm test's acceptance verdict: every rule, its number, its threshold and
 //! whether it passed. A candidate is accepted only if all rules pass; the
 //! verdict lists them all (not just the first failure) so a rejection says
 //! everything that was wrong and by how much.

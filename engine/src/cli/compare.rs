@@ -1,5 +1,5 @@
 //! `emend compare BASE.jsonl CAND.jsonl`: the paired comparison of two
-//! evaluation runs and the Stage-2 verdict, from outcome files.
+//! evaluation runs and the confirm test's verdict, from outcome files.
 //!
 //! Each line of an outcome file is a JSON object with `id` (string),
 //! `category` (string, or an integer taken as its decimal string) and

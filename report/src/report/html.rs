@@ -200,7 +200,7 @@ fn funnel(d: &ReportData) -> Markup {
             p.muted { "No candidate judged yet." }
         } @else {
             p.sub {
-                (d.candidates) " candidates, in fail-fast order: the hard gates, the critic, the Stage-1 probe and \
+                (d.candidates) " candidates, in fail-fast order: the hard gates, the critic, the screening probe and \
                  the rules of the full paired test. Each candidate counts once, at the first gate or rule that \
                  stopped it; \"failed at all\" counts every candidate that failed a full-test rule."
             }

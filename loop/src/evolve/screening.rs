@@ -1,4 +1,4 @@
-//! Stage 1 of a round: ask the proposers along each planned direction and
+//! Screening, the first part of a round: ask the proposers along each planned direction and
 //! screen what they propose (gates, critic, probe, critic model) until the
 //! round has its candidates; a screening stop teaches the direction.
 
@@ -35,7 +35,7 @@ fn stop_step(stop: &Stop, record: &CandidateRecord) -> Step {
 }
 
 impl<L: EventLog + ?Sized> Evolution<'_, L> {
-    /// Stage 1: asks the proposers along each planned direction and screens
+    /// Screening: asks the proposers along each planned direction and screens
     /// what they propose, until the round has its candidates.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn screen_round(

@@ -1,4 +1,4 @@
-//! Stage 2 of a round: the confirm test of the best probes on the confirm
+//! The confirm test of a round: the confirm test of the best probes on the confirm
 //! part (the paired exact test at the LORD++ alpha, the category, cost and
 //! cluster rules, the floors against v1), then the decision written back
 //! into the candidates' records and the hypothesis tree.
@@ -155,7 +155,7 @@ fn apply_verdict(record: &mut CandidateRecord, verdict: &Verdict) {
 }
 
 impl<L: EventLog + ?Sized> Evolution<'_, L> {
-    /// Stage 2: the confirm part for the best probes only (largest probe
+    /// The confirm test: the confirm part for the best probes only (largest probe
     /// delta, then the earliest; at most `gates.full_tests_per_round`, fixed
     /// before the probe ran), each one LORD++ test at the alpha it is given.
     pub(super) fn full_tests(
