@@ -7,10 +7,12 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use crate::lock::LockHolder;
-use crate::projection::ProjectError;
+use crate::holder::LockHolder;
 
 /// Result alias for journal operations.
+/// The error a projector returns; any error type converts, and so does a `String` or `&str`.
+pub type ProjectError = Box<dyn std::error::Error + Send + Sync>;
+
 pub type Result<T, E = JournalError> = std::result::Result<T, E>;
 
 /// A journal error: the journal (directory, or none for an in-memory journal), the event

@@ -54,6 +54,7 @@
 //! ```
 
 mod error;
+mod holder;
 mod lock;
 mod log;
 mod memory;

@@ -14,10 +14,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::error::ErrorKind;
+pub use crate::error::ProjectError;
 use crate::record::{EventRecord, Head, NewEvent};
-
-/// The error a projector returns; any error type converts, and so does a `String` or `&str`.
-pub type ProjectError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Derives projection state from events. Supplied by the engine, which defines both.
 ///
