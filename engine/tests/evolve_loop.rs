@@ -433,7 +433,7 @@ fn one_confirmed_jump_moves_the_fields_that_matter_and_credits_only_fields_it_ch
             assert!(credit.key.starts_with(&format!("{}::", credit.path)), "{credit:?}");
             credited += 1;
         }
-        if c.outcome == engine::candidate::Outcome::Accepted {
+        if c.outcome == engine::candidate::Resolution::Accepted {
             // Pruning put every field that does nothing back.
             let extra: Vec<&String> = changed
                 .iter()

@@ -298,7 +298,7 @@ fn retests(dir: &Path) -> Vec<(String, bool)> {
         .into_iter()
         .filter_map(|e| match e {
             Event::CandidateJudged(c) if c.hypothesis == engine::evolve::RETEST => {
-                Some((c.id.clone(), c.outcome == engine::candidate::Outcome::Accepted))
+                Some((c.id.clone(), c.outcome == engine::candidate::Resolution::Accepted))
             }
             _ => None,
         })

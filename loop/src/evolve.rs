@@ -25,7 +25,7 @@ use crate::step_search::{SearchProposer, SearchSettings};
 use emend_eval::backend::Backend;
 use emend_eval::llm;
 use emend_model::artifact::Artifact;
-use emend_model::candidate::{Outcome, StoppedBy};
+use emend_model::candidate::{Resolution, StoppedBy};
 use emend_model::config::{Project, ProtocolChoice, StepBound};
 use emend_model::confirm::{ConfirmState, Parts};
 use emend_model::decide::{self, Decision, Policy, Serving, Tested};
@@ -130,7 +130,7 @@ impl Trial {
     fn stopped(
         mut record: CandidateRecord,
         node: Hypothesis,
-        outcome: Outcome,
+        outcome: Resolution,
         by: StoppedBy,
         reason: String,
     ) -> Trial {
@@ -141,7 +141,7 @@ impl Trial {
     }
 
     fn error(&mut self, reason: String) {
-        self.record.outcome = Outcome::Errored;
+        self.record.outcome = Resolution::Errored;
         self.record.rejected_by = Some(StoppedBy::Errored);
         self.record.reason = reason;
         self.artifact = None;

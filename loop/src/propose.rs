@@ -16,7 +16,7 @@ use serde_json::Value;
 use emend_eval::backend::Backend;
 use emend_eval::llm::{Role, advice};
 use emend_model::artifact::Artifact;
-use emend_model::candidate::{Outcome, StoppedBy};
+use emend_model::candidate::{Resolution, StoppedBy};
 use emend_model::events::{CandidateRecord, Credit, QuestionResult};
 use emend_model::gates::DataText;
 use emend_model::hypothesis::Hypothesis;
@@ -87,7 +87,7 @@ pub enum Proposed {
 pub struct Told {
     pub id: String,
     pub hypothesis: String,
-    pub outcome: Outcome,
+    pub outcome: Resolution,
     pub stopped_by: Option<StoppedBy>,
     /// Paired delta on the search part (the probe's), never the confirm
     /// test's: nothing measured on the confirm part reaches a proposer.

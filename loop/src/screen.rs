@@ -12,7 +12,7 @@ use serde_json::Value;
 use emend_eval::backend::Backend;
 use emend_eval::llm::{Role, advice};
 use emend_model::artifact::{self, Artifact};
-use emend_model::candidate::{Outcome, StoppedBy};
+use emend_model::candidate::{Resolution, StoppedBy};
 use emend_model::events::{CandidateRecord, QuestionResult};
 use emend_model::gates::{self, CriticInput, CriticVerdict, DataText, GateInput, GateResult, ProbeVerdict, Replay};
 use emend_model::hypothesis::Hypothesis;
@@ -75,17 +75,17 @@ pub enum Screened {
 pub struct Stop {
     pub by: StoppedBy,
     pub stage: Stage,
-    pub outcome: Outcome,
+    pub outcome: Resolution,
     pub reason: String,
 }
 
 impl Stop {
     fn rejected(by: StoppedBy, stage: Stage, reason: String) -> Stop {
-        Stop { by, stage, outcome: Outcome::Rejected, reason }
+        Stop { by, stage, outcome: Resolution::Rejected, reason }
     }
 
     fn errored(stage: Stage, reason: String) -> Stop {
-        Stop { by: StoppedBy::Errored, stage, outcome: Outcome::Errored, reason }
+        Stop { by: StoppedBy::Errored, stage, outcome: Resolution::Errored, reason }
     }
 }
 
@@ -360,7 +360,7 @@ mod tests {
         let again = stop(again);
         assert_eq!(
             (again.by, again.stage, again.outcome),
-            (StoppedBy::Gate(Gate::Novelty), Stage::Gates, Outcome::Rejected)
+            (StoppedBy::Gate(Gate::Novelty), Stage::Gates, Resolution::Rejected)
         );
         assert!(record.gates.iter().any(|g| g.gate == Gate::Novelty && !g.pass));
         assert!(record.critic.is_none() && record.probe.is_none());
@@ -379,7 +379,7 @@ mod tests {
     fn a_probe_below_the_tolerance_stops_with_its_delta() {
         let (s, record) = run(&Fake { correct: 2, fail: false }, 6, "retrieval_gap", &mut BTreeSet::new());
         let s = stop(s);
-        assert_eq!((s.by, s.stage, s.outcome), (StoppedBy::Probe, Stage::Probe, Outcome::Rejected));
+        assert_eq!((s.by, s.stage, s.outcome), (StoppedBy::Probe, Stage::Probe, Resolution::Rejected));
         assert!(s.reason.contains("below the tolerance"), "{}", s.reason);
         assert!((record.delta.unwrap() - -0.3).abs() < 1e-9);
     }
@@ -388,7 +388,7 @@ mod tests {
     fn a_failed_probe_evaluation_is_an_error_not_a_rejection() {
         let (s, record) = run(&Fake { correct: 10, fail: true }, 6, "retrieval_gap", &mut BTreeSet::new());
         let s = stop(s);
-        assert_eq!((s.by, s.stage, s.outcome), (StoppedBy::Errored, Stage::Probe, Outcome::Errored));
+        assert_eq!((s.by, s.stage, s.outcome), (StoppedBy::Errored, Stage::Probe, Resolution::Errored));
         assert_eq!(
             s.reason,
             "probe evaluation failed: shard 1/1: timed out after 30s (killed) after retry; stderr: down"

@@ -41,7 +41,7 @@ use serde_json::Value;
 
 use crate::propose::{Ask, Proposed, Proposer, Told};
 use emend_model::artifact;
-use emend_model::candidate::Outcome;
+use emend_model::candidate::Resolution;
 use emend_model::events::{CandidateRecord, Event, QuestionResult, ScoredPoint, SearchRecord};
 use emend_model::hypothesis::Hypothesis;
 use emend_model::planner::Plan;
@@ -637,7 +637,7 @@ impl Proposer for SearchProposer {
             self.misses = (r.served_hash.clone(), r.misses);
             if r.proposed.is_some() {
                 let round: Vec<&CandidateRecord> = candidates.iter().filter(|c| c.round == r.round).collect();
-                if !round.is_empty() && !round.iter().any(|c| c.outcome == Outcome::Accepted) {
+                if !round.is_empty() && !round.iter().any(|c| c.outcome == Resolution::Accepted) {
                     self.misses.1 += 1;
                 }
             }
@@ -660,7 +660,7 @@ impl Proposer for SearchProposer {
     /// fruitless search too: patience bounds every search around one served
     /// strategy, not only those that found nothing to test.
     fn tell(&mut self, told: &[Told]) {
-        if !told.is_empty() && !told.iter().any(|t| t.outcome == emend_model::candidate::Outcome::Accepted) {
+        if !told.is_empty() && !told.iter().any(|t| t.outcome == emend_model::candidate::Resolution::Accepted) {
             self.misses.1 += 1;
         }
     }
@@ -823,7 +823,7 @@ mod tests {
         let mut proposed = (**record).clone();
         proposed.proposed = Some("c".into());
         let mut rejected = CandidateRecord::new("r2c1", 2, 1, "served", "retrieve.top_k::increase");
-        rejected.outcome = Outcome::Rejected;
+        rejected.outcome = Resolution::Rejected;
         let mut c = SearchProposer::new(SearchSettings::default());
         c.restore(&[proposed], &[rejected]);
         assert_eq!(c.misses.1, 3);

@@ -1,4 +1,4 @@
-//! A candidate's typed states: how it ended ([`Outcome`]), what stopped it
+//! A candidate's typed states: how it ended ([`Resolution`]), what stopped it
 //! ([`StoppedBy`]) and the record of its full test ([`FullRecord`]).
 //!
 //! They serialize to the strings and JSON the journal has always held
@@ -19,10 +19,12 @@ use crate::stats::{self, CategoryDelta, McNemarTest, RuleKind};
 /// against the version served now (`emend approve --retest`).
 pub const RETEST: &str = "retest";
 
-/// How a candidate ended.
+/// How a candidate ended: accepted, rejected, errored or blocked. (An
+/// *outcome* in emend is a question's result; the candidate record's journal
+/// field keeps its name `outcome`, so journals load unchanged.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Outcome {
+pub enum Resolution {
     Accepted,
     Rejected,
     Errored,
@@ -30,18 +32,18 @@ pub enum Outcome {
     Blocked,
 }
 
-impl Outcome {
+impl Resolution {
     pub fn as_str(self) -> &'static str {
         match self {
-            Outcome::Accepted => "accepted",
-            Outcome::Rejected => "rejected",
-            Outcome::Errored => "errored",
-            Outcome::Blocked => "blocked",
+            Resolution::Accepted => "accepted",
+            Resolution::Rejected => "rejected",
+            Resolution::Errored => "errored",
+            Resolution::Blocked => "blocked",
         }
     }
 }
 
-impl fmt::Display for Outcome {
+impl fmt::Display for Resolution {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
@@ -417,7 +419,7 @@ mod tests {
 
     #[test]
     fn outcomes_are_snake_case_strings() {
-        for o in [Outcome::Accepted, Outcome::Rejected, Outcome::Errored, Outcome::Blocked] {
+        for o in [Resolution::Accepted, Resolution::Rejected, Resolution::Errored, Resolution::Blocked] {
             assert_eq!(serde_json::to_value(o).unwrap(), serde_json::json!(o.as_str()));
         }
     }

@@ -13,7 +13,7 @@ use journal::{EventRecord, NewEvent, ProjectError, ProjectionState, Projector};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::candidate::{FullRecord, Outcome, StoppedBy};
+use crate::candidate::{FullRecord, Resolution, StoppedBy};
 use crate::gates::{CriticVerdict, GateResult, ProbeVerdict};
 use crate::hypothesis::Hypothesis;
 use crate::layer_a::Diagnosis;
@@ -235,7 +235,7 @@ pub struct CandidateRecord {
     pub probe: Option<ProbeVerdict>,
     /// The full paired comparison.
     pub full: Option<FullRecord>,
-    pub outcome: Outcome,
+    pub outcome: Resolution,
     /// What stopped it (serialized `gate:novelty`, `critic:duplicate`, `probe`, `full:<rule>`, ...).
     pub rejected_by: Option<StoppedBy>,
     pub reason: String,
@@ -341,7 +341,7 @@ impl CandidateRecord {
             critic: None,
             probe: None,
             full: None,
-            outcome: Outcome::Rejected,
+            outcome: Resolution::Rejected,
             rejected_by: None,
             reason: String::new(),
             delta: None,
@@ -654,9 +654,9 @@ fn count_in_funnel(state: &mut dyn ProjectionState, c: &CandidateRecord) {
 
 /// A dimension's effect record with one credited field of a candidate added:
 /// its own search-part contribution, not the candidate's confirm-part delta.
-fn with_credit(mut effect: DimensionEffect, outcome: Outcome, delta: Option<f64>) -> DimensionEffect {
+fn with_credit(mut effect: DimensionEffect, outcome: Resolution, delta: Option<f64>) -> DimensionEffect {
     effect.tried += 1;
-    if outcome == Outcome::Accepted {
+    if outcome == Resolution::Accepted {
         effect.accepted += 1;
     } else if delta.is_some_and(|d| d <= 0.0) {
         effect.reverted += 1;
@@ -671,7 +671,7 @@ fn with_credit(mut effect: DimensionEffect, outcome: Outcome, delta: Option<f64>
 fn with_candidate(mut effect: DimensionEffect, c: &CandidateRecord) -> DimensionEffect {
     let delta = c.search_delta();
     effect.tried += 1;
-    if c.outcome == Outcome::Accepted {
+    if c.outcome == Resolution::Accepted {
         effect.accepted += 1;
     } else if delta.is_some_and(|d| d <= 0.0) {
         effect.reverted += 1;
@@ -824,7 +824,7 @@ mod tests {
         assert!(j.verify().unwrap().is_ok());
     }
 
-    fn judged(outcome: Outcome, delta: Option<f64>) -> CandidateRecord {
+    fn judged(outcome: Resolution, delta: Option<f64>) -> CandidateRecord {
         CandidateRecord {
             id: "c1".into(),
             round: 1,
@@ -865,10 +865,10 @@ mod tests {
     #[test]
     fn a_dimension_effect_counts_search_part_deltas_only() {
         let effect = [
-            judged(Outcome::Accepted, Some(0.05)),
-            judged(Outcome::Rejected, Some(0.0)),
-            judged(Outcome::Rejected, Some(0.01)),
-            judged(Outcome::Errored, None),
+            judged(Resolution::Accepted, Some(0.05)),
+            judged(Resolution::Rejected, Some(0.0)),
+            judged(Resolution::Rejected, Some(0.01)),
+            judged(Resolution::Errored, None),
         ]
         .iter()
         .fold(DimensionEffect::default(), with_candidate);

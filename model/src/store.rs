@@ -8,7 +8,7 @@ use journal::{EventLog, JournalError};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::candidate::Outcome;
+use crate::candidate::Resolution;
 use crate::events::{CandidateRecord, SearchRecord, T_LAYER_A, T_SEARCHES};
 use crate::events::{
     EvalSummary, QuestionResult, T_CANDIDATES, T_EFFECTS, T_ESCALATIONS, T_EVALUATIONS, T_POINTERS, T_ROUNDS,
@@ -207,7 +207,7 @@ impl<'a, L: EventLog + ?Sized> Store<'a, L> {
         let mut out = BTreeSet::new();
         for c in self.candidates()? {
             let non_positive = c.search_delta().is_some_and(|d| d <= 0.0);
-            if let (Outcome::Rejected, true, Some(ch)) = (c.outcome, non_positive, &c.change) {
+            if let (Resolution::Rejected, true, Some(ch)) = (c.outcome, non_positive, &c.change) {
                 out.insert((ch.path.clone(), ch.from.to_string(), ch.to.to_string()));
             }
         }

@@ -25,7 +25,7 @@ use serde_json::Value;
 
 use crate::texts::{QuestionText, unified_diff};
 use crate::views::{Examples, SearchFunnel, TrialsView};
-use emend_model::candidate::{FullRecord, Outcome, Rule, StoppedBy};
+use emend_model::candidate::{FullRecord, Resolution, Rule, StoppedBy};
 use emend_model::events::{CandidateRecord, Event, RoundRecord, T_EVALUATIONS, evaluation_key};
 use emend_model::gates::Gate;
 use emend_model::hypothesis::Hypothesis;
@@ -553,7 +553,7 @@ pub fn funnel(cands: &[CandidateRecord]) -> Vec<FunnelRow> {
     let mut stopped: BTreeMap<((u8, usize), String), usize> = BTreeMap::new();
     let mut failed_any: Vec<(Rule, usize)> = Vec::new();
     for c in cands {
-        let blocked = c.outcome == Outcome::Blocked;
+        let blocked = c.outcome == Resolution::Blocked;
         let stage = match (&c.rejected_by, blocked) {
             (Some(r), true) => format!("{r} (blocked before a change)"),
             (Some(r), false) => r.to_string(),
@@ -626,7 +626,7 @@ mod tests {
     }
 
     fn cand(id: &str, rejected_by: Option<&str>, outcome: &str, accepted: Option<u64>) -> CandidateRecord {
-        let outcome: Outcome = serde_json::from_value(json!(outcome)).unwrap();
+        let outcome: Resolution = serde_json::from_value(json!(outcome)).unwrap();
         CandidateRecord {
             id: id.into(),
             round: 1,

@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::texts::{self, QuestionText};
-use emend_model::candidate::{FullRecord, Outcome, StoppedBy};
+use emend_model::candidate::{FullRecord, Resolution, StoppedBy};
 use emend_model::config::Project;
 use emend_model::confirm::ConfirmState;
 use emend_model::events::{CandidateRecord, Credit, Event, T_QUESTIONS};
@@ -357,7 +357,7 @@ pub struct LogCandidate {
     /// `path from -> to`, when a change was proposed (with how many more
     /// fields a multi-field candidate moves).
     pub change: Option<String>,
-    pub outcome: Outcome,
+    pub outcome: Resolution,
     pub rejected_by: Option<StoppedBy>,
     pub reason: String,
     pub delta: Option<f64>,

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use anstyle::Style;
 use engine::artifact;
-use engine::candidate::Outcome;
+use engine::candidate::Resolution;
 use engine::config::Project;
 use engine::events::CandidateRecord;
 use engine::exit;
@@ -356,7 +356,7 @@ fn render_screens(out: &mut String, c: &CandidateRecord) {
 /// The full test: counts, accuracy, interval, McNemar and every rule.
 fn render_full(out: &mut String, c: &CandidateRecord) {
     let Some(fu) = &c.full else {
-        if c.outcome != Outcome::Blocked {
+        if c.outcome != Resolution::Blocked {
             out.push_str(&format!("{} not run\n", bold("full:")));
         }
         return;

@@ -9,7 +9,7 @@ use journal::EventLog;
 
 use super::{Evolution, RoundInput, Screening, Trial};
 use crate::progress::{Progress, Step};
-use emend_model::candidate::{FullRecord, Outcome, Rule, RuleRecord, StoppedBy};
+use emend_model::candidate::{FullRecord, Resolution, Rule, RuleRecord, StoppedBy};
 use emend_model::config::ClusterMode;
 use emend_model::confirm::ConfirmState;
 use emend_model::decide::{Decision, Verdict};
@@ -114,7 +114,7 @@ fn apply_verdict(record: &mut CandidateRecord, verdict: &Verdict) {
     match verdict {
         Verdict::Accepted { version } => {
             let delta = record.full.as_ref().map_or(0.0, |f| f.delta);
-            record.outcome = Outcome::Accepted;
+            record.outcome = Resolution::Accepted;
             record.rejected_by = None;
             record.accepted_version = Some(*version);
             record.reason = match record.full.as_ref().and_then(|f| f.lord) {
@@ -129,7 +129,7 @@ fn apply_verdict(record: &mut CandidateRecord, verdict: &Verdict) {
         Verdict::Pending { version } => {
             let delta = record.full.as_ref().map_or(0.0, |f| f.delta);
             // It passed every gate: accepted as a candidate, served only once a person approves it.
-            record.outcome = Outcome::Accepted;
+            record.outcome = Resolution::Accepted;
             record.rejected_by = None;
             record.accepted_version = Some(*version);
             record.reason = format!(
@@ -315,7 +315,7 @@ pub(super) fn learn(
             continue;
         }
         if let Some(delta) = t.record.search_delta() {
-            t.node.record(delta, t.record.outcome == Outcome::Accepted);
+            t.node.record(delta, t.record.outcome == Resolution::Accepted);
         }
         tree.insert(t.node.key.clone(), t.node.clone());
     }
@@ -341,7 +341,7 @@ pub(super) fn learn(
 /// contribution was not measured is credited nothing, and no node is
 /// credited for a field the candidate does not change.
 fn credit(record: &CandidateRecord, tree: &mut BTreeMap<String, Hypothesis>) {
-    let accepted = record.outcome == Outcome::Accepted;
+    let accepted = record.outcome == Resolution::Accepted;
     for (c, delta) in record.credit_deltas() {
         let Some(delta) = delta else { continue };
         let mut node = c.node(tree);

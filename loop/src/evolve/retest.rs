@@ -8,7 +8,7 @@
 use journal::EventLog;
 
 use super::{Evolution, EvolveError, Result, RunState, RunSummary, Trial};
-use emend_model::candidate::{Outcome, StoppedBy};
+use emend_model::candidate::{Resolution, StoppedBy};
 use emend_model::confirm::ConfirmState;
 use emend_model::events::{CandidateRecord, Event};
 use emend_model::hypothesis::Hypothesis;
@@ -69,14 +69,14 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         };
         self.compare(&input, &base, &summarize(&base_results), &mut trial, &mut confirm);
         let mut record = trial.record;
-        if record.outcome == Outcome::Errored {
+        if record.outcome == Resolution::Errored {
             return Err(EvolveError::Retest { version, reason: record.reason });
         }
         let full = record.full.as_ref().expect("compared");
         let passed = full.accept;
         let delta = full.delta;
         if passed {
-            record.outcome = Outcome::Accepted;
+            record.outcome = Resolution::Accepted;
             record.reason =
                 format!("retest of v{version} against the served v{}: passed, delta {delta:+.4}", observed.version);
         } else {

@@ -11,7 +11,7 @@ use crate::progress::{Progress, Step};
 use crate::propose::{Ask, Proposed, Proposer};
 use crate::screen::{self, Screen, Screened, Stage, Stop};
 use emend_model::artifact::Artifact;
-use emend_model::candidate::{Outcome, StoppedBy};
+use emend_model::candidate::{Resolution, StoppedBy};
 use emend_model::events::{CandidateRecord, Event, QuestionResult};
 use emend_model::gates::{self, CriticLabel, Gate};
 use emend_model::hypothesis::Hypothesis;
@@ -185,7 +185,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             Proposed::Failed { reason } => {
                 say(&id, None, Step::Errored { reason: reason.clone() });
                 let reason = format!("the evolver failed: {reason}");
-                out.trials.push(Trial::stopped(base, node, Outcome::Errored, StoppedBy::Errored, reason));
+                out.trials.push(Trial::stopped(base, node, Resolution::Errored, StoppedBy::Errored, reason));
                 return false;
             }
             Proposed::Blocked { reason } => {
@@ -195,7 +195,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
                 let record = CandidateRecord { critic: Some(verdict.clone()), ..base };
                 history.tree.insert(node.key.clone(), node.clone());
                 let by = StoppedBy::Critic(CriticLabel::OutOfScope);
-                out.trials.push(Trial::stopped(record, node, Outcome::Blocked, by, verdict.reason));
+                out.trials.push(Trial::stopped(record, node, Resolution::Blocked, by, verdict.reason));
                 return false;
             }
             Proposed::Exhausted { reason } => {
@@ -378,7 +378,7 @@ impl Screening {
     pub(super) fn proposed(&self) -> bool {
         self.trials.iter().any(|t| {
             (t.record.hash.is_some() && t.record.rejected_by != Some(StoppedBy::Gate(Gate::Novelty)))
-                || t.record.outcome == Outcome::Errored
+                || t.record.outcome == Resolution::Errored
         })
     }
 }
