@@ -514,12 +514,15 @@ fn catch_stops(project: &Project) -> Result<(), Failure> {
 fn render_summary(summary: &engine::evolve::RunSummary) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
+    // Which rounds: none, one, or a range (an interrupted first round ran none).
+    let rounds = match summary.rounds {
+        0 => "0 rounds".to_string(),
+        1 => format!("1 round ({})", summary.last_round),
+        n => format!("{n} rounds ({}..{})", summary.first_round, summary.last_round),
+    };
     let _ = writeln!(
         out,
-        "{} rounds ({}..{}): {} accepted, {} candidates, {} probes, {} full evaluations, {} rollbacks, {} escalations",
-        summary.rounds,
-        summary.first_round,
-        summary.last_round,
+        "{rounds}: {} accepted, {} candidates, {} probes, {} full evaluations, {} rollbacks, {} escalations",
         summary.accepted,
         summary.candidates,
         summary.probe_evaluations,
