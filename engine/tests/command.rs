@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use engine::artifact::{self, Artifact};
@@ -14,6 +13,9 @@ use engine::backend::Backend;
 use engine::command::{CommandBackend, CommandSpec};
 use engine::schema::StrategySchema;
 use serde_json::{Value, json};
+
+mod support;
+use support::emend;
 
 /// Two conversations, five questions in categories 1-4 (and one adversarial, left out).
 const FIXTURE: &str = r#"[
@@ -366,15 +368,6 @@ fn the_configuration_is_checked_and_the_hashes_notice_a_changed_system() {
 }
 
 // --- end to end: the CLI and the reference adapter ---
-
-fn emend(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_emend")).current_dir(dir).args(args).output().expect("emend runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 fn init_with_adapter(tmp: &Path, adapter: &Path) -> PathBuf {
     let ex = workspace().join("examples/python-bm25");

@@ -5,14 +5,8 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-fn emend(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_emend")).current_dir(dir).args(args).output().expect("emend runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod support;
+use support::emend;
 
 fn init(dir: &Path) {
     let (code, out, err) = emend(dir.parent().unwrap(), &["init", dir.to_str().unwrap(), "--tasks", "builtin"]);

@@ -3,9 +3,11 @@
 //! on locomo10-dev skip (with a note) when the file is absent.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::{Value, json};
+
+mod support;
+use support::emend;
 
 fn repo(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel)
@@ -20,16 +22,6 @@ fn locomo() -> Option<PathBuf> {
         eprintln!("note: {} is absent; skipping", p.display());
         None
     }
-}
-
-/// Runs `emend ARGS` in `dir`: (exit code, stdout, stderr).
-fn emend(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_emend")).current_dir(dir).args(args).output().expect("emend runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 fn eval_json(dir: &Path, strategy: &Path, tasks: &str, extra: &[&str]) -> Value {

@@ -8,14 +8,8 @@
 use std::path::Path;
 use std::process::Command;
 
-fn emend(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_emend")).current_dir(dir).args(args).output().expect("emend runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod support;
+use support::emend;
 
 fn free_bytes(path: &Path) -> u64 {
     use harness::space::FreeSpace;

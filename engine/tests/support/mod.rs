@@ -1,0 +1,31 @@
+//! What the CLI tests share: running the `emend` binary in a project
+//! directory and reading what it printed.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+/// Runs `emend args` in `dir`: its exit code, stdout and stderr.
+pub fn emend(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_emend")).current_dir(dir).args(args).output().expect("emend runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `emend args`, which must exit 0: its stdout.
+pub fn ok(dir: &Path, args: &[&str]) -> String {
+    let (code, out, err) = emend(dir, args);
+    assert_eq!(code, 0, "emend {args:?} exited {code}\nstdout:\n{out}\nstderr:\n{err}");
+    out
+}
+
+/// `emend args`, which must exit 0 and print JSON: the JSON.
+pub fn json(dir: &Path, args: &[&str]) -> Value {
+    let out = ok(dir, args);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("emend {args:?}: not JSON ({e}):\n{out}"))
+}
