@@ -11,7 +11,7 @@ inside its parent.
 
   --min N   print only functions longer than N lines
   --max N   print only functions longer than N lines, and exit 1 if there is one
-            (the CI check: "no function in engine/src is longer than N lines")
+            (the CI check: "no function in any crate is longer than N lines")
 
 The source is read with a small lexer (comments, string, raw string and char
 literals are skipped, so a brace inside them does not count), not a Rust

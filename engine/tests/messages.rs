@@ -1,5 +1,5 @@
 //! Messages are sentences: no Rust debug value (`Stale { holds: 3 }`) in any
-//! message. Every `{..:?}` in the non-test source of the engine and the
+//! message. Every `{..:?}` in the non-test source of the engine crates and the
 //! harness must name its argument, and the name must be one of the values
 //! whose debug form reads as text: strings (shown quoted, with escapes) and
 //! durations (`30s`). A positional `{:?}` is refused outright, since its
@@ -30,7 +30,7 @@ fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 fn no_message_prints_a_rust_debug_value() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let mut files = Vec::new();
-    for crate_dir in ["engine/src", "harness/src"] {
+    for crate_dir in ["engine/src", "model/src", "eval/src", "loop/src", "report/src", "harness/src"] {
         sources(&root.join(crate_dir), &mut files);
     }
     assert!(files.len() > 50, "{} files", files.len());
