@@ -144,7 +144,6 @@ pub fn parse_config_reporting(text: &str) -> Result<(ProjectConfig, Vec<Renamed>
 }
 
 #[cfg(test)]
-#[cfg(test)]
 mod tests {
     use super::*;
 
