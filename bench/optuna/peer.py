@@ -323,7 +323,7 @@ def parse_setting(text: str) -> tuple[str, str, Any]:
     name, sep, value = text.partition("=")
     section, dot, key = name.partition(".")
     if not sep or not dot or not section or not key or "." in key:
-        raise argparse.ArgumentTypeError(f"expected SECTION.KEY=VALUE (e.g. gates.lord_w0=0.2), got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected SECTION.KEY=VALUE (e.g. gates.lord_initial_wealth=0.2), got {text!r}")
     return section, key, load_config(value)
 
 
@@ -924,7 +924,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="run (or, with --peer-cache, record) the peers only, without emend's side "
                          "(--tpe-only is the older name)")
     ap.add_argument("--emend-set", action="append", default=[], type=parse_setting, metavar="SECTION.KEY=VALUE",
-                    help="override one setting of emend.yaml on emend's side (repeatable), e.g. gates.lord_w0=0.2")
+                    help="override one setting of emend.yaml on emend's side (repeatable), e.g. gates.lord_initial_wealth=0.2")
     ap.add_argument("--tpe-search-share", type=float, default=1.0, metavar="F",
                     help="TPE's trials see only a seeded share F of each (conversation, category) of the search "
                          "conversations (0.5: as many questions as emend's search part); emend's side and the other "

@@ -119,7 +119,7 @@ class Repair(unittest.TestCase):
 
 class EmendSetting(unittest.TestCase):
     def test_value_is_read_as_yaml(self):
-        self.assertEqual(peer.parse_setting("gates.lord_w0=0.2"), ("gates", "lord_w0", 0.2))
+        self.assertEqual(peer.parse_setting("gates.lord_initial_wealth=0.2"), ("gates", "lord_initial_wealth", 0.2))
         self.assertEqual(peer.parse_setting("loop.search=false"), ("loop", "search", False))
         self.assertEqual(peer.parse_setting("gates.cluster_check=require"), ("gates", "cluster_check", "require"))
 
@@ -135,7 +135,7 @@ class EmendSetting(unittest.TestCase):
         self.assertIn("step_bound: 'off'", yaml.safe_dump(cfg))
 
     def test_malformed_setting_is_refused(self):
-        for text in ("gates.lord_w0", "lord_w0=0.2", "gates.=1", ".x=1", "gates.a.b=1"):
+        for text in ("gates.lord_initial_wealth", "lord_initial_wealth=0.2", "gates.=1", ".x=1", "gates.a.b=1"):
             with self.assertRaises(argparse.ArgumentTypeError, msg=text):
                 peer.parse_setting(text)
 

@@ -122,15 +122,26 @@ fn a_bad_file_is_refused_naming_the_key() {
 const CASES: &[(&str, bool)] = &[
     ("", true),
     ("gates:\n", true),
+    (
+        "gates: {alpha: 0.5, probe_drop_max: 1, category_drop_max: 0, restore_below_best: 1, lord_initial_wealth: 1}\n",
+        true,
+    ),
+    // The keys' old names still load (with a warning); both names of one key are refused.
     ("gates: {alpha: 0.5, delta1: 1, epsilon_c: 0, tau_rollback: 1, lord_w0: 1}\n", true),
+    ("gates: {delta1: 0.1, probe_drop_max: 0.1}\n", false),
+    ("gates: {epsilon_c: 0.1, category_drop_max: 0.1}\n", false),
+    ("gates: {tau_rollback: 0.1, restore_below_best: 0.1}\n", false),
+    ("gates: {lord_w0: 0.1, lord_initial_wealth: 0.1}\n", false),
+    ("gates: {delta1: 1.5}\n", false),
+    ("gates: {lord_w0: 0}\n", false),
     ("gates: {alpha: 1.0e-12}\n", true),
     ("gates: {alpha: 0.6}\n", false),
     ("gates: {alpha: 0}\n", false),
-    ("gates: {delta1: 1.5}\n", false),
-    ("gates: {epsilon_c: -0.1}\n", false),
-    ("gates: {tau_rollback: 2}\n", false),
-    ("gates: {lord_w0: 0}\n", false),
-    ("gates: {lord_w0: 1.5}\n", false),
+    ("gates: {probe_drop_max: 1.5}\n", false),
+    ("gates: {category_drop_max: -0.1}\n", false),
+    ("gates: {restore_below_best: 2}\n", false),
+    ("gates: {lord_initial_wealth: 0}\n", false),
+    ("gates: {lord_initial_wealth: 1.5}\n", false),
     ("gates: {cost_bound: 100, cost_bound_v1: 0}\n", true),
     ("gates: {cost_bound: null, cost_bound_v1: null}\n", true),
     ("gates: {cost_bound: -1}\n", false),
@@ -478,6 +489,11 @@ fn every_default_in_the_schema_is_the_parsers() {
             node.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
         for (key, prop) in node["properties"].as_object().unwrap() {
             let prop = resolved(&schema(), prop);
+            // A renamed key's old name: loaded into its new name's field, no default of its own.
+            if prop.get("deprecated") == Some(&json!(true)) {
+                assert!(engine::config::RENAMED_KEYS.iter().any(|(_, old, _)| old == key), "{path:?}.{key}");
+                continue;
+            }
             match prop.get("default") {
                 Some(d) => {
                     assert!(same(d, &loaded[key]), "{path:?}.{key}: schema {d}, parser {}", loaded[key])
@@ -490,4 +506,69 @@ fn every_default_in_the_schema_is_the_parsers() {
             }
         }
     }
+}
+
+// ---- renamed keys ---------------------------------------------------------------------
+
+/// `emend init` in a temporary directory, then `edit` applied to its emend.yaml.
+fn project_with(edit: impl Fn(&str) -> String) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    let out = Command::new(env!("CARGO_BIN_EXE_emend"))
+        .current_dir(tmp.path())
+        .args(["init", dir.to_str().unwrap(), "--tasks", "builtin"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let file = dir.join("emend.yaml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, edit(&text)).unwrap();
+    (tmp, dir)
+}
+
+fn emend_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_emend")).current_dir(dir).args(args).output().unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn emend_init_writes_only_the_new_key_names() {
+    let text = init_config();
+    for (section, old, new) in engine::config::RENAMED_KEYS {
+        assert!(text.contains(&format!("\n  {new}: ")), "{section}.{new} missing:\n{text}");
+        assert!(!text.contains(&format!("\n  {old}: ")), "{section}.{old} written:\n{text}");
+    }
+}
+
+#[test]
+fn an_old_key_loads_with_a_warning_naming_the_file_and_both_keys() {
+    let (_tmp, dir) = project_with(|t| t.replace("  probe_drop_max: 0.02\n", "  delta1: 0.07\n"));
+    let (code, _, stderr) = emend_in(&dir, &["status"]);
+    assert_eq!(code, 0, "{stderr}");
+    let file = dir.join("emend.yaml");
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("deprecated")).collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    let want = format!(
+        "{}: gates.delta1 is deprecated, renamed gates.probe_drop_max; the old key still loads in this release",
+        file.display()
+    );
+    assert!(warnings[0].ends_with(&want), "{}", warnings[0]);
+    // The value takes effect under the new name.
+    let project = engine::config::Project::open(&dir).unwrap();
+    assert_eq!(project.config.gates.probe_drop_max, 0.07);
+    // `emend validate` names the file too.
+    let (code, _, stderr) = emend_in(&dir, &["validate", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains(&want), "{stderr}");
+}
+
+#[test]
+fn a_file_with_both_names_of_a_key_is_refused_naming_both() {
+    let (_tmp, dir) =
+        project_with(|t| t.replace("  lord_initial_wealth: 0.5\n", "  lord_initial_wealth: 0.5\n  lord_w0: 0.2\n"));
+    let (code, _, stderr) = emend_in(&dir, &["status"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("gates.lord_w0 and gates.lord_initial_wealth are both set"), "{stderr}");
+    assert!(stderr.contains(&dir.join("emend.yaml").display().to_string()), "{stderr}");
 }

@@ -105,7 +105,7 @@ impl JumpSettings {
             startup: s.startup,
             multivariate: s.multivariate,
             consensus: s.consensus,
-            epsilon_c: cfg.gates.epsilon_c,
+            epsilon_c: cfg.gates.category_drop_max,
         }
     }
 }

@@ -73,11 +73,11 @@ impl Parts {
     }
 }
 
-/// The LORD++ configuration of the gate: `gates.alpha`, `W0 = lord_w0 * alpha`
+/// The LORD++ configuration of the gate: `gates.alpha`, `W0 = lord_initial_wealth * alpha`
 /// and the front-loaded Basel gamma (61% of the wealth on the first test
 /// after each accept), so that the first confirm tests have useful power.
 pub fn lord_config(g: &GateConfig) -> LordConfig {
-    LordConfig { alpha: g.alpha, w0: g.lord_w0 * g.alpha, gamma: Gamma::Basel }
+    LordConfig { alpha: g.alpha, w0: g.lord_initial_wealth * g.alpha, gamma: Gamma::Basel }
 }
 
 /// The confirm tests' running state, replayed from the journal.

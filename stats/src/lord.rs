@@ -96,7 +96,10 @@ impl LordConfig {
             return Err(LordError(format!("gates.alpha must be in (0, 1), got {}", self.alpha)));
         }
         if !(self.w0 > 0.0 && self.w0 <= self.alpha) {
-            return Err(LordError(format!("gates.lord_w0 must be in (0, alpha = {}], got {}", self.alpha, self.w0)));
+            return Err(LordError(format!(
+                "W0 (gates.lord_initial_wealth * alpha) must be in (0, alpha = {}], got {}",
+                self.alpha, self.w0
+            )));
         }
         if matches!(self.gamma, Gamma::Horizon { tests: 0 }) {
             return Err(LordError("gates.lord_horizon must be at least 1".into()));

@@ -68,7 +68,7 @@ pub fn run(args: &ValidateArgs) -> CmdResult {
 fn check_config(file: &std::path::Path, json: bool) -> serde_json::Value {
     let result = std::fs::read_to_string(file)
         .map_err(|e| format!("cannot read: {e}"))
-        .and_then(|text| engine::config::parse_config(&text).map(|_| ()));
+        .and_then(|text| engine::config::parse_config_at(file, &text).map(|_| ()));
     let name = file.display().to_string();
     match result {
         Ok(()) => {

@@ -231,7 +231,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         let cand: Vec<stats::Outcome> = full.iter().map(stats::Outcome::from).collect();
         let alpha = confirm.lord.next_alpha();
         let config = stats::CompareConfig {
-            thresholds: stats::Thresholds { alpha, epsilon_c: gates.epsilon_c, cost_bound: gates.cost_bound },
+            thresholds: stats::Thresholds { alpha, epsilon_c: gates.category_drop_max, cost_bound: gates.cost_bound },
             bootstrap: stats::BootstrapConfig {
                 unit: if self.project.config.harness.protocol().is_endpoint() {
                     stats::BootstrapUnit::Question
@@ -275,7 +275,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         if gates.cluster_check == ClusterMode::Require {
             extra.push(cluster_rule(&cluster));
         }
-        extra.extend(start_rules(input.start, &cand_summary, gates.epsilon_c));
+        extra.extend(start_rules(input.start, &cand_summary, gates.category_drop_max));
         if let (Some(bound), Some(v1), Some(c)) =
             (gates.cost_bound_v1, input.start.mean_context_tokens, cand_summary.mean_context_tokens)
         {

@@ -75,7 +75,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             replay: input.replay,
             effects: &past.effects,
             rejected_moves: &past.rejected_moves,
-            delta1: cfg.gates.delta1,
+            delta1: cfg.gates.probe_drop_max,
             probe_ids: &probe_ids,
             served_on_probe,
             bounded: cfg.gates.step_bound == emend_model::config::StepBound::Schema,

@@ -1,0 +1,590 @@
+//! The serde types of `emend.yaml`, one per section (`harness`, `gates`,
+//! `loop`, `search`, `roles`, `serve`, `hooks`), and their `Default`s. The
+//! default values themselves live in [`super::defaults`]; range checks in
+//! [`super::validate`].
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::defaults::*;
+use crate::stats::{AlphaSchedule, BootstrapUnit};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HarnessKind {
+    Builtin,
+    Command,
+}
+
+/// `harness.judge`: the harness's judge type.
+pub use harness::strategy::JudgeKind;
+
+/// An external harness: a command emend runs per task shard.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandHarness {
+    /// argv; `{strategy}`, `{tasks}` and `{out}` are replaced by file paths.
+    pub argv: Vec<String>,
+    #[serde(default)]
+    pub workdir: Option<PathBuf>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default = "default_command_timeout")]
+    pub timeout_secs: f64,
+    #[serde(default = "default_shards")]
+    pub shards: usize,
+    #[serde(default = "default_shards")]
+    pub concurrency: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HarnessConfig {
+    #[serde(default = "default_kind")]
+    pub kind: HarnessKind,
+    /// `builtin` (the embedded synthetic dataset) or a LoCoMo-format JSON file.
+    pub tasks: String,
+    /// Only these conversations (sample ids) form the task set.
+    #[serde(default)]
+    pub conversations: Option<Vec<String>>,
+    #[serde(default)]
+    pub include_adversarial: bool,
+    #[serde(default = "default_judge")]
+    pub judge: JudgeKind,
+    #[serde(default = "default_f1")]
+    pub f1_threshold: f64,
+    /// Locked context-token ceiling no strategy may exceed.
+    #[serde(default = "default_ceiling")]
+    pub budget_ceiling: u32,
+    /// The strategy schema; the built-in one when absent.
+    #[serde(default)]
+    pub schema: Option<PathBuf>,
+    /// Part of the harness hash: change it when the evaluated system changes.
+    #[serde(default)]
+    pub version: Option<String>,
+    #[serde(default)]
+    pub command: Option<CommandHarness>,
+    /// Where evaluation shards run: local processes, or tasks on a Ray cluster.
+    #[serde(default)]
+    pub executor: ExecutorChoice,
+    /// The Ray cluster and its driver (`executor: ray`).
+    #[serde(default)]
+    pub ray: RayConfig,
+    /// Size bound of the persistent stage cache (`.emend/cache/stages/`), MiB; 0 turns it off.
+    #[serde(default = "default_stage_cache_mb")]
+    pub stage_cache_mb: u64,
+    /// Largest task set file read, in MB (default 64): a guard against a wrong path
+    /// pointing at something huge.
+    #[serde(default = "default_max_dataset_mb")]
+    pub max_dataset_mb: u64,
+    /// The seeded search/confirm split of the task set.
+    #[serde(default)]
+    pub split: SplitConfig,
+    /// `endpoint` (ingest everything, ask every question once) or `replay`
+    /// (longitudinal: a checkpoint every `replay.every_sessions` sessions).
+    #[serde(default)]
+    pub protocol: ProtocolChoice,
+    #[serde(default)]
+    pub replay: ReplayConfig,
+    /// The all-MiniLM-L6-v2 model directory (`index.dense_kind: minilm`),
+    /// relative to emend.yaml; the `EMEND_MINILM_DIR` variable wins over it.
+    #[serde(default)]
+    pub minilm_dir: Option<PathBuf>,
+}
+
+/// `harness.protocol`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProtocolChoice {
+    #[default]
+    Endpoint,
+    Replay,
+}
+
+/// `harness.replay`: the checkpoints of longitudinal replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayConfig {
+    /// A checkpoint after every this many sessions (and after the last one).
+    #[serde(default = "d_every_sessions")]
+    pub every_sessions: u32,
+}
+
+impl Default for ReplayConfig {
+    fn default() -> Self {
+        ReplayConfig { every_sessions: d_every_sessions() }
+    }
+}
+
+impl HarnessConfig {
+    /// The evaluation protocol the harness runs.
+    pub fn protocol(&self) -> harness::Protocol {
+        match self.protocol {
+            ProtocolChoice::Endpoint => harness::Protocol::Endpoint,
+            ProtocolChoice::Replay => harness::Protocol::Replay { every_sessions: self.replay.every_sessions },
+        }
+    }
+
+    /// [`HarnessConfig::max_dataset_mb`] in bytes.
+    pub fn max_dataset_bytes(&self) -> u64 {
+        self.max_dataset_mb.saturating_mul(1024 * 1024)
+    }
+}
+
+/// Where evaluation shards run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecutorChoice {
+    #[default]
+    Local,
+    Ray,
+}
+
+/// `harness.ray`: how emend reaches a Ray cluster (docs/external-harness.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RayConfig {
+    /// The cluster (`ray://host:10001` or `host:6379`); null: the `RAY_ADDRESS` variable.
+    #[serde(default)]
+    pub address: Option<String>,
+    /// The Python that runs the driver (`emend_ray`, installed from examples/ray).
+    #[serde(default = "default_python")]
+    pub python: String,
+    /// The driver script; null: the installed module (`python -m emend_ray`).
+    #[serde(default)]
+    pub driver: Option<PathBuf>,
+    /// The `emend` program on the workers, for the built-in pipeline; null: this executable's path.
+    #[serde(default)]
+    pub emend: Option<String>,
+    /// The built-in pipeline's shards, how many run at once, and each one's
+    /// timeout (a command harness uses `harness.command`'s).
+    #[serde(default = "default_ray_shards")]
+    pub shards: usize,
+    #[serde(default = "default_ray_shards")]
+    pub concurrency: usize,
+    #[serde(default = "default_ray_timeout")]
+    pub timeout_secs: f64,
+}
+
+impl Default for RayConfig {
+    fn default() -> Self {
+        RayConfig {
+            address: None,
+            python: default_python(),
+            driver: None,
+            emend: None,
+            shards: default_ray_shards(),
+            concurrency: default_ray_shards(),
+            timeout_secs: default_ray_timeout(),
+        }
+    }
+}
+
+/// `harness.split`: which share of every (conversation, category) stratum
+/// goes to the confirm part, which only the Stage-2 test reads.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SplitConfig {
+    #[serde(default = "d_confirm_fraction")]
+    pub confirm_fraction: f64,
+    #[serde(default)]
+    pub seed: u64,
+}
+
+impl Default for SplitConfig {
+    fn default() -> Self {
+        SplitConfig { confirm_fraction: d_confirm_fraction(), seed: 0 }
+    }
+}
+
+/// `gates.cluster_check`: the CR2 check by conversation (Bell-McCaffrey degrees of freedom), recorded
+/// in every confirm test's gate record; `require` makes it a rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ClusterMode {
+    #[default]
+    Off,
+    Require,
+}
+
+/// `off` or `require`; YAML 1.1 tools (PyYAML) write `off` back as `false`,
+/// which is read as `off`.
+impl<'de> Deserialize<'de> for ClusterMode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(if off_or(d, "gates.cluster_check", "require")? { ClusterMode::Require } else { ClusterMode::Off })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GateConfig {
+    /// Screening probe: reject when accuracy falls more than this below the
+    /// served strategy (the papers' delta_1; the old key `delta1` still loads).
+    #[serde(default = "d_probe_drop_max", alias = "delta1")]
+    pub probe_drop_max: f64,
+    /// The run's significance level for the full paired test.
+    #[serde(default = "d_alpha")]
+    pub alpha: f64,
+    /// Loadable for old emend.yaml files; no longer used by the gate (LORD++ spends alpha).
+    #[serde(default = "d_schedule")]
+    pub alpha_schedule: AlphaSchedule,
+    /// Largest accuracy drop tolerated in any category (the papers' epsilon_c;
+    /// the old key `epsilon_c` still loads).
+    #[serde(default = "d_category_drop_max", alias = "epsilon_c")]
+    pub category_drop_max: f64,
+    /// Best-ever auto-restore: served more than this below the best-ever score
+    /// (the papers' tau; the old key `tau_rollback` still loads).
+    #[serde(default = "d_restore_below_best", alias = "tau_rollback")]
+    pub restore_below_best: f64,
+    /// Whether a candidate's numbers must stay within one `x-max-delta` of
+    /// the served strategy: `off` (the default: anywhere inside the legal
+    /// ranges and invariants) or `schema` (the conservative mode).
+    #[serde(default)]
+    pub step_bound: StepBound,
+    /// Largest relative growth of mean context tokens in one accepted step; null (the default) disables.
+    #[serde(default = "d_cost")]
+    pub cost_bound: Option<f64>,
+    /// Largest relative growth of mean context tokens against v1; null disables.
+    #[serde(default)]
+    pub cost_bound_v1: Option<f64>,
+    #[serde(default = "d_probe")]
+    pub probe_size: usize,
+    /// Candidates of a round that may reach the confirm test (the best probes),
+    /// fixed before the probe runs; each is one LORD++ test.
+    #[serde(default = "d_full_tests")]
+    pub full_tests_per_round: usize,
+    #[serde(default = "d_resamples")]
+    pub bootstrap_resamples: usize,
+    /// Loadable for old emend.yaml files; no longer used by the gate (the exact test is).
+    #[serde(default = "d_unit")]
+    pub bootstrap_unit: BootstrapUnit,
+    #[serde(default)]
+    pub cluster_check: ClusterMode,
+    /// LORD++ initial wealth as a share of alpha (the papers' W0 =
+    /// lord_initial_wealth * alpha; the old key `lord_w0` still loads).
+    #[serde(default = "d_lord_initial_wealth", alias = "lord_w0")]
+    pub lord_initial_wealth: f64,
+    /// No longer used: nothing measured on the confirm part flows back into
+    /// the search, so there is no Thresholdout budget to spend. Still loads
+    /// from older emend.yaml files.
+    #[serde(default = "d_holdout_budget")]
+    pub holdout_budget: u32,
+}
+
+/// `gates.step_bound`: how far one candidate may move from the served strategy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepBound {
+    /// Anywhere inside the schema's ranges and invariants: the global search.
+    #[default]
+    Off,
+    /// Every number within its `x-max-delta` of the served value: the bounded
+    /// steps of the conservative mode (with the step search proposer).
+    Schema,
+}
+
+/// `off` or `schema`; YAML 1.1 tools (PyYAML) write `off` back as `false`,
+/// which is read as `off`.
+impl<'de> Deserialize<'de> for StepBound {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(if off_or(d, "gates.step_bound", "schema")? { StepBound::Schema } else { StepBound::Off })
+    }
+}
+
+/// Reads `off` or `other`, true for `other`; YAML 1.1's `false` is `off`,
+/// `true` and any other text are refused naming `field`.
+fn off_or<'de, D: serde::Deserializer<'de>>(d: D, field: &str, other: &str) -> Result<bool, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Bool(bool),
+        Text(String),
+    }
+    match Raw::deserialize(d)? {
+        Raw::Bool(false) => Ok(false),
+        Raw::Text(t) if t == "off" => Ok(false),
+        Raw::Text(t) if t == other => Ok(true),
+        Raw::Bool(true) => Err(serde::de::Error::custom(format!("{field}: expected off or {other}, got true"))),
+        Raw::Text(t) => {
+            Err(serde::de::Error::custom(format!("{field}: expected off or {other}, got {text:?}", text = t)))
+        }
+    }
+}
+
+/// `search:`, the global search proposer (`gates.step_bound: off`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchConfig {
+    /// Racing: a trial is dropped at a look once the one-sided exact test says,
+    /// at this level, that it is worse than the incumbent on the questions so far.
+    #[serde(default = "d_race_level")]
+    pub race_level: f64,
+    /// Questions of the race's first look (then doubling up to the whole search part).
+    #[serde(default = "d_first_look")]
+    pub first_look: usize,
+    /// Pruning: a changed field goes back to its served value when that costs
+    /// at most this many questions of the search part.
+    #[serde(default = "d_prune_tolerance")]
+    pub prune_tolerance: usize,
+    /// Trials in a row without a new best after which a search proposes its best.
+    #[serde(default = "d_stall")]
+    pub stall: usize,
+    /// Trials in a row none better than the served strategy after which the
+    /// search has converged and the run stops (`stopped: converged`).
+    #[serde(default = "d_converge")]
+    pub converge: usize,
+    /// Random trials before the sampler models the history.
+    #[serde(default = "d_startup")]
+    pub startup: usize,
+    /// A joint (multivariate) TPE model of the fields instead of one per field.
+    #[serde(default)]
+    pub multivariate: bool,
+    /// Before pruning, the consensus of this many best strategies (per field
+    /// their median or commonest value) replaces the best one when it is not
+    /// significantly worse on the search part; 0 turns it off.
+    #[serde(default = "d_consensus")]
+    pub consensus: usize,
+}
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        SearchConfig {
+            race_level: d_race_level(),
+            first_look: d_first_look(),
+            prune_tolerance: d_prune_tolerance(),
+            stall: d_stall(),
+            converge: d_converge(),
+            startup: d_startup(),
+            multivariate: false,
+            consensus: d_consensus(),
+        }
+    }
+}
+
+impl Default for GateConfig {
+    fn default() -> Self {
+        GateConfig {
+            probe_drop_max: d_probe_drop_max(),
+            alpha: d_alpha(),
+            alpha_schedule: d_schedule(),
+            category_drop_max: d_category_drop_max(),
+            restore_below_best: d_restore_below_best(),
+            step_bound: StepBound::Off,
+            cost_bound: d_cost(),
+            cost_bound_v1: None,
+            probe_size: d_probe(),
+            full_tests_per_round: d_full_tests(),
+            bootstrap_resamples: d_resamples(),
+            bootstrap_unit: d_unit(),
+            cluster_check: ClusterMode::Off,
+            lord_initial_wealth: d_lord_initial_wealth(),
+            holdout_budget: d_holdout_budget(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoopConfig {
+    #[serde(default = "d_rounds")]
+    pub rounds: u32,
+    #[serde(default = "d_candidates")]
+    pub candidates: usize,
+    #[serde(default)]
+    pub seed: u64,
+    #[serde(default = "d_ucb")]
+    pub ucb_c: f64,
+    /// The search proposer (many multi-field candidates screened by
+    /// successive halving on the search part; endpoint protocol only). On by
+    /// default; false: the rule evolver's one-field moves.
+    #[serde(default = "d_search")]
+    pub search: bool,
+}
+
+impl Default for LoopConfig {
+    fn default() -> Self {
+        LoopConfig { rounds: d_rounds(), candidates: d_candidates(), seed: 0, ucb_c: d_ucb(), search: d_search() }
+    }
+}
+
+/// The model roles emend knows. Each is configured separately, so the
+/// component that proposes a change never judges it.
+pub const ROLE_NAMES: [&str; 6] = ["extractor", "answerer", "judge", "critic", "evolver", "classifier"];
+
+/// One model role: an OpenAI-compatible endpoint and model, and how emend
+/// calls it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoleConfig {
+    /// The API base, e.g. `http://localhost:8000/v1` (requests go to `{base_url}/chat/completions`).
+    pub base_url: String,
+    pub model: String,
+    /// Name of the environment variable holding the API key (never the key itself).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    #[serde(default)]
+    pub temperature: f64,
+    /// Largest completion, in tokens.
+    #[serde(default = "d_max_tokens")]
+    pub max_tokens: u32,
+    /// Requests of this role in flight at once.
+    #[serde(default = "d_role_concurrency")]
+    pub concurrency: usize,
+    /// Seconds one request may take.
+    #[serde(default = "d_role_timeout")]
+    pub timeout_secs: f64,
+    /// Retries of one call on 429, 5xx, timeouts and connection errors.
+    #[serde(default = "d_role_retries")]
+    pub retries: u32,
+    /// First backoff in seconds; it doubles per retry (with jitter) unless the server sends Retry-After.
+    #[serde(default = "d_role_backoff")]
+    pub backoff_secs: f64,
+    /// Seconds one call may take in all, retries and waits included.
+    #[serde(default = "d_role_deadline")]
+    pub deadline_secs: f64,
+    /// On `roles.judge` only: allow the judge to share endpoint and model with
+    /// the answerer or the evolver (normally a configuration error).
+    #[serde(default)]
+    pub allow_shared_with_judge: bool,
+    /// Regular expressions whose matches in a reply are replaced by `[redacted]`
+    /// before it is cached, journaled or logged (the key itself, `Authorization`
+    /// and `api-key` values always are).
+    #[serde(default)]
+    pub redact: Vec<String>,
+}
+
+impl RoleConfig {
+    /// A role with every optional setting at its default.
+    pub fn new(base_url: &str, model: &str) -> RoleConfig {
+        RoleConfig {
+            base_url: base_url.to_string(),
+            model: model.to_string(),
+            api_key_env: None,
+            temperature: 0.0,
+            max_tokens: d_max_tokens(),
+            concurrency: d_role_concurrency(),
+            timeout_secs: d_role_timeout(),
+            retries: d_role_retries(),
+            backoff_secs: d_role_backoff(),
+            deadline_secs: d_role_deadline(),
+            allow_shared_with_judge: false,
+            redact: Vec::new(),
+        }
+    }
+
+    /// The endpoint as compared for judge separation: no trailing slash, scheme and host lowercased.
+    pub fn endpoint(&self) -> String {
+        let trimmed = self.base_url.trim().trim_end_matches('/');
+        match trimmed.split_once("://") {
+            Some((scheme, rest)) => {
+                let (host, path) = rest.split_once('/').map_or((rest, ""), |(h, p)| (h, p));
+                let path = if path.is_empty() { String::new() } else { format!("/{path}") };
+                format!("{}://{}{path}", scheme.to_ascii_lowercase(), host.to_ascii_lowercase())
+            }
+            None => trimmed.to_string(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectConfig {
+    pub harness: HarnessConfig,
+    /// The served strategy file, relative to the project directory.
+    #[serde(default = "d_strategy")]
+    pub strategy: PathBuf,
+    /// Copied to `strategy` when neither it nor a journal exists yet.
+    #[serde(default)]
+    pub initial_strategy: Option<PathBuf>,
+    #[serde(default)]
+    pub gates: GateConfig,
+    #[serde(default, rename = "loop")]
+    pub loop_: LoopConfig,
+    #[serde(default)]
+    pub search: SearchConfig,
+    #[serde(default)]
+    pub roles: BTreeMap<String, RoleConfig>,
+    #[serde(default)]
+    pub serve: ServeConfig,
+    #[serde(default)]
+    pub hooks: HooksConfig,
+}
+
+/// Whether a candidate that passes every gate is served at once or waits for a person.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Approval {
+    /// Served at once (the unattended job).
+    #[default]
+    Auto,
+    /// Journaled as a pending version; `emend approve vN` serves it.
+    Manual,
+}
+
+impl Approval {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Approval::Auto => "auto",
+            Approval::Manual => "manual",
+        }
+    }
+}
+
+/// `serve:` in emend.yaml.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeConfig {
+    #[serde(default)]
+    pub approval: Approval,
+    /// At most this many live pending versions: a new one supersedes the
+    /// oldest beyond it (none: only those tested against the same served
+    /// version are superseded).
+    #[serde(default)]
+    pub max_pending: Option<u32>,
+}
+
+/// `hooks:` in emend.yaml: commands told of changes, run without a shell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HooksConfig {
+    /// argv run after every change of the served version.
+    #[serde(default)]
+    pub on_served: Option<Vec<String>>,
+    /// argv run after a version becomes pending (manual approval).
+    #[serde(default)]
+    pub on_pending: Option<Vec<String>>,
+    /// How long a hook may run before it is killed (`30s`, `2m`).
+    #[serde(default = "d_hook_timeout", with = "duration_text")]
+    pub timeout: std::time::Duration,
+}
+
+impl Default for HooksConfig {
+    fn default() -> Self {
+        HooksConfig { on_served: None, on_pending: None, timeout: d_hook_timeout() }
+    }
+}
+
+/// A positive duration written as text (`30s`, `2m`, `1h 30m`).
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let d: jiff::SignedDuration =
+        s.trim().parse().map_err(|e| format!("expected a duration such as 30s, 2m or 1h, got {s:?}: {e}"))?;
+    std::time::Duration::try_from(d)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| format!("expected a positive duration, got {s:?}"))
+}
+
+mod duration_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &std::time::Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{}s", d.as_secs_f64()))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<std::time::Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        super::parse_duration(&text).map_err(serde::de::Error::custom)
+    }
+}
