@@ -5,7 +5,6 @@
 use std::path::PathBuf;
 
 use super::JudgeKind;
-use super::types::HarnessKind;
 use crate::stats::{AlphaSchedule, BootstrapUnit};
 
 pub(super) fn default_command_timeout() -> f64 {
@@ -31,9 +30,6 @@ pub(super) fn default_ray_timeout() -> f64 {
 }
 pub(super) fn default_python() -> String {
     "python3".into()
-}
-pub(super) fn default_kind() -> HarnessKind {
-    HarnessKind::Builtin
 }
 pub(super) fn default_judge() -> JudgeKind {
     JudgeKind::Evidence

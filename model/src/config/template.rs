@@ -122,7 +122,7 @@ fn render_harness(out: &mut String, tasks: &str, harness_command: Option<&[Strin
         None => out.push_str("  # The strategy schema; null for emend's built-in one.\n  schema: null\n"),
     }
     out.push_str("  # Part of the harness hash: change it whenever the evaluated system changes.\n  version: null\n");
-    out.push_str("  # Seeded split by (conversation, category): the search part feeds diagnosis, probes and\n  # proposals; only the Stage-2 confirm test reads the confirm part.\n  split:\n    confirm_fraction: 0.5\n    seed: 0\n");
+    out.push_str("  # Seeded split by (conversation, category): the search part feeds diagnosis, probes and\n  # proposals; only the confirm test reads the confirm part.\n  split:\n    confirm_fraction: 0.5\n    seed: 0\n");
     if let Some(argv) = harness_command {
         out.push_str("  command:\n");
         out.push_str("    # argv; {strategy}, {tasks} and {out} become file paths (strategy JSON, task shard JSON, outcomes JSONL).\n");

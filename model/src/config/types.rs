@@ -18,6 +18,11 @@ pub enum HarnessKind {
     Command,
 }
 
+/// `harness.kind` when the file does not say: the built-in harness.
+fn default_kind() -> HarnessKind {
+    HarnessKind::Builtin
+}
+
 /// `harness.judge`: the harness's judge type.
 pub use harness::strategy::JudgeKind;
 
@@ -183,7 +188,7 @@ impl Default for RayConfig {
 }
 
 /// `harness.split`: which share of every (conversation, category) stratum
-/// goes to the confirm part, which only the Stage-2 test reads.
+/// goes to the confirm part, which only the confirm test reads.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SplitConfig {
