@@ -743,6 +743,30 @@ pub struct ProjectConfig {
     pub serve: ServeConfig,
     #[serde(default)]
     pub hooks: HooksConfig,
+    #[serde(default)]
+    pub journal: JournalConfig,
+}
+
+/// `journal.expect_head` is a hash as `emend journal head` prints it.
+fn check_expect_head(journal: &JournalConfig) -> Result<(), String> {
+    match &journal.expect_head {
+        Some(got) if !(got.len() == 64 && got.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))) => {
+            Err(format!(
+                "journal.expect_head: expected 64 lowercase hex digits (a hash `emend journal head` printed), got {got:?}"
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `journal:` in emend.yaml.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JournalConfig {
+    /// A head printed by `emend journal head` earlier and kept elsewhere: writers refuse a
+    /// journal whose chain no longer holds it, and `journal verify` checks it.
+    #[serde(default)]
+    pub expect_head: Option<String>,
 }
 
 /// Whether a candidate that passes every gate is served at once or waits for a person.
@@ -958,6 +982,7 @@ pub fn parse_config(text: &str) -> Result<ProjectConfig, String> {
         Some(l) => format!("line {} column {}: {e}", l.line(), l.column()),
         None => e.to_string(),
     })?;
+    check_expect_head(&config.journal)?;
     let g = &config.gates;
     let frac = |name: &str, v: f64, lo: f64, hi: f64| -> Result<(), String> {
         if v.is_finite() && v >= lo && v <= hi {

@@ -372,6 +372,7 @@ impl Walk {
             | Event::Escalated { .. }
             | Event::EscalationReviewed { .. }
             | Event::HookFailed { .. }
+            | Event::ViewRepaired { .. }
             | Event::Searched(_) => {}
         }
     }

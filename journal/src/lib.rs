@@ -58,7 +58,9 @@ mod lock;
 mod log;
 mod memory;
 mod projection;
+mod reader;
 mod record;
+mod seal;
 mod sled_journal;
 mod verify;
 mod view;
@@ -68,12 +70,16 @@ pub use lock::{LOCK_FILE, LockHolder, OpenMode};
 pub use log::{EventLog, export_jsonl};
 pub use memory::MemoryJournal;
 pub use projection::{ProjectError, ProjectionState, Projector};
+pub use reader::open_view;
 pub use record::{EventRecord, Head, NewEvent, ZERO_HASH, canonical_json, canonicalize};
+pub use seal::SEAL_FILE;
 pub use sled_journal::{
-    DEFAULT_MIN_FREE_BYTES, FORMAT_VERSION, SledJournal, open_reader, open_writer, rebuild, verify,
+    DEFAULT_MIN_FREE_BYTES, FORMAT_VERSION, SledJournal, open_reader, open_writer, rebuild, repair, verify,
 };
-pub use verify::{ChainBreak, ChainProblem, KeyDiff, ProjectionCheck, ProjectionDiff, VerifyReport};
-pub use view::{ReadView, VIEW_FILE, ViewSource, open_view};
+pub use verify::{
+    ChainBreak, ChainProblem, KeyDiff, ProjectionCheck, ProjectionDiff, VerifyReport, ViewCheck, ViewDifference,
+};
+pub use view::{ReadView, VIEW_FILE, ViewSource};
 
 #[cfg(test)]
 mod tests {

@@ -13,6 +13,7 @@ use serde_json::Value;
 use crate::error::ErrorKind;
 use crate::projection::{Projector, Rebuilt, Replay};
 use crate::record::{EventRecord, Head, ZERO_HASH, canonical_json_bytes};
+pub use crate::seal::ViewDifference;
 
 /// The outcome of verifying a journal.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,12 +29,32 @@ pub struct VerifyReport {
     /// Stored projection trees the projector no longer declares (left over after a
     /// projector change; `rebuild` drops them). Informational: they do not fail verify.
     pub undeclared_trees: Vec<String>,
+    /// How the published read view compares with the store, record by record.
+    pub view: ViewCheck,
+}
+
+/// How the published read view compares with the store (see the seal module).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ViewCheck {
+    /// Every record of the view is the store's, and the view ends where the store recorded.
+    Match { records: u64 },
+    /// A true prefix lacking only the store's last batch (seq `from..=to`): a crash between
+    /// the store's commit and the view's write; the next writer appends it.
+    Behind { from: u64, to: u64 },
+    /// There is no view (the next writer writes one; readers read the idle store meanwhile).
+    Missing,
+    /// The view differs from the store: forged, edited, cut, or the store was truncated.
+    Differs(ViewDifference),
+    /// Not compared, and why (the view itself was what was verified, or the chain is broken).
+    NotChecked { reason: String },
 }
 
 impl VerifyReport {
     /// True when the chain is intact and every projection matches its rebuild.
     pub fn is_ok(&self) -> bool {
-        self.chain_break.is_none() && matches!(self.projections, ProjectionCheck::Match { .. })
+        self.chain_break.is_none()
+            && matches!(self.projections, ProjectionCheck::Match { .. })
+            && !matches!(self.view, ViewCheck::Differs(_))
     }
 }
 
@@ -180,6 +201,20 @@ impl fmt::Display for VerifyReport {
             }
             ProjectionCheck::NotChecked { reason } => writeln!(f, "projections: not checked: {reason}")?,
         }
+        match &self.view {
+            ViewCheck::Match { records } => writeln!(f, "view: ok, its {records} record(s) are the store's")?,
+            ViewCheck::Behind { from, to } => writeln!(
+                f,
+                "view: lacks seq {from}..{to}, the store's last batch (a run stopped between the store and the \
+                 view); the next writer appends it"
+            )?,
+            ViewCheck::Missing => writeln!(f, "view: none; the next writer writes it from the store")?,
+            ViewCheck::Differs(d) => writeln!(
+                f,
+                "view: DIFFERS from the store at {d}; run `emend journal repair` to rebuild it from the store"
+            )?,
+            ViewCheck::NotChecked { reason } => writeln!(f, "view: not compared with the store: {reason}")?,
+        }
         for tree in &self.undeclared_trees {
             writeln!(f, "note: stored projection `{tree}` is not declared by the projector")?;
         }
@@ -299,6 +334,7 @@ impl<'a> ChainCheck<'a> {
             chain_break: self.chain_break,
             projections,
             undeclared_trees: Vec::new(),
+            view: ViewCheck::NotChecked { reason: "the events themselves were verified".to_owned() },
         };
         (report, rebuilt)
     }

@@ -493,6 +493,9 @@ pub enum JournalCommand {
     Head(JsonArg),
     /// Write events as JSONL for audit and other tools.
     Export(ExportArgs),
+    /// Rebuild the read view (events.log) from the store when it differs, journaling that
+    /// it did and where the view first differed (exit 0; nothing to do when it matches).
+    Repair(JsonArg),
 }
 
 #[derive(Debug, clap::Args)]
@@ -533,17 +536,18 @@ pub fn journal(cmd: &JournalCommand, project_dir: Option<&Path>) -> CmdResult {
             // The store itself when nobody writes to it; the published view while a writer
             // does (or when the directory is read-only).
             let dir = project.journal_dir();
+            let expect_head = args.expect_head.as_deref().or(project.config.journal.expect_head.as_deref());
             let (report, head, expected_found, what) = match journal::open_reader(&dir, engine::events::EngineProjector)
             {
                 Ok(log) => {
                     let report = log.verify().map_err(common::journal_failure)?;
-                    let found = expected_in(&log, args.expect_head.as_deref())?;
+                    let found = expected_in(&log, expect_head)?;
                     (report, log.head(), found, "the store")
                 }
                 Err(e) if matches!(e.kind(), journal::ErrorKind::Locked { .. } | journal::ErrorKind::Io { .. }) => {
                     let log = common::reader(&project)?;
                     let report = log.verify().map_err(common::journal_failure)?;
-                    let found = expected_in(&log, args.expect_head.as_deref())?;
+                    let found = expected_in(&log, expect_head)?;
                     (report, log.head(), found, "the published read view: a writer holds the store, or it is read-only")
                 }
                 Err(e) => return Err(common::journal_failure(e)),
@@ -557,6 +561,10 @@ pub fn journal(cmd: &JournalCommand, project_dir: Option<&Path>) -> CmdResult {
                     "head_hash": head.hash,
                     "events_checked": report.events_checked,
                     "first_broken_seq": report.chain_break.as_ref().map(|b| b.seq),
+                    "view_first_differing_seq": match &report.view {
+                        journal::ViewCheck::Differs(d) => Some(d.seq),
+                        _ => None,
+                    },
                     "expected_head_found": expected_found,
                     "checked": what,
                     "report": report.to_string(),
@@ -567,7 +575,7 @@ pub fn journal(cmd: &JournalCommand, project_dir: Option<&Path>) -> CmdResult {
                 } else {
                     print!("journal {} FAILED verification, checked {what}:\n{report}", dir.display());
                 }
-                if let (Some(hash), Some(found)) = (&args.expect_head, expected_found) {
+                if let (Some(hash), Some(found)) = (expect_head, expected_found) {
                     if found {
                         println!("expected head {hash}: present in the chain");
                     } else {
@@ -579,6 +587,7 @@ pub fn journal(cmd: &JournalCommand, project_dir: Option<&Path>) -> CmdResult {
             }
             Ok(if ok { exit::OK } else { exit::FAILED })
         }
+        JournalCommand::Repair(args) => super::journal_repair::repair(&project, args.json),
         JournalCommand::Head(args) => {
             let log = common::reader(&project)?;
             let head = log.head();
