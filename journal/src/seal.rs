@@ -41,6 +41,13 @@ pub(crate) struct ViewBinding {
     /// the store's commit and the view's write.
     pub prev_seq: u64,
     pub prev_len: u64,
+    /// SHA-256 (hex) of the view's bytes after this batch and before it: a writer that
+    /// finds the view hashing to one of them knows it matches (or lacks only the last
+    /// batch) without reading its records (`None` in bindings written before digests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prev_digest: Option<String>,
 }
 
 impl ViewBinding {

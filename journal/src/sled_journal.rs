@@ -57,6 +57,7 @@ use crate::verify::{ChainCheck, ProjectionDiff, VerifyReport, ViewCheck, compare
 use crate::view::{self, ViewWriter};
 
 mod binding;
+mod chain;
 mod files;
 
 use files::{open_db, open_error, remove_snapshot_leftovers};
@@ -73,6 +74,8 @@ const FORMAT_KEY: &[u8] = b"format_version";
 const HEAD_KEY: &[u8] = b"head";
 const DIGEST_PREFIX: &str = "digest:";
 const VIEW_KEY: &[u8] = b"view";
+/// The XOR of [`entry_digest`] over every stored record (key and stored bytes).
+const EVENTS_DIGEST_KEY: &[u8] = b"events_digest";
 
 /// Free space a writer wants on the journal's file system before it writes a batch.
 pub const DEFAULT_MIN_FREE_BYTES: u64 = 16 * 1024 * 1024;
@@ -290,44 +293,6 @@ impl SledJournal {
         Ok(journal)
     }
 
-    /// Refuse unless the whole chain checks out against the recorded head. Returns the hash
-    /// of every record, seq 1 first.
-    fn check_chain(&self) -> Result<Vec<String>> {
-        let mut check = ChainCheck::chain_only(&*self.projector, &self.declared);
-        let mut hashes = Vec::new();
-        for item in self.store.events.iter() {
-            match item {
-                Ok((key, value)) => {
-                    if !check.feed(&key, &value) {
-                        break;
-                    }
-                    hashes.push(check.last_good().hash);
-                }
-                Err(e) => {
-                    let after = check.last_good().seq;
-                    return Err(self.err(
-                        Some(after + 1),
-                        ErrorKind::corrupt(format!(
-                            "the store cannot be read past event seq {after} ({e}); nothing was written: \
-                             run `emend journal verify` for the full report"
-                        )),
-                    ));
-                }
-            }
-        }
-        let (report, _) = check.finish(Some(&self.head));
-        match report.chain_break {
-            None => Ok(hashes),
-            Some(b) => Err(self.err(
-                Some(b.seq),
-                ErrorKind::corrupt(format!(
-                    "the chain is broken at {b}; nothing was written to this journal: \
-                     run `emend journal verify` for the full report"
-                )),
-            )),
-        }
-    }
-
     /// The digest of a stored projection tree, recomputed from its entries.
     fn stored_digest(&self, name: &str, tree: &Tree) -> Result<TreeDigest> {
         let mut acc = [0u8; 32];
@@ -538,9 +503,17 @@ impl Store {
             tree_writes.push(entries);
         }
         let outcome = trees.as_slice().transaction(|tx| -> std::result::Result<(), ConflictableTransactionError<()>> {
+            let mut events_digest: TreeDigest = match tx[1].get(EVENTS_DIGEST_KEY)? {
+                Some(d) => <[u8; 32]>::try_from(d.as_ref()).unwrap_or([0u8; 32]),
+                None => [0u8; 32],
+            };
             for (key, value) in encoded {
-                tx[0].insert(key, value.as_slice())?;
+                xor_into(&mut events_digest, &entry_digest(key, value));
+                if let Some(old) = tx[0].insert(key, value.as_slice())? {
+                    xor_into(&mut events_digest, &entry_digest(key, &old));
+                }
             }
+            tx[1].insert(EVENTS_DIGEST_KEY, &events_digest[..])?;
             tx[1].insert(HEAD_KEY, head_bytes.as_slice())?;
             tx[1].insert(VIEW_KEY, binding_bytes.as_slice())?;
             for (i, entries) in tree_writes.iter().enumerate() {
@@ -617,6 +590,8 @@ impl EventLog for SledJournal {
             len: view_len + frame.len() as u64,
             prev_seq: self.head.seq,
             prev_len: view_len,
+            digest: self.view.as_ref().map(|v| v.digest_after(&frame)),
+            prev_digest: self.view.as_ref().map(ViewWriter::digest),
         };
         self.store.commit(&encoded, &stored, &batch.head, &binding).map_err(|k| self.err(Some(last), k))?;
         // Committed: later appends chain onto it even if the flush below fails.

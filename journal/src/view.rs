@@ -145,18 +145,35 @@ pub(crate) struct ViewWriter {
     file: File,
     path: PathBuf,
     len: u64,
+    /// SHA-256 over the view's bytes so far (`len` of them).
+    hasher: Sha256,
     /// False after a failed write: the writer stops publishing; the view then lags behind
     /// the store until `emend journal repair` rebuilds it.
     healthy: bool,
 }
 
 impl ViewWriter {
-    /// Open the view for appending after its last complete frame (a torn tail is cut).
-    pub(crate) fn open_at(dir: &Path, good_len: u64) -> std::io::Result<Self> {
+    /// Open the view for appending after its last complete frame (a torn tail is cut),
+    /// given its bytes up to there.
+    pub(crate) fn open_at(dir: &Path, kept: &[u8]) -> std::io::Result<Self> {
         let path = dir.join(VIEW_FILE);
         let file = OpenOptions::new().write(true).open(&path)?;
-        file.set_len(good_len)?;
-        Ok(ViewWriter { file, path, len: good_len, healthy: true })
+        file.set_len(kept.len() as u64)?;
+        let mut hasher = Sha256::new();
+        hasher.update(kept);
+        Ok(ViewWriter { file, path, len: kept.len() as u64, hasher, healthy: true })
+    }
+
+    /// SHA-256 (hex) of the view as written so far.
+    pub(crate) fn digest(&self) -> String {
+        hex::encode(self.hasher.clone().finalize())
+    }
+
+    /// SHA-256 (hex) of the view once `frame` is appended.
+    pub(crate) fn digest_after(&self, frame: &[u8]) -> String {
+        let mut h = self.hasher.clone();
+        h.update(frame);
+        hex::encode(h.finalize())
     }
 
     /// Write a new view holding `records` beside the old one and rename it into place.
@@ -170,25 +187,28 @@ impl ViewWriter {
         let mut file = File::create(&tmp).map_err(|e| io("creating", e))?;
         file.write_all(HEADER).map_err(|e| io("writing", e))?;
         let mut len = HEADER.len() as u64;
+        let mut hasher = Sha256::new();
+        hasher.update(HEADER);
         let mut chunk = Vec::new();
-        let flush_chunk = |chunk: &mut Vec<EventRecord>, file: &mut File, len: &mut u64| -> Result<(), ErrorKind> {
+        let mut flush_chunk = |chunk: &mut Vec<EventRecord>, file: &mut File| -> Result<(), ErrorKind> {
             if chunk.is_empty() {
                 return Ok(());
             }
             let bytes = frame(chunk);
             file.write_all(&bytes)
                 .map_err(|e| ErrorKind::io(format!("writing {}", dir.join(VIEW_TMP).display()), e))?;
-            *len += bytes.len() as u64;
+            len += bytes.len() as u64;
+            hasher.update(&bytes);
             chunk.clear();
             Ok(())
         };
         for record in records {
             chunk.push(record?);
             if chunk.len() >= 512 {
-                flush_chunk(&mut chunk, &mut file, &mut len)?;
+                flush_chunk(&mut chunk, &mut file)?;
             }
         }
-        flush_chunk(&mut chunk, &mut file, &mut len)?;
+        flush_chunk(&mut chunk, &mut file)?;
         file.sync_all().map_err(|e| io("syncing", e))?;
         drop(file);
         std::fs::rename(&tmp, &path)
@@ -197,7 +217,7 @@ impl ViewWriter {
             let _ = d.sync_all();
         }
         let file = OpenOptions::new().write(true).open(&path).map_err(|e| io("reopening", e))?;
-        Ok(ViewWriter { file, path, len, healthy: true })
+        Ok(ViewWriter { file, path, len, hasher, healthy: true })
     }
 
     /// The view's length in bytes as this writer has written it.
@@ -224,6 +244,7 @@ impl ViewWriter {
         match written {
             Ok(()) => {
                 self.len += bytes.len() as u64;
+                self.hasher.update(bytes);
                 self.seal(binding);
             }
             Err(e) => {
@@ -262,10 +283,8 @@ pub(crate) fn remove_leftover(dir: &Path) {
 /// Where a [`ReadView`] came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ViewSource {
-    /// The published `events.log`.
+    /// The published `events.log` (readers never open the store itself).
     Published,
-    /// The sled store itself (a journal written before views existed, while nobody held it).
-    Store,
 }
 
 /// The journal as of its last published batch, read without the writer's lock. Reads and

@@ -2,6 +2,8 @@
 //! view in line with the store at open, or refuse; rebuild it on `repair`; compare it for
 //! `verify`.
 
+use sha2::{Digest, Sha256};
+
 use super::{SledJournal, Store, VIEW_KEY};
 use crate::error::{ErrorKind, Result};
 use crate::log::EventLog;
@@ -25,11 +27,16 @@ impl Store {
 }
 
 impl SledJournal {
-    /// Bring the published view in line with the store, given the hash of every stored
-    /// record. A view that matches is kept; one that lacks only the last batch (a crash
-    /// between the store's commit and the view's write) gets it appended; a missing view
-    /// is written. Any other difference is refused, naming the first differing seq, unless
-    /// `repair`: then the view is rebuilt from the store and the difference returned.
+    /// Bring the published view in line with the store. A view that matches is kept; one
+    /// that lacks only the last batch (a crash between the store's commit and the view's
+    /// write) gets it appended; a missing view is written. Any other difference is refused,
+    /// naming the first differing seq, unless `repair`: then the view is rebuilt from the
+    /// store and the difference returned.
+    ///
+    /// The view's bytes are hashed once and compared with the digests the store recorded
+    /// with its last batch; only when neither matches are the view's records read and
+    /// compared one by one with the store's (`hashes`: every stored record's hash), to name
+    /// the first differing seq.
     pub(super) fn sync_view(&mut self, hashes: &[String], repair: bool) -> Result<Option<ViewDifference>> {
         view::remove_leftover(&self.dir);
         let path = self.dir.join(view::VIEW_FILE);
@@ -43,17 +50,25 @@ impl SledJournal {
             Err(e) => return Err(self.err(None, ErrorKind::io(format!("reading {}", path.display()), e))),
         };
         let binding = self.store.recorded_binding().map_err(|k| self.err(None, k))?;
-        let scan = seal::scan(&bytes, &*self.projector);
-        let open_at = |len| {
-            ViewWriter::open_at(&self.dir, len)
+        let (state, good_len) = match binding.as_ref().and_then(|b| self.judge_by_digest(&bytes, b)) {
+            Some(found) => found,
+            None => {
+                let scan = seal::scan(&bytes, &*self.projector);
+                (seal::judge(&scan, hashes, binding.as_ref()), scan.good_len)
+            }
+        };
+        let kept = &bytes[..good_len as usize];
+        let open_at = || {
+            ViewWriter::open_at(&self.dir, kept)
                 .map_err(|e| self.err(None, ErrorKind::io(format!("opening {}", path.display()), e)))
         };
-        match seal::judge(&scan, hashes, binding.as_ref()) {
+        match state {
             ViewState::InSync => {
-                let writer = open_at(scan.good_len)?;
+                let writer = open_at()?;
                 let binding = match binding {
-                    Some(b) => b,
-                    None => self.bind(writer.len())?,
+                    Some(b) if b.digest.is_some() => b,
+                    // A binding from before digests: record one now.
+                    _ => self.bind(&writer)?,
                 };
                 writer.seal(&binding);
                 self.view = Some(writer);
@@ -65,18 +80,20 @@ impl SledJournal {
                     "the read view lacks seq {from}..{to}, committed to the store just before the last run \
                      stopped; appending them"
                 );
-                let mut writer = open_at(scan.good_len)?;
+                let mut writer = open_at()?;
                 let records = self.read_from(from)?;
-                let planned = binding.unwrap_or_else(|| ViewBinding {
+                let planned = binding.clone().unwrap_or_else(|| ViewBinding {
                     seq: self.head.seq,
                     hash: self.head.hash.clone(),
                     len: 0,
                     prev_seq: from - 1,
-                    prev_len: scan.good_len,
+                    prev_len: good_len,
+                    digest: None,
+                    prev_digest: None,
                 });
                 writer.publish(&records, &planned);
-                if writer.len() != planned.len {
-                    let actual = self.bind(writer.len())?;
+                if writer.len() != planned.len || planned.digest.as_deref() != Some(writer.digest().as_str()) {
+                    let actual = self.bind(&writer)?;
                     writer.seal(&actual);
                 }
                 self.view = Some(writer);
@@ -99,14 +116,36 @@ impl SledJournal {
         }
     }
 
-    /// Record (in the store) that the view ends at the head with `len` bytes, and return it.
-    fn bind(&self, len: u64) -> Result<ViewBinding> {
+    /// The view judged by its digest alone: in sync when its bytes are exactly those the
+    /// store recorded with its last batch, behind by that batch when they are those it
+    /// recorded before it. `None`: neither (or no digest recorded): compare record by record.
+    fn judge_by_digest(&self, bytes: &[u8], b: &ViewBinding) -> Option<(ViewState, u64)> {
+        // The store's head (its chain checked already) must be where the binding says.
+        if b.seq != self.head.seq || b.hash != self.head.hash {
+            return None;
+        }
+        let digest = hex::encode(Sha256::digest(bytes));
+        if bytes.len() as u64 == b.len && b.digest.as_deref() == Some(digest.as_str()) {
+            return Some((ViewState::InSync, b.len));
+        }
+        if bytes.len() as u64 == b.prev_len && b.prev_seq < b.seq && b.prev_digest.as_deref() == Some(digest.as_str()) {
+            return Some((ViewState::BehindByLastBatch { from: b.prev_seq + 1, to: b.seq }, b.prev_len));
+        }
+        None
+    }
+
+    /// Record (in the store) that the view ends at the head as `writer` has written it,
+    /// and return the binding.
+    fn bind(&self, writer: &ViewWriter) -> Result<ViewBinding> {
+        let (len, digest) = (writer.len(), writer.digest());
         let binding = ViewBinding {
             seq: self.head.seq,
             hash: self.head.hash.clone(),
             len,
             prev_seq: self.head.seq,
             prev_len: len,
+            digest: Some(digest.clone()),
+            prev_digest: Some(digest),
         };
         self.store.record_binding(&binding).map_err(|k| self.err(None, k))?;
         Ok(binding)
@@ -116,7 +155,7 @@ impl SledJournal {
     fn rewrite_view(&mut self) -> Result<()> {
         let records = self.read_from(1)?;
         let writer = ViewWriter::rewrite(&self.dir, records.into_iter().map(Ok)).map_err(|k| self.err(None, k))?;
-        let binding = self.bind(writer.len())?;
+        let binding = self.bind(&writer)?;
         writer.seal(&binding);
         self.view = Some(writer);
         Ok(())
@@ -137,14 +176,6 @@ impl SledJournal {
             ViewState::BehindByLastBatch { from, to } => ViewCheck::Behind { from, to },
             ViewState::Differs(d) => ViewCheck::Differs(d),
         })
-    }
-}
-
-impl SledJournal {
-    /// Where the store recorded the view to end with its last batch (`None` for a journal
-    /// written before bindings).
-    pub(crate) fn binding(&self) -> Result<Option<ViewBinding>> {
-        self.store.recorded_binding().map_err(|k| self.err(None, k))
     }
 }
 

@@ -95,10 +95,11 @@ fn a_frame_missing_from_the_middle_is_found_by_readers_writers_and_verify_and_re
 }
 
 #[test]
-fn a_forged_view_with_a_recomputed_chain_is_refused_once_the_store_can_be_read() {
+fn a_forged_view_with_a_recomputed_chain_is_refused_by_readers_at_the_seal_and_by_writers_and_verify() {
     let (_tmp, dir) = six_batches();
     forge(&dir);
-    refused_naming(open_view(&dir, Tally).unwrap_err(), 1);
+    // Readers check against the seal (seq 12), writers and `verify` against the store.
+    refused_naming(open_view(&dir, Tally).unwrap_err(), 12);
     refused_naming(open_writer(&dir, Tally).unwrap_err(), 1);
     view_differs_at(&dir, 1);
 }
@@ -117,13 +118,15 @@ fn while_a_writer_holds_the_store_readers_check_the_view_against_its_seal() {
     let seal = std::fs::read(dir.join(SEAL_FILE)).unwrap();
     let (seq, hash) = forge(&dir);
     refused_naming(open_view(&dir, Tally).unwrap_err(), 12);
-    // What a reader cannot find during a run: a forger who also rewrote the seal. The
-    // writer, `verify` and readers find it once the store is free.
+    // What a reader cannot find: a forger who also rewrote the seal (readers never open
+    // the store). The next writer and `verify` find it.
     let forged_seal = serde_json::json!({"seq": seq, "hash": hash, "len": 0, "prev_seq": 0, "prev_len": 0});
     std::fs::write(dir.join(SEAL_FILE), forged_seal.to_string()).unwrap();
     assert_eq!(open_view(&dir, Tally).unwrap().head().hash, hash);
     drop(writer);
-    refused_naming(open_view(&dir, Tally).unwrap_err(), 1);
+    assert_eq!(open_view(&dir, Tally).unwrap().head().hash, hash);
+    refused_naming(open_writer(&dir, Tally).unwrap_err(), 1);
+    view_differs_at(&dir, 1);
     std::fs::write(dir.join(VIEW_FILE), &good).unwrap();
     std::fs::write(dir.join(SEAL_FILE), &seal).unwrap();
     assert_eq!(open_view(&dir, Tally).unwrap().head().seq, 12);
@@ -142,7 +145,7 @@ fn a_view_ahead_of_its_seal_is_a_batch_being_published_not_a_forgery() {
 }
 
 #[test]
-fn a_store_truncated_by_sled_is_refused_by_writers_readers_and_verify() {
+fn a_store_truncated_by_sled_is_refused_by_writers_and_verify_while_readers_read_the_intact_view() {
     for rewrite_binding in [false, true] {
         let (_tmp, dir) = six_batches();
         let records = open_view(&dir, Tally).unwrap().read_from(1).unwrap();
@@ -161,8 +164,10 @@ fn a_store_truncated_by_sled_is_refused_by_writers_readers_and_verify() {
             }
             db.flush().unwrap();
         }
-        refused_naming(open_writer(&dir, Tally).unwrap_err(), 11);
-        refused_naming(open_view(&dir, Tally).unwrap_err(), 11);
+        let err = open_writer(&dir, Tally).unwrap_err();
+        assert_eq!((err.exit_class(), err.seq), (ErrorClass::Failed, Some(11)), "{err:?}");
+        // The view and its seal are untouched: the true history.
+        assert_eq!(open_view(&dir, Tally).unwrap().read_from(1).unwrap(), records);
         view_differs_at(&dir, 11);
     }
 }
@@ -170,11 +175,16 @@ fn a_store_truncated_by_sled_is_refused_by_writers_readers_and_verify() {
 #[test]
 fn a_view_behind_by_the_last_batch_is_caught_up_and_one_behind_by_more_is_refused() {
     let (_tmp, dir) = six_batches();
+    let records = open_view(&dir, Tally).unwrap().read_from(1).unwrap();
     let f = frames(&dir);
+    // As a run stopped between the store's commit and the view's write leaves it: the view
+    // and its seal as of the batch before.
     write_frames(&dir, &f[..5]);
-    // An idle store: readers read it, the whole history.
+    let seal = serde_json::json!({"seq": 10, "hash": records[9].hash, "len": 0, "prev_seq": 0, "prev_len": 0});
+    std::fs::write(dir.join(SEAL_FILE), seal.to_string()).unwrap();
+    // Readers read the view as of that batch: a true prefix.
     let view = open_view(&dir, Tally).unwrap();
-    assert_eq!((view.head().seq, view.source()), (12, ViewSource::Store));
+    assert_eq!((view.head().seq, view.source()), (10, ViewSource::Published));
     drop(view);
     assert!(matches!(verify(&dir, Tally).unwrap().view, ViewCheck::Behind { from: 11, to: 12 }));
     drop(open_writer(&dir, Tally).unwrap());
@@ -184,4 +194,6 @@ fn a_view_behind_by_the_last_batch_is_caught_up_and_one_behind_by_more_is_refuse
     write_frames(&dir, &f[..4]);
     refused_naming(open_writer(&dir, Tally).unwrap_err(), 9);
     view_differs_at(&dir, 9);
+    // Cut short of its seal: readers refuse too.
+    refused_naming(open_view(&dir, Tally).unwrap_err(), 9);
 }

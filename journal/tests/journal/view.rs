@@ -103,13 +103,13 @@ fn a_damaged_view_is_refused_by_readers_and_writers_until_repair_rebuilds_it_fro
 }
 
 #[test]
-fn a_missing_view_is_written_by_the_next_writer_and_read_from_an_idle_store_meanwhile() {
+fn a_missing_view_is_refused_by_readers_and_written_by_the_next_writer() {
     let (_tmp, dir) = ten_events();
     std::fs::remove_file(dir.join(VIEW_FILE)).unwrap();
-    let view = open_view(&dir, Tally).unwrap();
-    assert_eq!(view.source(), ViewSource::Store);
-    assert_eq!(view.head().seq, 10);
-    drop(view);
+    // Readers never open the store: they refuse, naming `emend journal repair`.
+    let err = open_view(&dir, Tally).unwrap_err();
+    assert_eq!(err.exit_class(), journal::ErrorClass::Failed, "{err}");
+    assert!(err.kind().to_string().contains("emend journal repair"), "{}", err.kind());
     drop(open_writer(&dir, Tally).unwrap());
     let view = open_view(&dir, Tally).unwrap();
     assert_eq!(view.source(), ViewSource::Published);
