@@ -11,7 +11,7 @@
 //! guarded by a LOCK file naming its holder) and [`MemoryJournal`]. A third, [`ReadView`]
 //! ([`open_view`]), is how readers open a journal while a writer holds it: the writer
 //! publishes every committed batch to an append-only file that readers replay without any
-//! lock; it refuses to append.
+//! lock and without opening the store; it refuses to append.
 //!
 //! A projector declares its trees and applies one event at a time. Keys sort as strings,
 //! so zero-pad numbers; reads see writes made earlier in the same batch; `project` must be

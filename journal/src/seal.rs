@@ -2,19 +2,18 @@
 //!
 //! The view (`events.log`) is a cache of the store. With each batch the writer records in
 //! the store, in the same transaction as the batch and its head, a [`ViewBinding`]: the
-//! seq and hash the view ends at after that batch, its length in bytes, and where it ended
-//! before the batch. After it publishes the batch to the view it writes the same binding to
-//! `events.seal` (atomically, by rename), a small file readers can read while a writer holds
-//! the store. So:
+//! seq and hash the view ends at after that batch, its length in bytes and the SHA-256 of
+//! its bytes, and the same before the batch. After it publishes the batch to the view it
+//! writes the same binding to `events.seal` (atomically, by rename), a small file readers
+//! read. So:
 //!
-//! - a writer and `verify` compare every record of the view with the store, and the view's
-//!   length and the store's head with the binding ([`judge`]);
-//! - a reader that can open the store (no writer holds it) compares the view with it;
-//! - a reader that cannot (a writer holds it, or the directory is read-only) checks the
-//!   view against the seal it read before the view: the view must reach the sealed seq and
-//!   carry the sealed hash there. A forger who rewrites both the view and the seal with a
-//!   recomputed chain is found by the next writer, by `verify` and by every reader once
-//!   the store is free, not by a reader during a run.
+//! - a writer hashes the view and compares it with the binding; only on a mismatch does
+//!   it compare every record of the view with the store ([`judge`]), as `verify` always
+//!   does, to name the first differing seq;
+//! - a reader never opens the store: it checks the view against the seal it read before
+//!   the view: the view must reach the sealed seq and carry the sealed hash there. A
+//!   forger who rewrites both the view and the seal with a recomputed chain is found by
+//!   the next writer and by `verify`, not by a reader.
 
 use std::path::Path;
 

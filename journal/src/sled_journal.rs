@@ -12,8 +12,10 @@
 //!                      JSON lines (every record of journals written before) read as well
 //!   tree `meta`        `format_version` -> u32 big-endian; `head` -> JSON {"seq","hash"};
 //!                      `digest:<name>` -> 32 bytes: the XOR of SHA-256 over every entry of
-//!                      projection `<name>` (see [`entry_digest`]); `view` -> JSON: where the
-//!                      read view ends after the last batch (see the seal module)
+//!                      projection `<name>` (see [`entry_digest`]); `events_digest` -> 32
+//!                      bytes: the same over every stored record; `view` -> JSON: where the
+//!                      read view ends after the last batch and the SHA-256 of its bytes
+//!                      (see the seal module)
 //!   tree `proj:<name>` one per stored projection: key UTF-8 -> value: canonical JSON
 //! ```
 //!
@@ -30,11 +32,12 @@
 //! to the read view.
 //!
 //! A writer refuses a damaged journal: when it opens the journal it checks the whole chain
-//! (sequence numbers, hashes, links, the recorded head) and recomputes each projection's
-//! digest from its stored entries, which is cheap (no replay); any mismatch is an error
-//! naming the seq or the projection. It then compares every record of the read view with
-//! the store and refuses a view that differs (see the seal module) until
-//! [`repair`] rebuilds it. Before each batch it checks that the file system has room
+//! (sequence numbers, links, the recorded head, and the stored records against their
+//! checksum; see the chain module) and recomputes each projection's digest from its stored
+//! entries, which is cheap (no replay); any mismatch is an error naming the seq or the
+//! projection. It then checks the read view against the store (by the digest of its bytes,
+//! record by record on a mismatch) and refuses a view that differs (see the seal module)
+//! until [`repair`] rebuilds it. Before each batch it checks that the file system has room
 //! ([`SledJournal::set_min_free_bytes`]).
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -529,30 +529,38 @@ fn expected_in(log: &dyn EventLog, expected: Option<&str>) -> Result<Option<bool
     Ok(Some(log.read_from(1).map_err(common::journal_failure)?.iter().any(|r| r.hash == expected)))
 }
 
+/// What `journal verify` found: its report, the head, whether the expected head is in the
+/// chain, what it checked, and why the view could not be compared with the store (`None`:
+/// it was compared).
+type Verified = (journal::VerifyReport, journal::Head, Option<bool>, &'static str, Option<String>);
+
+/// The view compared with the store when nobody writes to it. While a writer holds the
+/// store (or the directory is read-only) the view is checked on its own, and verification
+/// fails: the view could not be compared with the store.
+fn verified(project: &engine::config::Project, expect_head: Option<&str>) -> Result<Verified, Failure> {
+    match journal::open_reader(project.journal_dir(), engine::events::EngineProjector) {
+        Ok(log) => {
+            let report = log.verify().map_err(common::journal_failure)?;
+            let found = expected_in(&log, expect_head)?;
+            Ok((report, log.head(), found, "the store and the read view", None))
+        }
+        Err(e) if matches!(e.kind(), journal::ErrorKind::Locked { .. } | journal::ErrorKind::Io { .. }) => {
+            let log = common::reader(project)?;
+            let report = log.verify().map_err(common::journal_failure)?;
+            let found = expected_in(&log, expect_head)?;
+            Ok((report, log.head(), found, "the read view alone", Some(e.kind().to_string())))
+        }
+        Err(e) => Err(common::journal_failure(e)),
+    }
+}
+
 pub fn journal(cmd: &JournalCommand, project_dir: Option<&Path>) -> CmdResult {
     let project = common::project(project_dir)?;
     match cmd {
         JournalCommand::Verify(args) => {
-            // The view compared with the store when nobody writes to it. While a writer holds
-            // the store (or the directory is read-only) the view is checked on its own, and
-            // verification fails: the view could not be compared with the store.
             let dir = project.journal_dir();
             let expect_head = args.expect_head.as_deref().or(project.config.journal.expect_head.as_deref());
-            let (report, head, expected_found, what, uncompared) =
-                match journal::open_reader(&dir, engine::events::EngineProjector) {
-                    Ok(log) => {
-                        let report = log.verify().map_err(common::journal_failure)?;
-                        let found = expected_in(&log, expect_head)?;
-                        (report, log.head(), found, "the store and the read view", None)
-                    }
-                    Err(e) if matches!(e.kind(), journal::ErrorKind::Locked { .. } | journal::ErrorKind::Io { .. }) => {
-                        let log = common::reader(&project)?;
-                        let report = log.verify().map_err(common::journal_failure)?;
-                        let found = expected_in(&log, expect_head)?;
-                        (report, log.head(), found, "the read view alone", Some(e.to_string()))
-                    }
-                    Err(e) => return Err(common::journal_failure(e)),
-                };
+            let (report, head, expected_found, what, uncompared) = verified(&project, expect_head)?;
             let anchor_ok = expected_found.unwrap_or(true);
             let ok = report.is_ok() && anchor_ok && uncompared.is_none();
             if args.json {
