@@ -459,6 +459,7 @@ fn the_schema_declares_exactly_the_keys_the_parser_accepts_at_every_level() {
         "search",
         "serve",
         "hooks",
+        "journal",
     ]
     .map(String::from)
     .into();

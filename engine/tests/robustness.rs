@@ -128,13 +128,17 @@ fn read_commands_work_while_a_writer_holds_the_journal_and_a_second_writer_gets_
         &["hypotheses"],
         &["escalations"],
         &["journal", "export"],
-        &["journal", "verify"],
         &["journal", "head"],
         &["report", "--out", "r.html"],
     ] {
         let (code, out, err) = emend(&dir, args);
         assert_eq!(code, 0, "{args:?}: {out}{err}");
     }
+    // `journal verify` compares the view with the store, which the writer holds: it checks
+    // the view on its own and says it could not compare.
+    let (code, out, err) = emend(&dir, &["journal", "verify"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("could not be compared with the store"), "{out}");
     let (code, _, err) = emend(&dir, &["evolve", "--rounds", "1", "--quiet"]);
     assert_eq!(code, 3, "{err}");
     assert!(err.contains(&format!("pid {}", writer.id())), "{err}");
@@ -166,6 +170,29 @@ fn export_into_a_closed_pipe_leaves_no_stale_lock() {
     assert!(!err.contains("stale"), "{err}");
 }
 
+/// Every file under `dir`: its path, size, modification time and SHA-256, sorted.
+fn snapshot(dir: &Path) -> Vec<String> {
+    use sha2::Digest;
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let entry = entry.unwrap();
+            let meta = entry.metadata().unwrap();
+            if meta.is_dir() {
+                stack.push(entry.path());
+                continue;
+            }
+            let bytes = std::fs::read(entry.path()).unwrap_or_default();
+            let mtime = meta.modified().unwrap().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+            let hash = hex::encode(sha2::Sha256::digest(&bytes));
+            out.push(format!("{} {} {mtime} {hash}", entry.path().display(), meta.len()));
+        }
+    }
+    out.sort();
+    out
+}
+
 #[test]
 fn read_commands_work_on_a_read_only_project() {
     let tmp = tempfile::tempdir().unwrap();
@@ -174,19 +201,24 @@ fn read_commands_work_on_a_read_only_project() {
     let (code, _, err) = emend(&dir, &["evolve", "--rounds", "1", "--quiet"]);
     assert_eq!(code, 0, "{err}");
     // As root, permission bits do not stop writes; `chattr` is not available everywhere.
-    // What is checked: no read command changes any file under the project.
-    let listing = |d: &Path| {
-        let out = Command::new("find").arg(d).arg("-printf").arg("%p %s %T@\n").output().unwrap();
-        let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(String::from).collect();
-        lines.sort();
-        lines
-    };
-    let before = listing(&dir);
-    for args in [&["status"][..], &["log"], &["show", "served"], &["journal", "export"], &["journal", "head"]] {
+    // What is checked: no read command creates, removes or changes any file under the
+    // project (size, modification time and content of each), one command at a time.
+    let before = snapshot(&dir);
+    let report = tmp.path().join("r.html");
+    for args in [
+        &["status"][..],
+        &["log"],
+        &["show", "served"],
+        &["diff", "v1", "served"],
+        &["hypotheses"],
+        &["journal", "export"],
+        &["journal", "head"],
+        &["report", "--out", report.to_str().unwrap()],
+    ] {
         let (code, out, err) = emend(&dir, args);
         assert_eq!(code, 0, "{args:?}: {out}{err}");
+        assert_eq!(snapshot(&dir), before, "{args:?} changed a file under the project");
     }
-    assert_eq!(listing(&dir), before);
 
     // A truly read-only file system: the project bind-mounted read-only (needs root).
     let ro = tmp.path().join("ro");
@@ -218,11 +250,15 @@ fn read_commands_work_on_a_read_only_project() {
             &["hypotheses"],
             &["journal", "export"],
             &["journal", "head"],
-            &["journal", "verify"],
         ] {
             let (code, out, err) = emend(&ro, args);
             assert_eq!(code, 0, "{args:?} on a read-only mount: {out}{err}");
         }
+        // `journal verify` cannot open the store there: it checks the view on its own and
+        // fails, saying it could not compare the view with the store.
+        let (code, out, err) = emend(&ro, &["journal", "verify"]);
+        assert_eq!(code, 1, "{out}{err}");
+        assert!(out.contains("could not be compared with the store"), "{out}");
         // A writer fails cleanly there, and says why.
         let (code, _, err) = emend(&ro, &["evolve", "--rounds", "1", "--quiet"]);
         assert_ne!(code, 0, "{err}");

@@ -10,6 +10,13 @@
 //! 3. Size: the journal directory (store, read view, everything) after 20 such rounds,
 //!    against the JSONL export of its events. Target: at most 2x.
 //! 4. Open the read view of 100 rounds (what `emend status` does while a run writes).
+//! 5. The writer's check before it writes, on a journal of 1,000 such rounds: opening it
+//!    as the writer checks the store's whole chain (seqs, links, head, the recorded view
+//!    end), every projection's digest and the read view against the store (its bytes
+//!    hashed and compared with the digest the store recorded with its last batch).
+//!    Target: <= 1 s. Also the reader's open of the same journal (the view's frames and
+//!    chain checked, and its seal; readers never open the store), with the store idle and
+//!    with a writer holding it. `EMEND_BENCH_ONLY=5` runs this part alone.
 
 use std::time::{Duration, Instant};
 
@@ -23,6 +30,8 @@ const CANDIDATES: usize = 20;
 const APPEND_RUNS: usize = 30;
 const VERIFY_ROUNDS: u64 = 100;
 const VERIFY_RUNS: usize = 7;
+const CHECK_ROUNDS: u64 = 1_000;
+const CHECK_RUNS: usize = 5;
 
 /// Rounds, candidate outcomes and per-question history, shaped like the engine's.
 struct RoundProjector;
@@ -70,7 +79,11 @@ impl Projector for RoundProjector {
 }
 
 fn round_batch(round: u64) -> Vec<NewEvent> {
-    let verdicts: Vec<_> = (0..QUESTIONS)
+    round_batch_of(round, QUESTIONS)
+}
+
+fn round_batch_of(round: u64, questions: usize) -> Vec<NewEvent> {
+    let verdicts: Vec<_> = (0..questions)
         .map(|q| {
             let verdict = if (q as u64 + round).is_multiple_of(3) { "incorrect" } else { "correct" };
             json!({"q": format!("q{q:05}"), "verdict": verdict, "tokens": 400 + q % 97})
@@ -121,6 +134,11 @@ fn main() {
         if quick { (2, 3, 1) } else { (APPEND_RUNS, VERIFY_ROUNDS, VERIFY_RUNS) };
 
     let tmp = tempfile::TempDir::new().expect("tempdir");
+    // EMEND_BENCH_ONLY=5: part 5 alone.
+    if std::env::var("EMEND_BENCH_ONLY").is_ok_and(|v| v == "5") {
+        writer_check(tmp.path(), quick);
+        return;
+    }
 
     // 1. Append one round.
     let dir = tmp.path().join("append");
@@ -172,6 +190,8 @@ fn main() {
     }
     summary(&format!("open the read view of {verify_rounds} rounds"), views, Duration::from_secs(2), quick);
 
+    writer_check(tmp.path(), quick);
+
     // 3. Size after 20 rounds against the JSONL export.
     let size_rounds = if quick { 3 } else { 20 };
     let dir = tmp.path().join("size");
@@ -196,6 +216,60 @@ fn main() {
         } else {
             "MISSES"
         }
+    );
+}
+
+/// 5. The writer's pre-write check on 1,000 rounds.
+fn writer_check(tmp: &std::path::Path, quick: bool) {
+    let (rounds, runs) = if quick { (3, 1) } else { (CHECK_ROUNDS, CHECK_RUNS) };
+    // EMEND_BENCH_CHECK_QUESTIONS: verdicts per round event (default 2,000, as above).
+    let questions = std::env::var("EMEND_BENCH_CHECK_QUESTIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(QUESTIONS);
+    let dir = tmp.join("check");
+    let mut writer = open_writer(&dir, RoundProjector).expect("open writer");
+    for round in 0..rounds {
+        writer.append(round_batch_of(round, questions)).expect("append");
+    }
+    drop(writer);
+    let events = rounds * (1 + CANDIDATES as u64);
+    println!(
+        "journal of {rounds} rounds ({questions} verdicts per round event): {events} events, {} bytes on disk",
+        dir_bytes(&dir)
+    );
+    let mut checks = Vec::new();
+    let mut bare = Vec::new();
+    for _ in 0..runs {
+        let start = Instant::now();
+        let writer = open_writer(&dir, RoundProjector).expect("open writer");
+        checks.push(start.elapsed());
+        assert_eq!(writer.head().seq, events);
+        drop(writer);
+        // The same open without any check: what the checks add is the difference.
+        let start = Instant::now();
+        drop(open_reader(&dir, RoundProjector).expect("open reader"));
+        bare.push(start.elapsed());
+    }
+    summary(&format!("open the writer of {rounds} rounds, all checks"), checks, Duration::from_secs(1), quick);
+    summary(&format!("  open the store of {rounds} rounds without checks"), bare, Duration::from_secs(1), quick);
+    let mut idle = Vec::new();
+    for _ in 0..runs {
+        let start = Instant::now();
+        assert_eq!(open_view(&dir, RoundProjector).expect("open view").head().seq, events);
+        idle.push(start.elapsed());
+    }
+    summary(&format!("open the read view of {rounds} rounds, no writer"), idle, Duration::from_secs(5), quick);
+    let writer = open_writer(&dir, RoundProjector).expect("open writer");
+    let mut held = Vec::new();
+    for _ in 0..runs {
+        let start = Instant::now();
+        assert_eq!(open_view(&dir, RoundProjector).expect("open view").head().seq, events);
+        held.push(start.elapsed());
+    }
+    drop(writer);
+    summary(
+        &format!("open the read view of {rounds} rounds, a writer holds the store"),
+        held,
+        Duration::from_secs(5),
+        quick,
     );
 }
 

@@ -11,7 +11,7 @@
 //! guarded by a LOCK file naming its holder) and [`MemoryJournal`]. A third, [`ReadView`]
 //! ([`open_view`]), is how readers open a journal while a writer holds it: the writer
 //! publishes every committed batch to an append-only file that readers replay without any
-//! lock; it refuses to append.
+//! lock and without opening the store; it refuses to append.
 //!
 //! A projector declares its trees and applies one event at a time. Keys sort as strings,
 //! so zero-pad numbers; reads see writes made earlier in the same batch; `project` must be
@@ -53,13 +53,16 @@
 //! # }
 //! ```
 
+mod compare;
 mod error;
 mod holder;
 mod lock;
 mod log;
 mod memory;
 mod projection;
+mod reader;
 mod record;
+mod seal;
 mod sled_journal;
 mod verify;
 mod view;
@@ -69,12 +72,16 @@ pub use lock::{LOCK_FILE, LockHolder, OpenMode};
 pub use log::{EventLog, export_jsonl};
 pub use memory::MemoryJournal;
 pub use projection::{ProjectError, ProjectionState, Projector};
+pub use reader::{ReadView, ViewSource, open_view};
 pub use record::{EventRecord, Head, NewEvent, ZERO_HASH, canonical_json, canonicalize};
+pub use seal::SEAL_FILE;
 pub use sled_journal::{
-    DEFAULT_MIN_FREE_BYTES, FORMAT_VERSION, SledJournal, open_reader, open_writer, rebuild, verify,
+    DEFAULT_MIN_FREE_BYTES, FORMAT_VERSION, SledJournal, open_reader, open_writer, rebuild, repair, verify,
 };
-pub use verify::{ChainBreak, ChainProblem, KeyDiff, ProjectionCheck, ProjectionDiff, VerifyReport};
-pub use view::{ReadView, VIEW_FILE, ViewSource, open_view};
+pub use verify::{
+    ChainBreak, ChainProblem, KeyDiff, ProjectionCheck, ProjectionDiff, VerifyReport, ViewCheck, ViewDifference,
+};
+pub use view::VIEW_FILE;
 
 #[cfg(test)]
 mod tests {

@@ -161,6 +161,34 @@ fn record_hash(seq: u64, kind: &str, payload: &Value, prev_hash: &str) -> String
     hex::encode(hasher.finalize())
 }
 
+/// A stored record's seq, prev_hash and hash, read from the fixed places [`write_record`]
+/// puts them (the line's start and its last 154 bytes) without parsing the payload or
+/// recomputing the hash. `None`: the line is not in that shape (decode it instead).
+pub(crate) fn record_links(line: &[u8]) -> Option<(u64, &str, &str)> {
+    const HEAD: &[u8] = b"{\"seq\":";
+    const PREV: &[u8] = b",\"prev_hash\":\"";
+    const HASH: &[u8] = b"\",\"hash\":\"";
+    const END: &[u8] = b"\"}";
+    let tail_len = PREV.len() + 64 + HASH.len() + 64 + END.len();
+    let rest = line.strip_prefix(HEAD)?;
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 || !rest[digits..].starts_with(b",\"kind\":") || line.len() < HEAD.len() + digits + tail_len {
+        return None;
+    }
+    let seq = std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()?;
+    let tail = &line[line.len() - tail_len..];
+    fn hex64(b: &[u8]) -> Option<&str> {
+        (b.len() == 64 && b.iter().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c)))
+            .then(|| std::str::from_utf8(b).ok())
+            .flatten()
+    }
+    let tail = tail.strip_prefix(PREV)?;
+    let prev = hex64(&tail[..64])?;
+    let tail = tail[64..].strip_prefix(HASH)?;
+    let hash = hex64(&tail[..64])?;
+    (&tail[64..] == END).then_some((seq, prev, hash))
+}
+
 fn write_record(record: &EventRecord, out: &mut Vec<u8>) {
     out.extend_from_slice(b"{\"seq\":");
     out.extend_from_slice(record.seq.to_string().as_bytes());

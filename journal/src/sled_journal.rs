@@ -5,13 +5,17 @@
 //! ```text
 //! <dir>/LOCK           who holds the journal (see the lock module)
 //! <dir>/events.log     the published read view (see the view module)
+//! <dir>/events.seal    where the view ends, for readers (see the seal module)
 //! <dir>/sled/          the sled database:
 //!   tree `events`      key: seq as 8 bytes big-endian -> value: the record's JSON line,
 //!                      zstd-compressed (with its checksum) when it is 1 KiB or more; plain
 //!                      JSON lines (every record of journals written before) read as well
 //!   tree `meta`        `format_version` -> u32 big-endian; `head` -> JSON {"seq","hash"};
 //!                      `digest:<name>` -> 32 bytes: the XOR of SHA-256 over every entry of
-//!                      projection `<name>` (see [`entry_digest`])
+//!                      projection `<name>` (see [`entry_digest`]); `events_digest` -> 32
+//!                      bytes: the same over every stored record; `view` -> JSON: where the
+//!                      read view ends after the last batch and the SHA-256 of its bytes
+//!                      (see the seal module)
 //!   tree `proj:<name>` one per stored projection: key UTF-8 -> value: canonical JSON
 //! ```
 //!
@@ -28,10 +32,13 @@
 //! to the read view.
 //!
 //! A writer refuses a damaged journal: when it opens the journal it checks the whole chain
-//! (sequence numbers, hashes, links, the recorded head) and recomputes each projection's
-//! digest from its stored entries, which is cheap (no replay); any mismatch is an error
-//! naming the seq or the projection. Before each batch it checks that the file system has
-//! room ([`SledJournal::set_min_free_bytes`]).
+//! (sequence numbers, links, the recorded head, and the stored records against their
+//! checksum; see the chain module) and recomputes each projection's digest from its stored
+//! entries, which is cheap (no replay); any mismatch is an error naming the seq or the
+//! projection. It then checks the read view against the store (by the digest of its bytes,
+//! record by record on a mismatch) and refuses a view that differs (see the seal module)
+//! until [`repair`] rebuilds it. Before each batch it checks that the file system has room
+//! ([`SledJournal::set_min_free_bytes`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -48,8 +55,16 @@ use crate::lock::{JournalLock, LockHolder, OpenMode};
 use crate::log::EventLog;
 use crate::projection::{ProjectionBase, Projector, Replay, Writes, declared_trees, plan_batch};
 use crate::record::{EventRecord, Head, NewEvent, canonical_json_bytes, compress};
-use crate::verify::{ChainCheck, ProjectionDiff, VerifyReport, compare_tree, conclude};
+use crate::seal::ViewBinding;
+use crate::verify::ViewDifference;
+use crate::verify::{ChainCheck, ProjectionDiff, VerifyReport, ViewCheck, compare_tree, conclude};
 use crate::view::{self, ViewWriter};
+
+mod binding;
+mod chain;
+mod files;
+
+use files::{open_db, open_error, remove_snapshot_leftovers};
 
 /// The on-disk format this build reads and writes. Bump it on any incompatible change to
 /// the layout above or to the record hash.
@@ -62,6 +77,9 @@ const PROJECTION_PREFIX: &str = "proj:";
 const FORMAT_KEY: &[u8] = b"format_version";
 const HEAD_KEY: &[u8] = b"head";
 const DIGEST_PREFIX: &str = "digest:";
+const VIEW_KEY: &[u8] = b"view";
+/// The XOR of [`entry_digest`] over every stored record (key and stored bytes).
+const EVENTS_DIGEST_KEY: &[u8] = b"events_digest";
 
 /// Free space a writer wants on the journal's file system before it writes a batch.
 pub const DEFAULT_MIN_FREE_BYTES: u64 = 16 * 1024 * 1024;
@@ -110,6 +128,10 @@ pub struct SledJournal {
     memory: OnceLock<MemoryTrees>,
     /// A reader's handle on memory-only trees a journal from before still stores.
     legacy: BTreeMap<String, Tree>,
+    /// What [`repair`] found wrong with the view (and rewrote).
+    repaired: Option<ViewDifference>,
+    /// A writer's hash of every record, seq 1 first (checked at open, kept up to date).
+    chain: Vec<String>,
 }
 
 /// Memory-only projection trees: name -> key -> value.
@@ -183,45 +205,27 @@ pub fn rebuild(dir: impl AsRef<Path>, projector: impl Projector + 'static) -> Re
     journal.rebuild()
 }
 
+/// Open the journal in `dir` as the writer, rebuilding its read view from the store when
+/// the view differs from it (any other check fails as in [`open_writer`]). Returns the
+/// writer and what differed (`None`: the view matched the store and was left as it was).
+pub fn repair(
+    dir: impl AsRef<Path>,
+    projector: impl Projector + 'static,
+) -> Result<(SledJournal, Option<ViewDifference>)> {
+    let mut journal = SledJournal::open(dir.as_ref(), Box::new(projector), OpenMode::Writer, Checks::Repair)?;
+    let found = journal.repaired.take();
+    Ok((journal, found))
+}
+
 /// What a writer checks when it opens a journal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Checks {
+    /// The chain, the projections' digests, and the view against the store.
     Full,
+    /// The chain and the view (projections are what `rebuild` repairs).
     ChainOnly,
-}
-
-/// Remove files an interrupted sled snapshot left behind (`snap.*.generating`): sled writes
-/// a snapshot under that name and renames it when complete, and a leftover (a full disk)
-/// can make the next open fail. The caller holds the journal's lock.
-fn remove_snapshot_leftovers(db_dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(db_dir) else { return };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if name.starts_with("snap.") && name.ends_with(".generating") {
-            match std::fs::remove_file(entry.path()) {
-                Ok(()) => {
-                    tracing::warn!(file = %entry.path().display(), "removed the leftover of an interrupted sled snapshot")
-                }
-                Err(e) => {
-                    tracing::warn!(file = %entry.path().display(), "could not remove the leftover of an interrupted sled snapshot: {e}")
-                }
-            }
-        }
-    }
-}
-
-/// Bytes available to this user on the file system holding `path`.
-fn available_bytes(path: &Path) -> std::io::Result<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
-    // SAFETY: `c` is a valid NUL-terminated path and `stat` a properly sized out-parameter.
-    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
-    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut stat) };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok((stat.f_bavail as u64).saturating_mul(stat.f_frsize as u64))
+    /// As `Full`, rebuilding a view that differs instead of refusing it.
+    Repair,
 }
 
 impl SledJournal {
@@ -278,51 +282,19 @@ impl SledJournal {
             memory_names,
             memory: OnceLock::new(),
             legacy,
+            repaired: None,
+            chain: Vec::new(),
         };
         if mode == OpenMode::Writer {
-            journal.check_chain()?;
-            if checks == Checks::Full {
+            let hashes = journal.check_chain()?;
+            if checks != Checks::ChainOnly {
                 journal.check_digests()?;
             }
             journal.drop_legacy_trees()?;
-            journal.view = Some(journal.sync_view()?);
+            journal.repaired = journal.sync_view(&hashes, checks == Checks::Repair)?;
+            journal.chain = hashes;
         }
         Ok(journal)
-    }
-
-    /// Refuse unless the whole chain checks out against the recorded head.
-    fn check_chain(&self) -> Result<()> {
-        let mut check = ChainCheck::chain_only(&*self.projector, &self.declared);
-        for item in self.store.events.iter() {
-            match item {
-                Ok((key, value)) => {
-                    if !check.feed(&key, &value) {
-                        break;
-                    }
-                }
-                Err(e) => {
-                    let after = check.last_good().seq;
-                    return Err(self.err(
-                        Some(after + 1),
-                        ErrorKind::corrupt(format!(
-                            "the store cannot be read past event seq {after} ({e}); nothing was written: \
-                             run `emend journal verify` for the full report"
-                        )),
-                    ));
-                }
-            }
-        }
-        let (report, _) = check.finish(Some(&self.head));
-        match report.chain_break {
-            None => Ok(()),
-            Some(b) => Err(self.err(
-                Some(b.seq),
-                ErrorKind::corrupt(format!(
-                    "the chain is broken at {b}; nothing was written to this journal: \
-                     run `emend journal verify` for the full report"
-                )),
-            )),
-        }
     }
 
     /// The digest of a stored projection tree, recomputed from its entries.
@@ -404,60 +376,6 @@ impl SledJournal {
         Ok(self.memory.get_or_init(|| built))
     }
 
-    /// Bring the published view in line with the store (see the view module).
-    fn sync_view(&self) -> Result<ViewWriter> {
-        view::remove_leftover(&self.dir);
-        let path = self.dir.join(view::VIEW_FILE);
-        let existing = match std::fs::read(&path) {
-            Ok(bytes) => Some(bytes),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(self.err(None, ErrorKind::io(format!("reading {}", path.display()), e))),
-        };
-        if let Some(bytes) = &existing
-            && let Ok(frames) = view::frames(bytes)
-            && let Ok(last) = view::last_record(&frames)
-        {
-            let (seq, hash) = last.map(|r| (r.seq, r.hash)).unwrap_or((0, crate::ZERO_HASH.to_owned()));
-            let agrees = seq == 0 || self.store_hash_at(seq)?.as_deref() == Some(hash.as_str());
-            if agrees && seq <= self.head.seq {
-                let mut writer = ViewWriter::open_at(&self.dir, frames.good_len)
-                    .map_err(|e| self.err(None, ErrorKind::io(format!("opening {}", path.display()), e)))?;
-                if seq < self.head.seq {
-                    writer.publish(&self.read_from(seq + 1)?);
-                }
-                return Ok(writer);
-            }
-        }
-        if existing.is_some() {
-            tracing::warn!(view = %path.display(), "the read view disagrees with the store; rewriting it from the store");
-        }
-        let records = self.read_from(1)?;
-        ViewWriter::rewrite(&self.dir, records.into_iter().map(Ok)).map_err(|k| self.err(None, k))
-    }
-
-    fn store_hash_at(&self, seq: u64) -> Result<Option<String>> {
-        Ok(self.read_range(seq, 1)?.into_iter().find(|r| r.seq == seq).map(|r| r.hash))
-    }
-
-    /// Refuse to write a batch when the file system has less than this many bytes free
-    /// (default [`DEFAULT_MIN_FREE_BYTES`]; 0 turns the check off).
-    pub fn set_min_free_bytes(&mut self, bytes: u64) {
-        self.min_free = bytes;
-    }
-
-    fn check_free_space(&self) -> Result<()> {
-        if self.min_free == 0 {
-            return Ok(());
-        }
-        let needed = self.min_free;
-        let available = available_bytes(&self.dir)
-            .map_err(|e| self.err(None, ErrorKind::io(format!("checking free space of {}", self.dir.display()), e)))?;
-        if available < needed {
-            return Err(self.err(None, ErrorKind::DiskFull { path: self.dir.clone(), available, needed }));
-        }
-        Ok(())
-    }
-
     /// The journal directory.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -528,53 +446,6 @@ impl SledJournal {
     }
 }
 
-/// Open the sled database. sled's own file lock can be held for a moment after its last
-/// holder closed it (see `lock::take_lock`): retry briefly on that error only.
-fn open_db(db_dir: &Path) -> sled::Result<Db> {
-    let deadline = std::time::Instant::now() + crate::lock::UNNAMED_HOLDER_PATIENCE;
-    loop {
-        let opened = sled::Config::new()
-            .path(db_dir)
-            // We flush after every batch; a background flusher would add nothing.
-            .flush_every_ms(None)
-            .open();
-        match opened {
-            Err(e) if is_sled_lock_error(&e) && std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
-            other => return other,
-        }
-    }
-}
-
-fn is_sled_lock_error(e: &sled::Error) -> bool {
-    matches!(e, sled::Error::Io(io) if io.to_string().contains("could not acquire lock"))
-}
-
-/// sled reports its own file lock as an I/O error. We hold the LOCK file by now, so the
-/// database is held by something that does not take it (another tool opening sled directly).
-fn open_error(e: sled::Error, dir: &Path) -> ErrorKind {
-    if is_sled_lock_error(&e) {
-        return ErrorKind::locked_by(None, dir.join(SLED_DIR));
-    }
-    if !matches!(e, sled::Error::Corruption { .. }) {
-        return ErrorKind::Storage(e);
-    }
-    // Raw storage damage: sled knows no sequence numbers, the read view does.
-    let known = std::fs::read(dir.join(view::VIEW_FILE))
-        .ok()
-        .and_then(|bytes| view::frames(&bytes).ok().and_then(|f| view::last_record(&f).ok().flatten()).map(|r| r.seq));
-    let nearest = match known {
-        Some(seq) => {
-            format!("the read view holds events up to seq {seq}, so the damage is at or after seq {}", seq + 1)
-        }
-        None => "no read view names the events it held".to_owned(),
-    };
-    ErrorKind::corrupt(format!(
-        "the store cannot be opened ({e}); {nearest}; nothing was written: run `emend journal verify`"
-    ))
-}
-
 impl Store {
     fn check_format(&self, mode: OpenMode) -> Result<(), ErrorKind> {
         match self.meta.get(FORMAT_KEY)? {
@@ -612,8 +483,15 @@ impl Store {
 
     /// Commit a planned batch in one transaction over every tree it touches.
     /// `encoded`: each record's key and stored bytes.
-    fn commit(&self, encoded: &[([u8; 8], Vec<u8>)], writes: &Writes, head: &Head) -> Result<(), ErrorKind> {
+    fn commit(
+        &self,
+        encoded: &[([u8; 8], Vec<u8>)],
+        writes: &Writes,
+        head: &Head,
+        binding: &ViewBinding,
+    ) -> Result<(), ErrorKind> {
         let head_bytes = serde_json::to_vec(head).map_err(|e| ErrorKind::corrupt(format!("encoding the head: {e}")))?;
+        let binding_bytes = binding.encode();
         let mut trees = vec![self.events.clone(), self.meta.clone()];
         let mut tree_writes = Vec::new();
         let mut digest_keys = Vec::new();
@@ -629,10 +507,19 @@ impl Store {
             tree_writes.push(entries);
         }
         let outcome = trees.as_slice().transaction(|tx| -> std::result::Result<(), ConflictableTransactionError<()>> {
+            let mut events_digest: TreeDigest = match tx[1].get(EVENTS_DIGEST_KEY)? {
+                Some(d) => <[u8; 32]>::try_from(d.as_ref()).unwrap_or([0u8; 32]),
+                None => [0u8; 32],
+            };
             for (key, value) in encoded {
-                tx[0].insert(key, value.as_slice())?;
+                xor_into(&mut events_digest, &entry_digest(key, value));
+                if let Some(old) = tx[0].insert(key, value.as_slice())? {
+                    xor_into(&mut events_digest, &entry_digest(key, &old));
+                }
             }
+            tx[1].insert(EVENTS_DIGEST_KEY, &events_digest[..])?;
             tx[1].insert(HEAD_KEY, head_bytes.as_slice())?;
+            tx[1].insert(VIEW_KEY, binding_bytes.as_slice())?;
             for (i, entries) in tree_writes.iter().enumerate() {
                 let tree = &tx[2 + i];
                 let mut digest: TreeDigest = match tx[1].get(&digest_keys[i])? {
@@ -698,9 +585,24 @@ impl EventLog for SledJournal {
         let lines: Vec<Vec<u8>> = batch.records.iter().map(EventRecord::encode).collect();
         let encoded: Vec<([u8; 8], Vec<u8>)> =
             batch.records.iter().zip(&lines).map(|(r, l)| (r.seq.to_be_bytes(), compress(l.clone()))).collect();
-        self.store.commit(&encoded, &stored, &batch.head).map_err(|k| self.err(Some(last), k))?;
+        // The view's frame and where the view will end, recorded with the batch.
+        let frame = view::frame_lines(&lines);
+        let view_len = self.view.as_ref().map_or(0, ViewWriter::len);
+        let binding = ViewBinding {
+            seq: last,
+            hash: batch.head.hash.clone(),
+            len: view_len + frame.len() as u64,
+            prev_seq: self.head.seq,
+            prev_len: view_len,
+            digest: self.view.as_ref().map(|v| v.digest_after(&frame)),
+            prev_digest: self.view.as_ref().map(ViewWriter::digest),
+        };
+        self.store.commit(&encoded, &stored, &batch.head, &binding).map_err(|k| self.err(Some(last), k))?;
         // Committed: later appends chain onto it even if the flush below fails.
         self.head = batch.head;
+        if self.mode == OpenMode::Writer {
+            self.chain.extend(batch.records.iter().map(|r| r.hash.clone()));
+        }
         if let Some(memory) = self.memory.get_mut() {
             for (name, entries) in in_memory {
                 let tree = memory.entry(name).or_default();
@@ -714,7 +616,7 @@ impl EventLog for SledJournal {
         }
         self.store.db.flush().map_err(|e| self.err(Some(last), e.into()))?;
         if let Some(view) = &mut self.view {
-            view.publish_lines(batch.records[0].seq, &lines);
+            view.publish_frame(batch.records[0].seq, &frame, &binding);
         }
         Ok(batch.records)
     }
@@ -770,11 +672,13 @@ impl EventLog for SledJournal {
 
     fn verify(&self) -> Result<VerifyReport> {
         let mut check = ChainCheck::new(&*self.projector, &self.declared);
+        let mut hashes = Vec::new();
         for item in self.store.events.iter() {
             let (key, value) = item.map_err(|e| self.err(None, e.into()))?;
             if !check.feed(&key, &value) {
                 break;
             }
+            hashes.push(check.last_good().hash);
         }
         let recorded = self.store.recorded_head().map_err(|k| self.err(None, k))?;
         let (mut report, rebuilt) = check.finish(Some(&recorded.unwrap_or_default()));
@@ -791,6 +695,10 @@ impl EventLog for SledJournal {
             conclude(&mut report, &self.declared, diffs);
         }
         report.undeclared_trees = self.undeclared_trees();
+        report.view = match &report.chain_break {
+            None => self.view_check(&hashes)?,
+            Some(b) => ViewCheck::NotChecked { reason: format!("the store's chain is broken at seq {}", b.seq) },
+        };
         Ok(report)
     }
 

@@ -12,7 +12,21 @@ use serde_json::Value;
 
 use crate::error::ErrorKind;
 use crate::projection::{Projector, Rebuilt, Replay};
-use crate::record::{EventRecord, Head, ZERO_HASH, canonical_json_bytes};
+use crate::record::{EventRecord, Head, ZERO_HASH, canonical_json_bytes, maybe_decompress, record_links};
+
+/// Where and how the view differs from the store (or from itself).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ViewDifference {
+    /// The first seq that differs (for a view that lacks records: the first one it lacks).
+    pub seq: u64,
+    pub detail: String,
+}
+
+impl std::fmt::Display for ViewDifference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "seq {}: {}", self.seq, self.detail)
+    }
+}
 
 /// The outcome of verifying a journal.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,12 +42,32 @@ pub struct VerifyReport {
     /// Stored projection trees the projector no longer declares (left over after a
     /// projector change; `rebuild` drops them). Informational: they do not fail verify.
     pub undeclared_trees: Vec<String>,
+    /// How the published read view compares with the store, record by record.
+    pub view: ViewCheck,
+}
+
+/// How the published read view compares with the store (see the seal module).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ViewCheck {
+    /// Every record of the view is the store's, and the view ends where the store recorded.
+    Match { records: u64 },
+    /// A true prefix lacking only the store's last batch (seq `from..=to`): a crash between
+    /// the store's commit and the view's write; the next writer appends it.
+    Behind { from: u64, to: u64 },
+    /// There is no view (the next writer writes one; readers read the idle store meanwhile).
+    Missing,
+    /// The view differs from the store: forged, edited, cut, or the store was truncated.
+    Differs(ViewDifference),
+    /// Not compared, and why (the view itself was what was verified, or the chain is broken).
+    NotChecked { reason: String },
 }
 
 impl VerifyReport {
     /// True when the chain is intact and every projection matches its rebuild.
     pub fn is_ok(&self) -> bool {
-        self.chain_break.is_none() && matches!(self.projections, ProjectionCheck::Match { .. })
+        self.chain_break.is_none()
+            && matches!(self.projections, ProjectionCheck::Match { .. })
+            && !matches!(self.view, ViewCheck::Differs(_))
     }
 }
 
@@ -180,6 +214,20 @@ impl fmt::Display for VerifyReport {
             }
             ProjectionCheck::NotChecked { reason } => writeln!(f, "projections: not checked: {reason}")?,
         }
+        match &self.view {
+            ViewCheck::Match { records } => writeln!(f, "view: ok, its {records} record(s) are the store's")?,
+            ViewCheck::Behind { from, to } => writeln!(
+                f,
+                "view: lacks seq {from}..{to}, the store's last batch (a run stopped between the store and the \
+                 view); the next writer appends it"
+            )?,
+            ViewCheck::Missing => writeln!(f, "view: none; the next writer writes it from the store")?,
+            ViewCheck::Differs(d) => writeln!(
+                f,
+                "view: DIFFERS from the store at {d}; run `emend journal repair` to rebuild it from the store"
+            )?,
+            ViewCheck::NotChecked { reason } => writeln!(f, "view: not compared with the store: {reason}")?,
+        }
         for tree in &self.undeclared_trees {
             writeln!(f, "note: stored projection `{tree}` is not declared by the projector")?;
         }
@@ -196,6 +244,8 @@ pub(crate) struct ChainCheck<'a> {
     replay: Replay<'a>,
     replaying: bool,
     replay_error: Option<String>,
+    /// Check each record's seq, prev_hash and hash as stored, without recomputing the hash.
+    links_only: bool,
 }
 
 impl<'a> ChainCheck<'a> {
@@ -208,7 +258,16 @@ impl<'a> ChainCheck<'a> {
             replay: Replay::new(projector, declared),
             replaying: true,
             replay_error: None,
+            links_only: false,
         }
+    }
+
+    /// Check the links only: each record's seq and that its prev_hash is the hash the
+    /// record before carries, read from where the record's line holds them. What a writer
+    /// checks before it writes; a record whose content was edited but whose hash was left
+    /// is found by the full check (`verify`), which recomputes every hash.
+    pub(crate) fn links_only(projector: &'a dyn Projector, declared: &'a BTreeSet<String>) -> Self {
+        ChainCheck { links_only: true, ..ChainCheck::chain_only(projector, declared) }
     }
 
     /// Check the chain only (seq, hashes, links), without replaying the projector.
@@ -243,6 +302,21 @@ impl<'a> ChainCheck<'a> {
     }
 
     fn check_record(&mut self, at: u64, value: &[u8]) -> Result<(), ChainProblem> {
+        if self.links_only {
+            let line = maybe_decompress(value).map_err(|detail| ChainProblem::Undecodable { detail })?;
+            if let Some((seq, prev, hash)) = record_links(&line) {
+                if seq != at {
+                    return Err(ChainProblem::OutOfOrder { found_seq: seq });
+                }
+                if prev != self.prev_hash {
+                    return Err(ChainProblem::BrokenLink { expected: self.prev_hash.clone(), found: prev.to_owned() });
+                }
+                self.expected += 1;
+                self.checked += 1;
+                self.prev_hash = hash.to_owned();
+                return Ok(());
+            }
+        }
         let record = EventRecord::decode(value).map_err(|detail| ChainProblem::Undecodable { detail })?;
         if record.seq != at {
             return Err(ChainProblem::OutOfOrder { found_seq: record.seq });
@@ -299,6 +373,7 @@ impl<'a> ChainCheck<'a> {
             chain_break: self.chain_break,
             projections,
             undeclared_trees: Vec::new(),
+            view: ViewCheck::NotChecked { reason: "the events themselves were verified".to_owned() },
         };
         (report, rebuilt)
     }

@@ -16,27 +16,25 @@
 //! batch. A reader reads the frames in order and stops at the first incomplete one (a
 //! write in progress), so it sees the journal as of a committed batch, never a torn one. It
 //! checks the hash chain of every record and replays the projector over them in memory
-//! ([`ReadView`]), so it never touches the sled store and works on a read-only directory.
+//! ([`crate::ReadView`], in the reader module); it works on a read-only directory.
 //!
-//! The store stays the authority: when the writer opens the journal it brings the view in
-//! line with the store (drops a torn tail, appends batches it lacks, or rewrites it when it
-//! disagrees), so a view lost or damaged by a crash or by hand is repaired by the next writer.
+//! The store stays the authority and the view is a cache of it, bound to it (see the seal
+//! module): readers check the view's frames, chain and seal, never opening the store;
+//! `verify` and the writer compare it with the store (the compare module). The writer,
+//! when it opens the journal, drops a torn tail, appends the one batch a stopped run kept
+//! from the view, writes a missing view, and refuses any other difference until
+//! `emend journal repair` ([`crate::repair`]) rebuilds the view from the store.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::error::{ErrorKind, JournalError, Result};
-use crate::log::EventLog;
-use crate::memory::MemoryJournal;
-use crate::projection::{Projector, declared_trees};
-use crate::record::{EventRecord, Head, NewEvent, compress, maybe_decompress};
-use crate::verify::{ChainCheck, ProjectionCheck, VerifyReport};
+use crate::error::{ErrorKind, Result};
+use crate::record::{EventRecord, compress, maybe_decompress};
+use crate::seal::{ViewBinding, write_seal};
 
 /// Name of the published view inside the journal directory.
 pub const VIEW_FILE: &str = "events.log";
@@ -75,6 +73,12 @@ pub(crate) fn frame_lines(lines: &[Vec<u8>]) -> Vec<u8> {
 pub(crate) struct Frames<'a> {
     /// Frame bodies, in order.
     pub bodies: Vec<&'a [u8]>,
+    /// The offset of a last frame that is complete but fails its checksum: a write in
+    /// progress to a reader, an edit to a writer (which has the journal to itself).
+    pub bad_tail: Option<u64>,
+    /// A frame followed by more frames that fails its checksum (edited or damaged): the
+    /// frames before it are in `bodies`, none after.
+    pub damaged: Option<String>,
     /// Bytes up to the end of the last complete frame (the header alone when none).
     pub good_len: u64,
     /// Bytes after the last complete frame (a write in progress, or a torn tail).
@@ -88,6 +92,8 @@ pub(crate) fn frames(bytes: &[u8]) -> std::result::Result<Frames<'_>, String> {
     }
     let mut at = HEADER.len();
     let mut bodies = Vec::new();
+    let mut bad_tail = None;
+    let mut damaged = None;
     while let Some(len_bytes) = bytes.get(at..at + 8) {
         let len = u64::from_be_bytes(len_bytes.try_into().expect("8 bytes")) as usize;
         let body_end = match (at + 8).checked_add(len) {
@@ -99,23 +105,25 @@ pub(crate) fn frames(bytes: &[u8]) -> std::result::Result<Frames<'_>, String> {
             // The last frame may be a write cut short by a crash; one followed by more
             // frames was complete once and has been changed since.
             if body_end + CHECK_LEN == bytes.len() {
+                bad_tail = Some(at as u64);
                 break;
             }
-            return Err(format!("{VIEW_FILE}: the frame at byte {at} fails its checksum (edited or damaged)"));
+            damaged = Some(format!("{VIEW_FILE}: the frame at byte {at} fails its checksum (edited or damaged)"));
+            break;
         }
         bodies.push(body);
         at = body_end + CHECK_LEN;
     }
-    Ok(Frames { bodies, good_len: at as u64, trailing: (bytes.len() - at) as u64 })
+    Ok(Frames { bodies, bad_tail, damaged, good_len: at as u64, trailing: (bytes.len() - at) as u64 })
 }
 
 /// The plain text of a frame body (decompressed when it was stored compressed).
-fn body_text(body: &[u8]) -> std::result::Result<Cow<'_, [u8]>, String> {
+pub(crate) fn body_text(body: &[u8]) -> std::result::Result<Cow<'_, [u8]>, String> {
     maybe_decompress(body).map_err(|e| format!("{VIEW_FILE}: a frame body: {e}"))
 }
 
 /// The records of a frame body's text, in order, with the line's own bytes.
-fn body_lines(text: &[u8]) -> impl Iterator<Item = &[u8]> {
+pub(crate) fn body_lines(text: &[u8]) -> impl Iterator<Item = &[u8]> {
     text.split(|b| *b == b'\n').filter(|l| !l.is_empty())
 }
 
@@ -134,18 +142,35 @@ pub(crate) struct ViewWriter {
     file: File,
     path: PathBuf,
     len: u64,
-    /// False after a failed write: the writer stops publishing and the next writer to open
-    /// the journal rewrites the view from the store.
+    /// SHA-256 over the view's bytes so far (`len` of them).
+    hasher: Sha256,
+    /// False after a failed write: the writer stops publishing; the view then lags behind
+    /// the store until `emend journal repair` rebuilds it.
     healthy: bool,
 }
 
 impl ViewWriter {
-    /// Open the view for appending after its last complete frame (a torn tail is cut).
-    pub(crate) fn open_at(dir: &Path, good_len: u64) -> std::io::Result<Self> {
+    /// Open the view for appending after its last complete frame (a torn tail is cut),
+    /// given its bytes up to there.
+    pub(crate) fn open_at(dir: &Path, kept: &[u8]) -> std::io::Result<Self> {
         let path = dir.join(VIEW_FILE);
         let file = OpenOptions::new().write(true).open(&path)?;
-        file.set_len(good_len)?;
-        Ok(ViewWriter { file, path, len: good_len, healthy: true })
+        file.set_len(kept.len() as u64)?;
+        let mut hasher = Sha256::new();
+        hasher.update(kept);
+        Ok(ViewWriter { file, path, len: kept.len() as u64, hasher, healthy: true })
+    }
+
+    /// SHA-256 (hex) of the view as written so far.
+    pub(crate) fn digest(&self) -> String {
+        hex::encode(self.hasher.clone().finalize())
+    }
+
+    /// SHA-256 (hex) of the view once `frame` is appended.
+    pub(crate) fn digest_after(&self, frame: &[u8]) -> String {
+        let mut h = self.hasher.clone();
+        h.update(frame);
+        hex::encode(h.finalize())
     }
 
     /// Write a new view holding `records` beside the old one and rename it into place.
@@ -159,25 +184,28 @@ impl ViewWriter {
         let mut file = File::create(&tmp).map_err(|e| io("creating", e))?;
         file.write_all(HEADER).map_err(|e| io("writing", e))?;
         let mut len = HEADER.len() as u64;
+        let mut hasher = Sha256::new();
+        hasher.update(HEADER);
         let mut chunk = Vec::new();
-        let flush_chunk = |chunk: &mut Vec<EventRecord>, file: &mut File, len: &mut u64| -> Result<(), ErrorKind> {
+        let mut flush_chunk = |chunk: &mut Vec<EventRecord>, file: &mut File| -> Result<(), ErrorKind> {
             if chunk.is_empty() {
                 return Ok(());
             }
             let bytes = frame(chunk);
             file.write_all(&bytes)
                 .map_err(|e| ErrorKind::io(format!("writing {}", dir.join(VIEW_TMP).display()), e))?;
-            *len += bytes.len() as u64;
+            len += bytes.len() as u64;
+            hasher.update(&bytes);
             chunk.clear();
             Ok(())
         };
         for record in records {
             chunk.push(record?);
             if chunk.len() >= 512 {
-                flush_chunk(&mut chunk, &mut file, &mut len)?;
+                flush_chunk(&mut chunk, &mut file)?;
             }
         }
-        flush_chunk(&mut chunk, &mut file, &mut len)?;
+        flush_chunk(&mut chunk, &mut file)?;
         file.sync_all().map_err(|e| io("syncing", e))?;
         drop(file);
         std::fs::rename(&tmp, &path)
@@ -186,25 +214,36 @@ impl ViewWriter {
             let _ = d.sync_all();
         }
         let file = OpenOptions::new().write(true).open(&path).map_err(|e| io("reopening", e))?;
-        Ok(ViewWriter { file, path, len, healthy: true })
+        Ok(ViewWriter { file, path, len, hasher, healthy: true })
     }
 
-    /// Publish a committed batch. A failure is logged, not returned: the batch is already
-    /// durable in the store, and the next writer repairs the view.
-    pub(crate) fn publish(&mut self, records: &[EventRecord]) {
-        let lines: Vec<Vec<u8>> = records.iter().map(EventRecord::encode).collect();
-        self.publish_lines(records.first().map_or(0, |r| r.seq), &lines);
+    /// The view's length in bytes as this writer has written it.
+    pub(crate) fn len(&self) -> u64 {
+        self.len
     }
 
-    /// [`Self::publish`] for records already encoded as JSON lines, the first one `first_seq`.
-    pub(crate) fn publish_lines(&mut self, first_seq: u64, lines: &[Vec<u8>]) {
-        if !self.healthy || lines.is_empty() {
+    /// Publish records read back from the store (the batch a crash kept from the view),
+    /// then seal the view at `binding`.
+    pub(crate) fn publish(&mut self, records: &[EventRecord], binding: &ViewBinding) {
+        let first_seq = records.first().map_or(0, |r| r.seq);
+        self.publish_frame(first_seq, &frame(records), binding);
+    }
+
+    /// Publish a committed batch's frame (the records from `first_seq` on), then seal the
+    /// view at `binding`. A failure is logged, not returned: the batch is already durable in
+    /// the store; the view then lags behind it, and the next writer refuses to write until
+    /// `emend journal repair` rebuilds it.
+    pub(crate) fn publish_frame(&mut self, first_seq: u64, bytes: &[u8], binding: &ViewBinding) {
+        if !self.healthy || bytes.is_empty() {
             return;
         }
-        let bytes = frame_lines(lines);
-        let written = self.file.seek(SeekFrom::Start(self.len)).and_then(|_| self.file.write_all(&bytes));
+        let written = self.file.seek(SeekFrom::Start(self.len)).and_then(|_| self.file.write_all(bytes));
         match written {
-            Ok(()) => self.len += bytes.len() as u64,
+            Ok(()) => {
+                self.len += bytes.len() as u64;
+                self.hasher.update(bytes);
+                self.seal(binding);
+            }
             Err(e) => {
                 self.healthy = false;
                 // Cut what was half written, so that no later frame follows a torn one.
@@ -212,10 +251,17 @@ impl ViewWriter {
                 tracing::warn!(
                     view = %self.path.display(),
                     "could not publish events to the read view ({e}); readers see the journal as of seq {} \
-                     until the next run repairs the view",
+                     until `emend journal repair` rebuilds the view",
                     first_seq.saturating_sub(1)
                 );
             }
+        }
+    }
+
+    /// Write the seal readers check the view against (see the seal module).
+    pub(crate) fn seal(&self, binding: &ViewBinding) {
+        if let Some(dir) = self.path.parent() {
+            write_seal(dir, binding);
         }
     }
 }
@@ -228,182 +274,5 @@ pub(crate) fn remove_leftover(dir: &Path) {
             Ok(()) => tracing::info!(file = %tmp.display(), "removed the leftover of an interrupted view rewrite"),
             Err(e) => tracing::warn!(file = %tmp.display(), "could not remove a leftover view rewrite: {e}"),
         }
-    }
-}
-
-/// Where a [`ReadView`] came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ViewSource {
-    /// The published `events.log`.
-    Published,
-    /// The sled store itself (a journal written before views existed, while nobody held it).
-    Store,
-}
-
-/// The journal as of its last published batch, read without the writer's lock. Reads and
-/// `verify` work as on any [`EventLog`]; `append` and `rebuild` fail with
-/// [`ErrorKind::ReadOnly`].
-pub struct ReadView {
-    inner: MemoryJournal,
-    dir: PathBuf,
-    source: ViewSource,
-    /// Bytes after the last complete frame when the view was read (a write in progress).
-    pending_bytes: u64,
-}
-
-impl std::fmt::Debug for ReadView {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReadView")
-            .field("dir", &self.dir)
-            .field("source", &self.source)
-            .field("head", &self.inner.head())
-            .finish_non_exhaustive()
-    }
-}
-
-/// Open the journal in `dir` for reading without its lock: its published view, or (for a
-/// journal that has none yet) the store itself when nobody holds it.
-pub fn open_view(dir: impl AsRef<Path>, projector: impl Projector + 'static) -> Result<ReadView> {
-    let dir = dir.as_ref().to_path_buf();
-    let at = |seq: Option<u64>, kind: ErrorKind| JournalError::new(Some(dir.clone()), seq, kind);
-    let path = dir.join(VIEW_FILE);
-    let bytes = match std::fs::read(&path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            if !dir.join("sled").join("db").is_file() {
-                return Err(at(None, ErrorKind::NotFound { path: dir.clone() }));
-            }
-            return from_store(&dir, projector);
-        }
-        Err(e) => return Err(at(None, ErrorKind::io(format!("reading {}", path.display()), e))),
-    };
-    let frames = frames(&bytes).map_err(|d| at(None, ErrorKind::corrupt(d)))?;
-    let projector: Box<dyn Projector> = Box::new(projector);
-    let declared = declared_trees(&*projector);
-    let mut check = ChainCheck::new(&*projector, &declared);
-    let mut events = BTreeMap::new();
-    for body in &frames.bodies {
-        let text = body_text(body).map_err(|d| at(None, ErrorKind::corrupt(d)))?;
-        for line in body_lines(&text) {
-            let seq = check.last_good().seq + 1;
-            if !check.feed(&seq.to_be_bytes(), line) {
-                break;
-            }
-            events.insert(seq, line.to_vec());
-        }
-    }
-    let (report, rebuilt) = check.finish(None);
-    if let Some(b) = &report.chain_break {
-        return Err(at(
-            Some(b.seq),
-            ErrorKind::corrupt(format!(
-                "the published read view {} is damaged at {b}; run `emend journal verify` (a writer rewrites \
-                 the view from the store when it next opens the journal)",
-                path.display()
-            )),
-        ));
-    }
-    let Some(trees) = rebuilt else {
-        let reason = match report.projections {
-            ProjectionCheck::NotChecked { reason } => reason,
-            _ => "unknown".to_owned(),
-        };
-        return Err(at(None, ErrorKind::corrupt(format!("replaying the read view: {reason}"))));
-    };
-    let inner = MemoryJournal::from_parts(projector, events, trees, report.last_good);
-    Ok(ReadView { inner, dir, source: ViewSource::Published, pending_bytes: frames.trailing })
-}
-
-/// A journal with no view yet: read the store once (taking its lock as a reader briefly).
-fn from_store(dir: &Path, projector: impl Projector + 'static) -> Result<ReadView> {
-    let projector: Box<dyn Projector> = Box::new(projector);
-    let records = {
-        let store = crate::sled_journal::open_reader(dir, EventsOnly)?;
-        store.read_from(1)?
-    };
-    let declared = declared_trees(&*projector);
-    let mut check = ChainCheck::new(&*projector, &declared);
-    let mut events = BTreeMap::new();
-    for r in &records {
-        let line = r.encode();
-        if !check.feed(&r.seq.to_be_bytes(), &line) {
-            break;
-        }
-        events.insert(r.seq, line);
-    }
-    let (report, rebuilt) = check.finish(None);
-    let at = |seq, kind| JournalError::new(Some(dir.to_path_buf()), seq, kind);
-    if let Some(b) = &report.chain_break {
-        return Err(at(Some(b.seq), ErrorKind::corrupt(format!("{b}; run `emend journal verify`"))));
-    }
-    let trees = rebuilt.ok_or_else(|| at(None, ErrorKind::corrupt("replaying the journal failed")))?;
-    let inner = MemoryJournal::from_parts(projector, events, trees, report.last_good);
-    Ok(ReadView { inner, dir: dir.to_path_buf(), source: ViewSource::Store, pending_bytes: 0 })
-}
-
-/// Reads the store's events only: projections are rebuilt from them in memory.
-struct EventsOnly;
-
-impl Projector for EventsOnly {
-    fn trees(&self) -> Vec<String> {
-        Vec::new()
-    }
-    fn project(
-        &self,
-        _state: &mut dyn crate::ProjectionState,
-        _event: &EventRecord,
-    ) -> std::result::Result<(), crate::ProjectError> {
-        Ok(())
-    }
-}
-
-impl ReadView {
-    /// The journal directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    /// Where the view was read from.
-    pub fn source(&self) -> ViewSource {
-        self.source
-    }
-
-    /// Bytes of a batch being published when the view was read (not included).
-    pub fn pending_bytes(&self) -> u64 {
-        self.pending_bytes
-    }
-
-    fn read_only(&self) -> JournalError {
-        JournalError::new(Some(self.dir.clone()), None, ErrorKind::ReadOnly)
-    }
-}
-
-impl EventLog for ReadView {
-    fn append(&mut self, _events: Vec<NewEvent>) -> Result<Vec<EventRecord>> {
-        Err(self.read_only())
-    }
-
-    fn read_range(&self, from: u64, limit: usize) -> Result<Vec<EventRecord>> {
-        self.inner.read_range(from, limit)
-    }
-
-    fn head(&self) -> Head {
-        self.inner.head()
-    }
-
-    fn get(&self, tree: &str, key: &str) -> Result<Option<Value>> {
-        self.inner.get(tree, key)
-    }
-
-    fn scan(&self, tree: &str, prefix: &str) -> Result<Vec<(String, Value)>> {
-        self.inner.scan(tree, prefix)
-    }
-
-    fn verify(&self) -> Result<VerifyReport> {
-        self.inner.verify()
-    }
-
-    fn rebuild(&mut self) -> Result<()> {
-        Err(self.read_only())
     }
 }

@@ -176,6 +176,14 @@ pub enum Event {
     /// One search of the search proposer: what it screened and scored, so
     /// that a later run (or a resumed one) goes on from the same state.
     Searched(Box<SearchRecord>),
+    /// `emend journal repair` rebuilt the read view from the store: where the view first
+    /// differed from the store (`seq`) and how.
+    ViewRepaired {
+        seq: u64,
+        detail: String,
+        who: String,
+        at: String,
+    },
     HookFailed {
         /// `on_served` or `on_pending`.
         hook: String,
@@ -425,6 +433,7 @@ impl Event {
             Event::PendingReviewed { .. } => "pending_reviewed",
             Event::EscalationReviewed { .. } => "escalation_reviewed",
             Event::HookFailed { .. } => "hook_failed",
+            Event::ViewRepaired { .. } => "view_repaired",
             Event::Searched(_) => "searched",
             Event::PendingSuperseded { .. } => "pending_superseded",
             Event::Interrupted { .. } => "interrupted",
@@ -562,6 +571,8 @@ impl Projector for EngineProjector {
             }
             e @ (Event::PendingSuperseded { .. } | Event::Interrupted { .. }) => project_stop(state, record.seq, e)?,
             Event::RoundFinished(r) => project_round(state, &r),
+            // The journal's own housekeeping: it changes no projection.
+            Event::ViewRepaired { .. } => {}
             Event::Searched(r) => state.put(T_SEARCHES, &format!("{:012}", record.seq), to_value(&r)),
         }
         Ok(())

@@ -306,6 +306,7 @@ impl Walk {
             | Event::Escalated { .. }
             | Event::EscalationReviewed { .. }
             | Event::HookFailed { .. }
+            | Event::ViewRepaired { .. }
             | Event::Searched(_) => {}
         }
     }

@@ -571,6 +571,9 @@ fn serving_entry(record: &journal::EventRecord, event: Event) -> Option<LogEntry
             let text = format!("round {round} interrupted ({cause}{by}) at {at}: nothing of it was journaled");
             Some(LogEntry::Serving { seq, kind: "interrupted".into(), version: None, text })
         }
+        Event::ViewRepaired { seq: differed, detail, who, at } => {
+            Some(view_repaired(seq, differed, &detail, &w(who), &at))
+        }
         Event::HookFailed { hook, version, change, error, at } => {
             let text = format!("hooks.{hook} failed for v{version} ({change}) at {at}: {error}");
             Some(LogEntry::Serving { seq, kind: "hook_failed".into(), version: Some(version), text })
@@ -606,6 +609,13 @@ fn note_measured(event: &Event, hashes: &mut BTreeMap<u64, String>, measured: &m
         }
         _ => {}
     }
+}
+
+/// The log's line for a rebuilt read view.
+fn view_repaired(seq: u64, differed: u64, detail: &str, who: &str, at: &str) -> LogEntry {
+    let text =
+        format!("the read view was rebuilt from the store by {who} at {at}: it differed at seq {differed}: {detail}");
+    LogEntry::Serving { seq, kind: "view_repaired".into(), version: None, text }
 }
 
 #[cfg(test)]

@@ -104,7 +104,17 @@ pub fn served_failure(e: ServedError) -> Failure {
 pub fn writer(project: &Project) -> Result<SledJournal, Failure> {
     let dir = project.journal_dir();
     std::fs::create_dir_all(&dir).map_err(|e| Failure::failed(anyhow::anyhow!("{}: {e}", dir.display())))?;
-    journal::open_writer(&dir, EngineProjector).map_err(journal_failure)
+    let log = journal::open_writer(&dir, EngineProjector).map_err(journal_failure)?;
+    if let Some(expected) = &project.config.journal.expect_head
+        && !log.contains_hash(expected).map_err(journal_failure)?
+    {
+        return Err(Failure::failed(anyhow::anyhow!(
+            "{}: journal.expect_head {expected} is not in the journal's chain (it was rewritten or cut since that \
+             head was recorded); nothing was written: run `emend journal verify` for the full report",
+            project.config_path().display()
+        )));
+    }
+    Ok(log)
 }
 
 /// How an operator's command gets the journal when another process holds it.

@@ -495,6 +495,9 @@ pub enum JournalCommand {
     Head(JsonArg),
     /// Write events as JSONL for audit and other tools.
     Export(ExportArgs),
+    /// Rebuild the read view (events.log) from the store when it differs, journaling that
+    /// it did and where the view first differed (exit 0; nothing to do when it matches).
+    Repair(JsonArg),
 }
 
 #[derive(Debug, clap::Args)]
@@ -528,30 +531,40 @@ fn expected_in(log: &dyn EventLog, expected: Option<&str>) -> Result<Option<bool
     Ok(Some(log.read_from(1).map_err(common::journal_failure)?.iter().any(|r| r.hash == expected)))
 }
 
+/// What `journal verify` found: its report, the head, whether the expected head is in the
+/// chain, what it checked, and why the view could not be compared with the store (`None`:
+/// it was compared).
+type Verified = (journal::VerifyReport, journal::Head, Option<bool>, &'static str, Option<String>);
+
+/// The view compared with the store when nobody writes to it. While a writer holds the
+/// store (or the directory is read-only) the view is checked on its own, and verification
+/// fails: the view could not be compared with the store.
+fn verified(project: &engine::config::Project, expect_head: Option<&str>) -> Result<Verified, Failure> {
+    match journal::open_reader(project.journal_dir(), engine::events::EngineProjector) {
+        Ok(log) => {
+            let report = log.verify().map_err(common::journal_failure)?;
+            let found = expected_in(&log, expect_head)?;
+            Ok((report, log.head(), found, "the store and the read view", None))
+        }
+        Err(e) if matches!(e.kind(), journal::ErrorKind::Locked { .. } | journal::ErrorKind::Io { .. }) => {
+            let log = common::reader(project)?;
+            let report = log.verify().map_err(common::journal_failure)?;
+            let found = expected_in(&log, expect_head)?;
+            Ok((report, log.head(), found, "the read view alone", Some(e.kind().to_string())))
+        }
+        Err(e) => Err(common::journal_failure(e)),
+    }
+}
+
 pub fn journal(cmd: &JournalCommand, project_dir: Option<&Path>) -> CmdResult {
     let project = common::project(project_dir)?;
     match cmd {
         JournalCommand::Verify(args) => {
-            // The store itself when nobody writes to it; the published view while a writer
-            // does (or when the directory is read-only).
             let dir = project.journal_dir();
-            let (report, head, expected_found, what) = match journal::open_reader(&dir, engine::events::EngineProjector)
-            {
-                Ok(log) => {
-                    let report = log.verify().map_err(common::journal_failure)?;
-                    let found = expected_in(&log, args.expect_head.as_deref())?;
-                    (report, log.head(), found, "the store")
-                }
-                Err(e) if matches!(e.kind(), journal::ErrorKind::Locked { .. } | journal::ErrorKind::Io { .. }) => {
-                    let log = common::reader(&project)?;
-                    let report = log.verify().map_err(common::journal_failure)?;
-                    let found = expected_in(&log, args.expect_head.as_deref())?;
-                    (report, log.head(), found, "the published read view: a writer holds the store, or it is read-only")
-                }
-                Err(e) => return Err(common::journal_failure(e)),
-            };
+            let expect_head = args.expect_head.as_deref().or(project.config.journal.expect_head.as_deref());
+            let (report, head, expected_found, what, uncompared) = verified(&project, expect_head)?;
             let anchor_ok = expected_found.unwrap_or(true);
-            let ok = report.is_ok() && anchor_ok;
+            let ok = report.is_ok() && anchor_ok && uncompared.is_none();
             if args.json {
                 common::print_json(&json!({
                     "ok": ok,
@@ -559,17 +572,29 @@ pub fn journal(cmd: &JournalCommand, project_dir: Option<&Path>) -> CmdResult {
                     "head_hash": head.hash,
                     "events_checked": report.events_checked,
                     "first_broken_seq": report.chain_break.as_ref().map(|b| b.seq),
+                    "view_first_differing_seq": match &report.view {
+                        journal::ViewCheck::Differs(d) => Some(d.seq),
+                        _ => None,
+                    },
                     "expected_head_found": expected_found,
                     "checked": what,
+                    "compared_with_store": uncompared.is_none(),
                     "report": report.to_string(),
                 }));
             } else {
-                if report.is_ok() {
+                if let Some(why) = &uncompared {
+                    print!(
+                        "journal {} NOT fully verified: the read view could not be compared with the store ({why}); \
+                         its frames and chain were checked on their own:\n{report}run `emend journal verify` again \
+                         when no writer holds the journal, on a writable project\n",
+                        dir.display()
+                    );
+                } else if report.is_ok() {
                     print!("ok, checked {what}\n{report}");
                 } else {
                     print!("journal {} FAILED verification, checked {what}:\n{report}", dir.display());
                 }
-                if let (Some(hash), Some(found)) = (&args.expect_head, expected_found) {
+                if let (Some(hash), Some(found)) = (expect_head, expected_found) {
                     if found {
                         println!("expected head {hash}: present in the chain");
                     } else {
@@ -581,6 +606,7 @@ pub fn journal(cmd: &JournalCommand, project_dir: Option<&Path>) -> CmdResult {
             }
             Ok(if ok { exit::OK } else { exit::FAILED })
         }
+        JournalCommand::Repair(args) => super::journal_repair::repair(&project, args.json),
         JournalCommand::Head(args) => {
             let log = common::reader(&project)?;
             let head = log.head();

@@ -8,6 +8,7 @@ mod compare;
 mod eval;
 mod evolve;
 mod inspect;
+mod journal_repair;
 mod report;
 mod review;
 mod serve;

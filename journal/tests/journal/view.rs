@@ -70,7 +70,7 @@ fn a_torn_tail_is_ignored_by_readers_and_cut_by_the_next_writer() {
 }
 
 #[test]
-fn a_damaged_view_is_refused_by_readers_and_rewritten_from_the_store_by_the_writer() {
+fn a_damaged_view_is_refused_by_readers_and_writers_until_repair_rebuilds_it_from_the_store() {
     let (_tmp, dir) = ten_events();
     let path = dir.join(VIEW_FILE);
     let mut bytes = std::fs::read(&path).unwrap();
@@ -80,22 +80,36 @@ fn a_damaged_view_is_refused_by_readers_and_rewritten_from_the_store_by_the_writ
     std::fs::write(&path, &bytes).unwrap();
     let err = open_view(&dir, Tally).unwrap_err();
     assert_eq!(err.exit_class(), ErrorClass::Failed);
-    assert!(format!("{}", err.kind()).contains("checksum"), "{}", err.kind());
+    assert_eq!(err.seq, Some(1));
+    let text = err.kind().to_string();
+    assert!(text.contains("checksum") && text.contains("emend journal repair"), "{text}");
 
-    drop(open_writer(&dir, Tally).unwrap());
+    let err = open_writer(&dir, Tally).unwrap_err();
+    assert_eq!(err.seq, Some(1), "{err:?}");
+    assert!(err.kind().to_string().contains("emend journal repair"), "{}", err.kind());
+    assert_eq!(std::fs::read(&path).unwrap(), bytes, "a refusing writer left the view as it was");
+    let report = verify(&dir, Tally).unwrap();
+    assert!(!report.is_ok());
+    assert!(matches!(&report.view, journal::ViewCheck::Differs(d) if d.seq == 1), "{report}");
+
+    let (writer, found) = journal::repair(&dir, Tally).unwrap();
+    assert_eq!(found.unwrap().seq, 1);
+    drop(writer);
     let view = open_view(&dir, Tally).unwrap();
     assert_eq!(view.head().seq, 10);
-    assert!(view.verify().unwrap().is_ok());
+    assert!(verify(&dir, Tally).unwrap().is_ok());
+    let (_, found) = journal::repair(&dir, Tally).unwrap();
+    assert_eq!(found, None);
 }
 
 #[test]
-fn a_missing_view_is_written_by_the_next_writer_and_read_from_an_idle_store_meanwhile() {
+fn a_missing_view_is_refused_by_readers_and_written_by_the_next_writer() {
     let (_tmp, dir) = ten_events();
     std::fs::remove_file(dir.join(VIEW_FILE)).unwrap();
-    let view = open_view(&dir, Tally).unwrap();
-    assert_eq!(view.source(), ViewSource::Store);
-    assert_eq!(view.head().seq, 10);
-    drop(view);
+    // Readers never open the store: they refuse, naming `emend journal repair`.
+    let err = open_view(&dir, Tally).unwrap_err();
+    assert_eq!(err.exit_class(), journal::ErrorClass::Failed, "{err}");
+    assert!(err.kind().to_string().contains("emend journal repair"), "{}", err.kind());
     drop(open_writer(&dir, Tally).unwrap());
     let view = open_view(&dir, Tally).unwrap();
     assert_eq!(view.source(), ViewSource::Published);

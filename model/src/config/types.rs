@@ -515,6 +515,18 @@ pub struct ProjectConfig {
     pub serve: ServeConfig,
     #[serde(default)]
     pub hooks: HooksConfig,
+    #[serde(default)]
+    pub journal: JournalConfig,
+}
+
+/// `journal:` in emend.yaml.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JournalConfig {
+    /// A head printed by `emend journal head` earlier and kept elsewhere: writers refuse a
+    /// journal whose chain no longer holds it, and `journal verify` checks it.
+    #[serde(default)]
+    pub expect_head: Option<String>,
 }
 
 /// Whether a candidate that passes every gate is served at once or waits for a person.

@@ -142,8 +142,21 @@ fn frac(name: &str, v: f64, lo: f64, hi: f64) -> Result<(), String> {
     }
 }
 
+/// `journal.expect_head` is a hash as `emend journal head` prints it.
+fn check_expect_head(journal: &JournalConfig) -> Result<(), String> {
+    match &journal.expect_head {
+        Some(got) if !(got.len() == 64 && got.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))) => {
+            Err(format!(
+                "journal.expect_head: expected 64 lowercase hex digits (a hash `emend journal head` printed), got {got:?}"
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Every check of a parsed configuration, section by section.
 pub(super) fn validate(config: &ProjectConfig) -> Result<(), String> {
+    check_expect_head(&config.journal)?;
     check_gates(&config.gates)?;
     check_search(&config.search)?;
     check_candidates("loop.candidates", config.loop_.candidates)?;
