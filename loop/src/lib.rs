@@ -10,6 +10,7 @@
 //! - [`hooks`]: the commands a project runs on events.
 //! - [`progress`]: what a run reports as it goes (to a callback).
 //! - [`audit`]: the fidelity audit of the pipeline's mechanisms.
+//! - [`operate`]: operator workflows (rollback, restore-best) for the binary to print.
 //!
 //! The rule: this crate depends on `emend-model` and `emend-eval` (and the
 //! crates below them); it prints nothing.
@@ -18,6 +19,7 @@ pub mod audit;
 pub mod evolve;
 pub mod hooks;
 pub mod jump;
+pub mod operate;
 pub mod progress;
 pub mod propose;
 pub mod screen;

@@ -195,7 +195,9 @@ pub fn strip_metadata(v: &Value) -> Value {
 }
 
 /// Applies an operator's rollback (or restore-best) to `target`: journal
-/// first, then the file. Returns the record written.
+/// first, then the file. Returns the record written. A version
+/// [`check_servable`] refuses is refused here too
+/// ([`ServedError::NotServable`]), before anything is written.
 pub fn apply_rollback<L: EventLog + ?Sized>(
     project: &Project,
     schema: &StrategySchema,
@@ -205,6 +207,9 @@ pub fn apply_rollback<L: EventLog + ?Sized>(
     reason: &str,
     pin: bool,
 ) -> Result<Event> {
+    if let Err(why) = check_servable(&*log, target)? {
+        return Err(ServedError::NotServable { version: target, why });
+    }
     let store = Store::new(&*log);
     let served = store.served()?.ok_or(ServedError::NothingServed)?;
     let info = store

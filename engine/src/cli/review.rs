@@ -1,9 +1,10 @@
 //! For the people who review and operate: `show` (what changed and why),
 //! `diff`, `rollback` and `restore-best`.
 //!
-//! A rollback is decided here and applied by `engine::served::apply_rollback`:
-//! the journal record first, then the atomic rewrite of the served file. A
-//! served file edited by hand is never overwritten silently: the command
+//! A rollback runs in `engine::operate::rollback` and is applied by
+//! `engine::served::apply_rollback`: the journal record first, then the
+//! atomic rewrite of the served file; this module parses, prints and exits.
+//! A served file edited by hand is never overwritten silently: the command
 //! refuses (exit 2) unless `--force`, which journals the edit first.
 
 use std::path::{Path, PathBuf};
@@ -14,8 +15,8 @@ use engine::candidate::Resolution;
 use engine::config::Project;
 use engine::events::CandidateRecord;
 use engine::exit;
-use engine::schema::StrategySchema;
-use engine::served::{self, FileState};
+use engine::operate::{self, Destination, HandEdit, RollbackError, RollbackOutcome, RollbackRequest, RolledBack};
+use engine::served;
 use engine::store::Store;
 use engine::texts;
 use engine::views::{self, QuestionView, ShowView, VersionView};
@@ -558,63 +559,6 @@ pub struct RestoreBestArgs {
     pub takeover: common::Takeover,
 }
 
-/// What happened to a hand-edited served file before it was replaced.
-enum HandEdit {
-    /// Journaled as this new version.
-    Journaled(u64),
-    /// Its content is already a journaled version.
-    Known,
-    /// Not a valid strategy: kept byte for byte beside the journal (the message says where).
-    Kept(String),
-}
-
-/// Refuses to overwrite a hand-edited (or unreadable) served file unless
-/// `force`; with `force`, journals the edited content first.
-fn guard_hand_edit(
-    project: &Project,
-    schema: &StrategySchema,
-    log: &mut journal::SledJournal,
-    force: bool,
-) -> Result<Option<HandEdit>, Failure> {
-    let path = project.strategy_path();
-    let served = Store::new(&*log).served().map_err(common::store_failure)?;
-    let serving = served.map_or("nothing".to_string(), |s| format!("v{} (hash {:.12})", s.version, s.hash));
-    match served::served_file_state(project, schema, &*log).map_err(common::served_failure)? {
-        FileState::HandEdited { file_hash } if !force => Err(Failure::bad_input(anyhow::anyhow!(
-            "{}: edited by hand since emend last wrote it (content hash {file_hash:.12}, but the journal serves \
-             {serving}); refusing to replace it. See the edit with `emend diff served {}`; pass --force to journal \
-             the edited content as a new version first, then replace it",
-            path.display(),
-            path.display()
-        ))),
-        FileState::Unreadable { reason, .. } if !force => Err(Failure::bad_input(anyhow::anyhow!(
-            "{}: cannot be read ({reason}), so emend cannot tell whether it was edited by hand; refusing to \
-             replace it. Pass --force to replace it anyway",
-            path.display()
-        ))),
-        FileState::HandEdited { .. } => {
-            let valid = artifact::load_file(&path, schema).is_ok();
-            match served::journal_hand_edit(project, schema, log) {
-                Ok(Some(v)) => Ok(Some(HandEdit::Journaled(v))),
-                Ok(None) => Ok(Some(HandEdit::Known)),
-                // An invalid strategy cannot become a version: journal_hand_edit kept its bytes.
-                Err(e @ served::ServedError::InvalidHandEdit { .. }) if !valid => {
-                    Ok(Some(HandEdit::Kept(format!("{:#}", anyhow::Error::new(e)))))
-                }
-                Err(e) => Err(common::served_failure(e)),
-            }
-        }
-        _ => Ok(None),
-    }
-}
-
-/// Where a rollback goes.
-enum Destination {
-    Version(u64),
-    /// The best-ever version, read under the writer lock.
-    Best,
-}
-
 /// A version's review as `show` prints it: `pending (tested against v1)`,
 /// `approved by ... at ...: reason`, `superseded by v7 at ...`.
 fn review_line(r: &serde_json::Value) -> String {
@@ -634,180 +578,96 @@ fn review_line(r: &serde_json::Value) -> String {
     }
 }
 
-/// An operator's rollback or restore-best, as asked.
-struct Request<'a> {
-    destination: Destination,
-    /// `rollback` or `restore_best`.
-    cause: &'a str,
-    reason: &'a str,
-    pin: bool,
-    force: bool,
+/// An operator's rollback or restore-best, as asked, with how to open the journal and print.
+struct Request {
+    rollback: RollbackRequest,
     json_out: bool,
     takeover: common::Takeover,
     /// The command line as a stop request names it (`rollback --to v3`).
     command: String,
 }
 
-fn do_rollback(project: &Project, request: Request<'_>) -> CmdResult {
-    let Request { destination, cause, reason, pin, force, json_out, takeover, command } = request;
+fn do_rollback(project: &Project, request: Request) -> CmdResult {
+    let Request { rollback, json_out, takeover, command } = request;
     let schema = common::schema(project)?;
     let mut log = common::operator_writer(project, takeover, &command)?;
-    let store = Store::new(&log);
-    let target = rollback_target(&store, destination)?;
-    let served = store
-        .served()
-        .map_err(common::store_failure)?
-        .ok_or_else(|| Failure::failed(anyhow::anyhow!("the journal has no served strategy")))?;
-    let file_state = served::served_file_state(project, &schema, &log).map_err(common::served_failure)?;
-    // restore-best with the best already served, unpinned, and its file intact: nothing to record.
-    if !pin && served.version == target && !served.pinned && file_state == FileState::Consistent {
-        if json_out {
-            common::print_json(&json!({"record": null, "served": target, "unchanged": true}));
-        } else {
-            println!("v{target} is already served and not pinned; nothing to do");
+    let mut warn = |msg: &str| eprintln!("warning: {msg}");
+    let done = match operate::rollback(project, &schema, &mut log, &rollback, &mut warn).map_err(rollback_failure)? {
+        RollbackOutcome::Unchanged { target } => {
+            if json_out {
+                common::print_json(&json!({"record": null, "served": target, "unchanged": true}));
+            } else {
+                println!("v{target} is already served and not pinned; nothing to do");
+            }
+            return Ok(exit::OK);
         }
-        return Ok(exit::OK);
-    }
-    // An operator cannot serve a quarantined, pending or rejected version by rollback.
-    if let Err(msg) = engine::served::check_servable(&log, target).map_err(common::served_failure)? {
-        return Err(Failure::bad_input(anyhow::anyhow!(msg)));
-    }
-    let edit = guard_hand_edit(project, &schema, &mut log, force)?;
-    let mut reason = reason.to_string();
-    if let Some(HandEdit::Kept(msg)) = &edit {
-        eprintln!("warning: {msg}");
-        reason.push_str(" (the hand-edited served file was not a valid strategy; it was kept beside the journal)");
-    }
-    let quarantined = if cause == "rollback" {
-        quarantine_rolled_back_from(&mut log, served.version, target, &reason)?
-    } else {
-        vec![]
-    };
-    let event = served::apply_rollback(project, &schema, &mut log, target, cause, &reason, pin)
-        .map_err(common::served_failure)?;
-    let change = if cause == "rollback" { engine::hooks::Change::Rollback } else { engine::hooks::Change::RestoreBest };
-    let hook = match &event {
-        engine::events::Event::ServedChanged { from, to, hash, .. } if from != &Some(*to) => {
-            engine::hooks::on_served(project, &mut log, *from, *to, hash, change)
-        }
-        _ => None,
-    };
-    let done = RolledBack {
-        cause,
-        reason,
-        record: serde_json::to_value(&event).expect("events serialize"),
-        edit,
-        quarantined,
-        hook,
-        target,
-        already_served: served.version == target,
-        pin,
+        RollbackOutcome::RolledBack(done) => done,
     };
     if json_out {
-        common::print_json(&done.json());
+        common::print_json(&rolled_back_json(&done));
     } else {
-        print!("{}", engine::sanitize::escape_controls(&done.human(project)));
+        print!("{}", engine::sanitize::escape_controls(&rolled_back_human(&done, rollback.cause(), project)));
     }
     Ok(exit::OK)
 }
 
-/// The version a rollback goes to; an unknown version is refused before anything is written.
-fn rollback_target(store: &Store<'_, journal::SledJournal>, destination: Destination) -> Result<u64, Failure> {
-    let target = match destination {
-        Destination::Version(v) => v,
-        Destination::Best => store
-            .best()
-            .map_err(common::store_failure)?
-            .map(|b| b.version)
-            .ok_or_else(|| Failure::bad_input(anyhow::anyhow!("no best-ever version yet (no round has run)")))?,
+fn rollback_failure(e: RollbackError) -> Failure {
+    match e {
+        RollbackError::BadInput(msg) => Failure::bad_input(anyhow::anyhow!(msg)),
+        RollbackError::Failed(msg) => Failure::failed(anyhow::anyhow!(msg)),
+        RollbackError::Served(e) => common::served_failure(e),
+        RollbackError::Store(e) => common::store_failure(e),
+    }
+}
+
+/// A rollback's report as `--json` prints it.
+fn rolled_back_json(done: &RolledBack) -> serde_json::Value {
+    let journaled = match &done.edit {
+        Some(HandEdit::Journaled(v)) => Some(*v),
+        _ => None,
     };
-    if store.version(target).map_err(common::store_failure)?.is_none() {
-        return Err(Failure::bad_input(anyhow::anyhow!(
-            "no version v{target} in the journal (it has v1..v{}; see `emend log`)",
-            store.max_version().unwrap_or(0)
-        )));
-    }
-    Ok(target)
+    let record = serde_json::to_value(&done.event).expect("events serialize");
+    json!({"record": record, "hand_edit_version": journaled, "quarantined": done.quarantined, "hook_failure": done.hook})
 }
 
-/// Quarantines what a rollback from `served` to `target` rolls back from (journaled
-/// before the move), so that neither auto-restore nor the best-ever pointer brings it back.
-fn quarantine_rolled_back_from(
-    log: &mut journal::SledJournal,
-    served: u64,
-    target: u64,
-    reason: &str,
-) -> Result<Vec<u64>, Failure> {
-    let history = engine::served::served_history(&*log).map_err(common::served_failure)?;
-    let from = engine::served::rolled_back_from(&history, served, target);
-    let why = format!("rolled back to v{target}: {reason}");
-    engine::served::quarantine(log, &from, "rollback", &why).map_err(common::served_failure)?;
-    Ok(from)
-}
-
-/// What a rollback or restore-best did, for its report.
-struct RolledBack<'a> {
-    /// `rollback` or `restore_best`.
-    cause: &'a str,
-    reason: String,
-    /// The journaled `served_changed` event.
-    record: serde_json::Value,
-    edit: Option<HandEdit>,
-    quarantined: Vec<u64>,
-    /// Why the `on_served` hook failed, if it ran and failed.
-    hook: Option<String>,
-    target: u64,
-    /// The target was served already: the record only pins or unpins it.
-    already_served: bool,
-    pin: bool,
-}
-
-impl RolledBack<'_> {
-    fn json(&self) -> serde_json::Value {
-        let journaled = match &self.edit {
-            Some(HandEdit::Journaled(v)) => Some(*v),
-            _ => None,
-        };
-        json!({"record": self.record, "hand_edit_version": journaled, "quarantined": self.quarantined, "hook_failure": self.hook})
-    }
-
-    fn human(&self, project: &Project) -> String {
-        let v = &self.record;
-        let mut out = String::new();
-        if let Some(HandEdit::Journaled(k)) = self.edit {
-            out += &format!(
-                "the hand-edited served file was journaled as v{k} before it was replaced (see `emend show v{k}`)\n"
-            );
-        }
-        let best = match (v["best_version"].as_u64(), v["best_accuracy"].as_f64()) {
-            (Some(b), Some(a)) => format!("; best-ever is v{b} ({a:.4})"),
-            _ => String::new(),
-        };
+/// A rollback's report for a person; `cause` is `rollback` or `restore_best`.
+fn rolled_back_human(done: &RolledBack, cause: &str, project: &Project) -> String {
+    let v = serde_json::to_value(&done.event).expect("events serialize");
+    let pin = v["pinned"].as_bool().unwrap_or(false);
+    let mut out = String::new();
+    if let Some(HandEdit::Journaled(k)) = done.edit {
         out += &format!(
-            "{}: served v{} -> v{} by {} ({}){best}\n{} written\n",
-            self.cause.replace('_', " "),
-            v["from"],
-            v["to"],
-            v["who"].as_str().unwrap_or(""),
-            self.reason,
-            project.strategy_path().display()
+            "the hand-edited served file was journaled as v{k} before it was replaced (see `emend show v{k}`)\n"
         );
-        if !self.quarantined.is_empty() {
-            let names: Vec<String> = self.quarantined.iter().map(|q| format!("v{q}")).collect();
-            out += &format!(
-                "quarantined {}: never served automatically again (`emend unquarantine vN` lifts it)\n",
-                names.join(", ")
-            );
-        }
-        if self.already_served {
-            let what = if self.pin { "pins it" } else { "unpins it" };
-            out += &format!("v{} was already served; the record {what}\n", self.target);
-        }
-        if self.pin {
-            out += "pinned: best-ever auto-restore is suspended until `emend restore-best` or an accepted change\n";
-        }
-        out
     }
+    let best = match (v["best_version"].as_u64(), v["best_accuracy"].as_f64()) {
+        (Some(b), Some(a)) => format!("; best-ever is v{b} ({a:.4})"),
+        _ => String::new(),
+    };
+    out += &format!(
+        "{}: served v{} -> v{} by {} ({}){best}\n{} written\n",
+        cause.replace('_', " "),
+        v["from"],
+        v["to"],
+        v["who"].as_str().unwrap_or(""),
+        done.reason,
+        project.strategy_path().display()
+    );
+    if !done.quarantined.is_empty() {
+        let names: Vec<String> = done.quarantined.iter().map(|q| format!("v{q}")).collect();
+        out += &format!(
+            "quarantined {}: never served automatically again (`emend unquarantine vN` lifts it)\n",
+            names.join(", ")
+        );
+    }
+    if done.already_served {
+        let what = if pin { "pins it" } else { "unpins it" };
+        out += &format!("v{} was already served; the record {what}\n", done.target);
+    }
+    if pin {
+        out += "pinned: best-ever auto-restore is suspended until `emend restore-best` or an accepted change\n";
+    }
+    out
 }
 
 pub fn rollback(args: &RollbackArgs, project_dir: Option<&Path>) -> CmdResult {
@@ -819,11 +679,12 @@ pub fn rollback(args: &RollbackArgs, project_dir: Option<&Path>) -> CmdResult {
         .parse::<u64>()
         .map_err(|_| Failure::bad_input(anyhow::anyhow!("--to {}: expected a version like v3", args.to)))?;
     let request = Request {
-        destination: Destination::Version(version),
-        cause: "rollback",
-        reason: &args.reason,
-        pin: true,
-        force: args.force,
+        rollback: RollbackRequest {
+            destination: Destination::Version(version),
+            pin: true,
+            force: args.force,
+            reason: args.reason.clone(),
+        },
         json_out: args.json,
         takeover: args.takeover,
         command: format!("rollback --to v{version}"),
@@ -834,11 +695,12 @@ pub fn rollback(args: &RollbackArgs, project_dir: Option<&Path>) -> CmdResult {
 pub fn restore_best(args: &RestoreBestArgs, project_dir: Option<&Path>) -> CmdResult {
     let project = common::project(project_dir)?;
     let request = Request {
-        destination: Destination::Best,
-        cause: "restore_best",
-        reason: &args.reason,
-        pin: false,
-        force: args.force,
+        rollback: RollbackRequest {
+            destination: Destination::Best,
+            pin: false,
+            force: args.force,
+            reason: args.reason.clone(),
+        },
         json_out: args.json,
         takeover: args.takeover,
         command: "restore-best".into(),

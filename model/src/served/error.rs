@@ -53,6 +53,9 @@ pub enum ServedError {
     NothingServed,
     #[error("no version v{version} in the journal (it has v1..v{max})")]
     UnknownVersion { version: u64, max: u64 },
+    /// An operator cannot serve this version (quarantined, pending, rejected, unknown): [`super::check_servable`] says why.
+    #[error("{why}")]
+    NotServable { version: u64, why: String },
     #[error("{}", path.display())]
     Io {
         path: PathBuf,
@@ -72,7 +75,8 @@ impl ServedError {
             | ServedError::InvalidHandEdit { .. }
             | ServedError::Journaled { .. }
             | ServedError::NothingServed
-            | ServedError::UnknownVersion { .. } => ErrorClass::BadInput,
+            | ServedError::UnknownVersion { .. }
+            | ServedError::NotServable { .. } => ErrorClass::BadInput,
             ServedError::Io { .. } => ErrorClass::Failed,
         }
     }

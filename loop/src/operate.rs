@@ -1,0 +1,235 @@
+//! Operator workflows: the sequences behind `emend rollback` and `emend
+//! restore-best`, as plain inputs and a plain result. The binary parses the
+//! arguments, opens the journal with the operator's takeover flags, prints
+//! the [`RollbackOutcome`] and maps a [`RollbackError`] to its exit code.
+//!
+//! A rollback: find the target (an unknown version is refused), skip when
+//! nothing would change, refuse a version [`served::check_servable`] refuses,
+//! guard a hand-edited served file (refused unless `force`, which journals
+//! the edit first), quarantine what a rollback moves away from, apply it
+//! with [`served::apply_rollback`] (journal first, then the file) and run
+//! the `on_served` hook.
+
+use emend_model::artifact;
+use emend_model::config::Project;
+use emend_model::events::Event;
+use emend_model::schema::StrategySchema;
+use emend_model::served::{self, FileState, ServedError};
+use emend_model::store::{Store, StoreError};
+use journal::EventLog;
+
+use crate::hooks;
+
+/// Where a rollback goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Destination {
+    Version(u64),
+    /// The best-ever version, read under the writer lock.
+    Best,
+}
+
+/// An operator's rollback or restore-best, as asked.
+#[derive(Debug, Clone)]
+pub struct RollbackRequest {
+    pub destination: Destination,
+    /// Quarantines the versions rolled back from and pins the target
+    /// (`rollback`); otherwise a restore-best (`restore_best`).
+    pub pin: bool,
+    /// Replace a hand-edited served file, journaling its content first.
+    pub force: bool,
+    /// Why (kept in the rollback record).
+    pub reason: String,
+}
+
+impl RollbackRequest {
+    /// The record's cause: `rollback` (pinned) or `restore_best`.
+    pub fn cause(&self) -> &'static str {
+        if self.pin { "rollback" } else { "restore_best" }
+    }
+}
+
+/// What happened to a hand-edited served file before it was replaced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HandEdit {
+    /// Journaled as this new version.
+    Journaled(u64),
+    /// Its content is already a journaled version.
+    Known,
+    /// Not a valid strategy: kept byte for byte beside the journal (the message says where).
+    Kept(String),
+}
+
+/// What a rollback did.
+#[derive(Debug)]
+pub enum RollbackOutcome {
+    /// The target is served already, unpinned, its file intact: nothing recorded.
+    Unchanged {
+        target: u64,
+    },
+    RolledBack(RolledBack),
+}
+
+/// What a rollback or restore-best changed.
+#[derive(Debug)]
+pub struct RolledBack {
+    /// The reason recorded (the request's, with a note when a hand edit was kept).
+    pub reason: String,
+    /// The journaled `served_changed` event.
+    pub event: Event,
+    pub edit: Option<HandEdit>,
+    pub quarantined: Vec<u64>,
+    /// Why the `on_served` hook failed, if it ran and failed.
+    pub hook: Option<String>,
+    pub target: u64,
+    /// The target was served already: the record only pins or unpins it.
+    pub already_served: bool,
+}
+
+/// Why a rollback was refused or could not go on.
+#[derive(Debug)]
+pub enum RollbackError {
+    /// Refused as asked (exit 2): the message says why.
+    BadInput(String),
+    /// Could not go on (exit 1).
+    Failed(String),
+    Served(ServedError),
+    Store(StoreError),
+}
+
+impl From<ServedError> for RollbackError {
+    fn from(e: ServedError) -> Self {
+        RollbackError::Served(e)
+    }
+}
+
+impl From<StoreError> for RollbackError {
+    fn from(e: StoreError) -> Self {
+        RollbackError::Store(e)
+    }
+}
+
+/// Runs an operator's rollback or restore-best on the journal the caller
+/// holds as writer. `warn` hears, when it happens, that a hand-edited served
+/// file was no valid strategy and was kept beside the journal (before the
+/// hook runs, whose output goes to stderr too).
+pub fn rollback<L: EventLog + ?Sized>(
+    project: &Project,
+    schema: &StrategySchema,
+    log: &mut L,
+    request: &RollbackRequest,
+    warn: &mut dyn FnMut(&str),
+) -> Result<RollbackOutcome, RollbackError> {
+    let (cause, pin) = (request.cause(), request.pin);
+    let store = Store::new(&*log);
+    let target = rollback_target(&store, request.destination)?;
+    let served = store.served()?.ok_or_else(|| RollbackError::Failed("the journal has no served strategy".into()))?;
+    let file_state = served::served_file_state(project, schema, &*log)?;
+    // restore-best with the best already served, unpinned, and its file intact: nothing to record.
+    if !pin && served.version == target && !served.pinned && file_state == FileState::Consistent {
+        return Ok(RollbackOutcome::Unchanged { target });
+    }
+    // An operator cannot serve a quarantined, pending or rejected version by rollback.
+    if let Err(why) = served::check_servable(&*log, target)? {
+        return Err(RollbackError::BadInput(why));
+    }
+    let edit = guard_hand_edit(project, schema, log, request.force)?;
+    let mut reason = request.reason.clone();
+    if let Some(HandEdit::Kept(msg)) = &edit {
+        warn(msg);
+        reason.push_str(" (the hand-edited served file was not a valid strategy; it was kept beside the journal)");
+    }
+    let quarantined = if pin { quarantine_rolled_back_from(log, served.version, target, &reason)? } else { vec![] };
+    let event = served::apply_rollback(project, schema, log, target, cause, &reason, pin)?;
+    let change = if pin { hooks::Change::Rollback } else { hooks::Change::RestoreBest };
+    let hook = match &event {
+        Event::ServedChanged { from, to, hash, .. } if from != &Some(*to) => {
+            hooks::on_served(project, log, *from, *to, hash, change)
+        }
+        _ => None,
+    };
+    let already_served = served.version == target;
+    Ok(RollbackOutcome::RolledBack(RolledBack { reason, event, edit, quarantined, hook, target, already_served }))
+}
+
+/// The version a rollback goes to; an unknown version is refused before anything is written.
+fn rollback_target<L: EventLog + ?Sized>(store: &Store<'_, L>, destination: Destination) -> Result<u64, RollbackError> {
+    let target = match destination {
+        Destination::Version(v) => v,
+        Destination::Best => store
+            .best()?
+            .map(|b| b.version)
+            .ok_or_else(|| RollbackError::BadInput("no best-ever version yet (no round has run)".into()))?,
+    };
+    if store.version(target)?.is_none() {
+        return Err(RollbackError::BadInput(format!(
+            "no version v{target} in the journal (it has v1..v{}; see `emend log`)",
+            store.max_version().unwrap_or(0)
+        )));
+    }
+    Ok(target)
+}
+
+/// Refuses to overwrite a hand-edited (or unreadable) served file unless
+/// `force`; with `force`, journals the edited content first.
+fn guard_hand_edit<L: EventLog + ?Sized>(
+    project: &Project,
+    schema: &StrategySchema,
+    log: &mut L,
+    force: bool,
+) -> Result<Option<HandEdit>, RollbackError> {
+    let path = project.strategy_path();
+    let served = Store::new(&*log).served()?;
+    let serving = served.map_or("nothing".to_string(), |s| format!("v{} (hash {:.12})", s.version, s.hash));
+    match served::served_file_state(project, schema, &*log)? {
+        FileState::HandEdited { file_hash } if !force => Err(RollbackError::BadInput(format!(
+            "{}: edited by hand since emend last wrote it (content hash {file_hash:.12}, but the journal serves \
+             {serving}); refusing to replace it. See the edit with `emend diff served {}`; pass --force to journal \
+             the edited content as a new version first, then replace it",
+            path.display(),
+            path.display()
+        ))),
+        FileState::Unreadable { reason, .. } if !force => Err(RollbackError::BadInput(format!(
+            "{}: cannot be read ({reason}), so emend cannot tell whether it was edited by hand; refusing to \
+             replace it. Pass --force to replace it anyway",
+            path.display()
+        ))),
+        FileState::HandEdited { .. } => {
+            let valid = artifact::load_file(&path, schema).is_ok();
+            match served::journal_hand_edit(project, schema, log) {
+                Ok(Some(v)) => Ok(Some(HandEdit::Journaled(v))),
+                Ok(None) => Ok(Some(HandEdit::Known)),
+                // An invalid strategy cannot become a version: journal_hand_edit kept its bytes.
+                Err(e @ ServedError::InvalidHandEdit { .. }) if !valid => Ok(Some(HandEdit::Kept(chain(&e)))),
+                Err(e) => Err(e.into()),
+            }
+        }
+        _ => Ok(None),
+    }
+}
+
+/// An error and its causes on one line, `a: b: c` (as anyhow's `{:#}` prints them).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+/// Quarantines what a rollback from `served` to `target` rolls back from (journaled
+/// before the move), so that neither auto-restore nor the best-ever pointer brings it back.
+fn quarantine_rolled_back_from<L: EventLog + ?Sized>(
+    log: &mut L,
+    served: u64,
+    target: u64,
+    reason: &str,
+) -> Result<Vec<u64>, RollbackError> {
+    let history = served::served_history(&*log)?;
+    let from = served::rolled_back_from(&history, served, target);
+    let why = format!("rolled back to v{target}: {reason}");
+    served::quarantine(log, &from, "rollback", &why)?;
+    Ok(from)
+}
