@@ -1,7 +1,7 @@
 //! Operator workflows: the sequences behind `emend rollback` and `emend
 //! restore-best`, as plain inputs and a plain result. The binary parses the
 //! arguments, opens the journal with the operator's takeover flags, prints
-//! the [`RollbackOutcome`] and maps a [`RollbackError`] to its exit code.
+//! the [`Rollback`] and maps a [`RollbackError`] to its exit code.
 //!
 //! A rollback: find the target (an unknown version is refused), skip when
 //! nothing would change, refuse a version [`served::check_servable`] refuses,
@@ -61,12 +61,12 @@ pub enum HandEdit {
 
 /// What a rollback did.
 #[derive(Debug)]
-pub enum RollbackOutcome {
+pub enum Rollback {
     /// The target is served already, unpinned, its file intact: nothing recorded.
     Unchanged {
         target: u64,
     },
-    RolledBack(RolledBack),
+    RolledBack(Box<RolledBack>),
 }
 
 /// What a rollback or restore-best changed.
@@ -118,7 +118,7 @@ pub fn rollback<L: EventLog + ?Sized>(
     log: &mut L,
     request: &RollbackRequest,
     warn: &mut dyn FnMut(&str),
-) -> Result<RollbackOutcome, RollbackError> {
+) -> Result<Rollback, RollbackError> {
     let (cause, pin) = (request.cause(), request.pin);
     let store = Store::new(&*log);
     let target = rollback_target(&store, request.destination)?;
@@ -126,7 +126,7 @@ pub fn rollback<L: EventLog + ?Sized>(
     let file_state = served::served_file_state(project, schema, &*log)?;
     // restore-best with the best already served, unpinned, and its file intact: nothing to record.
     if !pin && served.version == target && !served.pinned && file_state == FileState::Consistent {
-        return Ok(RollbackOutcome::Unchanged { target });
+        return Ok(Rollback::Unchanged { target });
     }
     // An operator cannot serve a quarantined, pending or rejected version by rollback.
     if let Err(why) = served::check_servable(&*log, target)? {
@@ -148,7 +148,7 @@ pub fn rollback<L: EventLog + ?Sized>(
         _ => None,
     };
     let already_served = served.version == target;
-    Ok(RollbackOutcome::RolledBack(RolledBack { reason, event, edit, quarantined, hook, target, already_served }))
+    Ok(Rollback::RolledBack(Box::new(RolledBack { reason, event, edit, quarantined, hook, target, already_served })))
 }
 
 /// The version a rollback goes to; an unknown version is refused before anything is written.

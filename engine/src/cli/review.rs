@@ -15,7 +15,7 @@ use engine::candidate::Resolution;
 use engine::config::Project;
 use engine::events::CandidateRecord;
 use engine::exit;
-use engine::operate::{self, Destination, HandEdit, RollbackError, RollbackOutcome, RollbackRequest, RolledBack};
+use engine::operate::{self, Destination, HandEdit, Rollback, RollbackError, RollbackRequest, RolledBack};
 use engine::served;
 use engine::store::Store;
 use engine::texts;
@@ -593,7 +593,7 @@ fn do_rollback(project: &Project, request: Request) -> CmdResult {
     let mut log = common::operator_writer(project, takeover, &command)?;
     let mut warn = |msg: &str| eprintln!("warning: {msg}");
     let done = match operate::rollback(project, &schema, &mut log, &rollback, &mut warn).map_err(rollback_failure)? {
-        RollbackOutcome::Unchanged { target } => {
+        Rollback::Unchanged { target } => {
             if json_out {
                 common::print_json(&json!({"record": null, "served": target, "unchanged": true}));
             } else {
@@ -601,7 +601,7 @@ fn do_rollback(project: &Project, request: Request) -> CmdResult {
             }
             return Ok(exit::OK);
         }
-        RollbackOutcome::RolledBack(done) => done,
+        Rollback::RolledBack(done) => done,
     };
     if json_out {
         common::print_json(&rolled_back_json(&done));
