@@ -553,21 +553,31 @@ impl Dataset {
                     reference_versions,
                 });
             }
-            let mut ordinals = HashMap::new();
-            let mut locations = Vec::new();
-            for (si, session) in sessions.iter().enumerate() {
-                for (ti, turn) in session.turns.iter().enumerate() {
-                    locations.push((si as u32, ti as u32));
-                    if ordinals.insert(turn.id.clone(), locations.len() as u32 - 1).is_some() {
-                        return None;
-                    }
-                }
-            }
+            let (ordinals, locations) = turn_index(&sessions).ok()?;
             samples.push(Sample { id, speaker_a, speaker_b, sessions, questions, ordinals, locations });
         }
         d.done().then(|| Dataset { name: name.to_string(), samples, hash })
     }
 }
+
+/// Every turn's ordinal by dia_id, and each ordinal's (session, turn)
+/// position; `Err((session, turn))` at the first dia_id seen twice.
+pub(crate) fn turn_index(sessions: &[Session]) -> Result<TurnIndex, (usize, usize)> {
+    let mut ordinals = HashMap::new();
+    let mut locations = Vec::new();
+    for (s, session) in sessions.iter().enumerate() {
+        for (t, turn) in session.turns.iter().enumerate() {
+            locations.push((s as u32, t as u32));
+            if ordinals.insert(turn.id.clone(), locations.len() as u32 - 1).is_some() {
+                return Err((s, t));
+            }
+        }
+    }
+    Ok((ordinals, locations))
+}
+
+/// Ordinals by dia_id, and (session, turn) by ordinal.
+pub(crate) type TurnIndex = (HashMap<String, u32>, Vec<(u32, u32)>);
 
 /// Parses LoCoMo JSON text; `name` names it in errors and reports. A leading UTF-8 byte
 /// order mark is skipped.

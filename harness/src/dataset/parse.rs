@@ -73,19 +73,10 @@ pub(super) fn parse_sample(
     let speaker_b = speaker("speaker_b")?;
 
     let sessions = parse_sessions(at, conv)?;
-    let mut ordinals = HashMap::new();
-    let mut locations = Vec::new();
-    for (s, session) in sessions.iter().enumerate() {
-        for (t, turn) in session.turns.iter().enumerate() {
-            locations.push((s as u32, t as u32));
-            if ordinals.insert(turn.id.clone(), locations.len() as u32 - 1).is_some() {
-                return Err(DatasetErrorKind::Invalid {
-                    at: format!("{at}: conversation.session_{}[{t}].dia_id", session.number),
-                    message: format!("duplicate dia_id {}", turn.id),
-                });
-            }
-        }
-    }
+    let (ordinals, locations) = turn_index(&sessions).map_err(|(s, t)| DatasetErrorKind::Invalid {
+        at: format!("{at}: conversation.session_{}[{t}].dia_id", sessions[s].number),
+        message: format!("duplicate dia_id {}", sessions[s].turns[t].id),
+    })?;
 
     let qa_v = obj.get("qa").ok_or_else(|| missing(format!("{at}: qa")))?;
     let qa = qa_v.as_array().ok_or_else(|| shape(format!("{at}: qa"), "a list of questions", qa_v))?;
