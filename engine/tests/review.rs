@@ -16,6 +16,9 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 use journal::EventLog;
 use serde_json::Value;
 
+mod support;
+use support::copy_dir;
+
 const USER: &str = "reviewer";
 
 fn emend(dir: &Path, args: &[&str]) -> (i32, String, String) {
@@ -69,19 +72,6 @@ fn base() -> (MutexGuard<'static, ()>, &'static Path) {
         (tmp, dir)
     });
     (guard, dir)
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 /// A private copy of the shared run.

@@ -12,6 +12,20 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+mod support;
+use support::copy_dir;
+
+/// The read commands that must work without writing (the report is added where it can write its file).
+const READ_COMMANDS: &[&[&str]] = &[
+    &["status"],
+    &["log"],
+    &["show", "served"],
+    &["diff", "v1", "served"],
+    &["hypotheses"],
+    &["journal", "export"],
+    &["journal", "head"],
+];
+
 fn emend(dir: &Path, args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_emend")).current_dir(dir).args(args).output().expect("emend runs");
     (
@@ -28,19 +42,6 @@ fn init(dir: &Path) {
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 // ---- 1. readers never block the run --------------------------------------------------------
@@ -205,16 +206,8 @@ fn read_commands_work_on_a_read_only_project() {
     // project (size, modification time and content of each), one command at a time.
     let before = snapshot(&dir);
     let report = tmp.path().join("r.html");
-    for args in [
-        &["status"][..],
-        &["log"],
-        &["show", "served"],
-        &["diff", "v1", "served"],
-        &["hypotheses"],
-        &["journal", "export"],
-        &["journal", "head"],
-        &["report", "--out", report.to_str().unwrap()],
-    ] {
+    let report_args = ["report", "--out", report.to_str().unwrap()];
+    for args in READ_COMMANDS.iter().copied().chain([&report_args[..]]) {
         let (code, out, err) = emend(&dir, args);
         assert_eq!(code, 0, "{args:?}: {out}{err}");
         assert_eq!(snapshot(&dir), before, "{args:?} changed a file under the project");
@@ -242,15 +235,7 @@ fn read_commands_work_on_a_read_only_project() {
         .is_ok_and(|s| s.success());
     if remounted {
         assert!(std::fs::write(ro.join("probe"), b"x").is_err(), "the mount is not read-only");
-        for args in [
-            &["status"][..],
-            &["log"],
-            &["show", "served"],
-            &["diff", "v1", "served"],
-            &["hypotheses"],
-            &["journal", "export"],
-            &["journal", "head"],
-        ] {
+        for &args in READ_COMMANDS {
             let (code, out, err) = emend(&ro, args);
             assert_eq!(code, 0, "{args:?} on a read-only mount: {out}{err}");
         }

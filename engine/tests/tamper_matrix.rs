@@ -11,6 +11,9 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
+mod support;
+use support::copy_dir;
+
 fn emend(dir: &Path, args: &[&str]) -> (i32, String, String) {
     // EMEND_BIN: a copy of this build's binary, for a target directory other builds share.
     let bin = std::env::var("EMEND_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_emend").to_owned());
@@ -20,19 +23,6 @@ fn emend(dir: &Path, args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 /// A project after `init` and one evolve round, made once for every test here (an evolve
