@@ -34,13 +34,8 @@ pub enum BackendError {
     #[error("question {id} is not in the task set")]
     UnknownQuestion { id: String },
     /// A file of the evaluation's working directory could not be made.
-    #[error("{}: {action}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        action: FileAction,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(FileError),
     /// A shard of the external harness failed: the first by shard index; the
     /// others that failed are counted.
     #[error("{failed}{}", shard::more_failed_shards(*others))]
@@ -93,6 +88,18 @@ fn incomplete_message(expected: usize, got: usize, answered: usize, first_error:
 pub struct QuestionError {
     pub id: String,
     pub error: String,
+}
+
+/// A file the file system refused, and what emend was doing to it: the one
+/// type of both the evaluation's working directory ([`BackendError::Io`]) and
+/// a shard's ([`shard::ShardFailure::Io`]).
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {action}: {source}", path.display())]
+pub struct FileError {
+    pub path: PathBuf,
+    pub action: FileAction,
+    #[source]
+    pub source: std::io::Error,
 }
 
 /// What emend was doing to a file when the file system refused.
@@ -152,7 +159,7 @@ impl BackendError {
             BackendError::Strategy(_)
             | BackendError::Harness(_)
             | BackendError::UnknownQuestion { .. }
-            | BackendError::Io { .. }
+            | BackendError::Io(_)
             | BackendError::Shard { .. }
             | BackendError::Incomplete { .. }
             | BackendError::Interrupted { .. } => journal::ErrorClass::Failed,

@@ -31,7 +31,8 @@ use serde_json::{Value, json};
 
 use crate::backend::shard::{MAX_OUTPUT_BYTES, OUT_FILE};
 use crate::backend::{
-    Backend, BackendError, FieldProblem, FileAction, LineProblem, OutcomeFileError, ShardFailed, ShardFailure,
+    Backend, BackendError, FieldProblem, FileAction, FileError, LineProblem, OutcomeFileError, ShardFailed,
+    ShardFailure,
 };
 use emend_model::artifact::{self, Artifact};
 use emend_model::config::{CommandHarness, Project};
@@ -262,10 +263,8 @@ impl CommandBackend {
         if positions.is_empty() {
             return Ok(Vec::new());
         }
-        let dir = tempfile::Builder::new().prefix("emend-eval-").tempdir().map_err(|source| BackendError::Io {
-            path: std::env::temp_dir(),
-            action: FileAction::CreateTempDir,
-            source,
+        let dir = tempfile::Builder::new().prefix("emend-eval-").tempdir().map_err(|source| {
+            BackendError::Io(FileError { path: std::env::temp_dir(), action: FileAction::CreateTempDir, source })
         })?;
         let strategy = dir.path().join("strategy.json");
         let mut doc = artifact.value.clone();
@@ -275,10 +274,8 @@ impl CommandBackend {
             }
         }
         let text = serde_json::to_string_pretty(&doc).expect("a strategy serializes");
-        std::fs::write(&strategy, text).map_err(|source| BackendError::Io {
-            path: strategy.clone(),
-            action: FileAction::Write,
-            source,
+        std::fs::write(&strategy, text).map_err(|source| {
+            BackendError::Io(FileError { path: strategy.clone(), action: FileAction::Write, source })
         })?;
 
         let shards = split(positions, self.spec.shards);
@@ -341,7 +338,7 @@ impl CommandBackend {
         };
         let tasks = job.dir.join(format!("shard-{}.json", job.index));
         std::fs::write(&tasks, self.tasks.render_shard(job.index, job.count, job.positions)).map_err(|source| {
-            failed(None, ShardFailure::Io { path: tasks.clone(), action: FileAction::Write, source })
+            failed(None, ShardFailure::Io(FileError { path: tasks.clone(), action: FileAction::Write, source }))
         })?;
         let first = match self.attempt(job, &tasks, 1, cancel) {
             Ok(records) => return Ok(records),
@@ -367,7 +364,9 @@ impl CommandBackend {
         // Each attempt gets its own directory, so a retry never reads what a
         // killed first attempt (or a process it left behind) wrote.
         let adir = job.dir.join(format!("shard-{}-attempt-{attempt}", job.index));
-        let io = |path: &Path, action, source| Attempt::Failed(ShardFailure::Io { path: path.into(), action, source });
+        let io = |path: &Path, action, source| {
+            Attempt::Failed(ShardFailure::Io(FileError { path: path.into(), action, source }))
+        };
         std::fs::create_dir(&adir).map_err(|e| io(&adir, FileAction::CreateDir, e))?;
         let out = adir.join(OUT_FILE);
         let stderr_path = adir.join("stderr.log");

@@ -4,6 +4,7 @@
 //!   and every way an evaluation can fail.
 //! - [`builtin`]: the built-in memory QA harness, in process or as Ray shards.
 //! - [`command`]: an external system run as a command, shard by shard.
+//! - [`open`]: the backend a project's `harness.kind` names.
 //! - [`llm`]: the model roles over OpenAI-compatible endpoints (HTTP behind
 //!   the `llm` feature).
 //!
@@ -14,3 +15,15 @@ pub mod backend;
 pub mod builtin;
 pub mod command;
 pub mod llm;
+
+use emend_model::config::{HarnessKind, Project};
+use emend_model::schema::StrategySchema;
+use emend_model::setup::SetupError;
+
+/// The backend `harness.kind` names: the built-in harness or a command.
+pub fn open(project: &Project, schema: &StrategySchema) -> Result<Box<dyn backend::Backend>, SetupError> {
+    Ok(match project.config.harness.kind {
+        HarnessKind::Builtin => Box::new(builtin::BuiltinBackend::from_project(project)?),
+        HarnessKind::Command => Box::new(command::CommandBackend::from_project(project, schema)?),
+    })
+}

@@ -4,9 +4,7 @@
 use std::path::Path;
 
 use engine::backend::Backend;
-use engine::builtin::BuiltinBackend;
-use engine::command::CommandBackend;
-use engine::config::{HarnessKind, Project};
+use engine::config::Project;
 use engine::events::EngineProjector;
 use engine::evolve::EvolveError;
 use engine::schema::StrategySchema;
@@ -36,15 +34,9 @@ pub fn schema(project: &Project) -> Result<StrategySchema, Failure> {
     }
 }
 
+/// The project's backend (`harness.kind`), a setup error under the configuration file's name.
 pub fn backend(project: &Project, schema: &StrategySchema) -> Result<Box<dyn Backend>, Failure> {
-    match project.config.harness.kind {
-        HarnessKind::Builtin => {
-            Ok(Box::new(BuiltinBackend::from_project(project).map_err(|e| setup_failure(project, e))?))
-        }
-        HarnessKind::Command => {
-            Ok(Box::new(CommandBackend::from_project(project, schema).map_err(|e| setup_failure(project, e))?))
-        }
-    }
+    emend_eval::open(project, schema).map_err(|e| setup_failure(project, e))
 }
 
 /// A setup error under the configuration file's name, with its sources.

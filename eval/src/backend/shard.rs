@@ -12,8 +12,6 @@ use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use super::FileAction;
-
 /// The file name of a shard's outcomes, as error messages name it.
 pub(crate) const OUT_FILE: &str = "out.jsonl";
 
@@ -106,13 +104,8 @@ pub enum ShardFailure {
     #[error(transparent)]
     Output(#[from] OutcomeFileError),
     /// A file of the shard's working directory could not be made.
-    #[error("{}: {action}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        action: FileAction,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(super::FileError),
 }
 
 impl ShardFailure {
@@ -126,7 +119,7 @@ impl ShardFailure {
             | ShardFailure::TimedOut { .. }
             | ShardFailure::Exited { .. }
             | ShardFailure::Unanswered { .. } => true,
-            ShardFailure::Output(_) | ShardFailure::Io { .. } => false,
+            ShardFailure::Output(_) | ShardFailure::Io(_) => false,
         }
     }
 
