@@ -280,7 +280,9 @@ fn cost_bound_needs_tokens_and_can_fail() {
 
 #[test]
 fn bad_flags_are_bad_input() {
-    for flags in [&["--alpha", "1.5"][..], &["--epsilon", "-1"], &["--resamples", "0"], &["--unit", "session"]] {
+    for flags in
+        [&["--alpha", "1.5"][..], &["--category-drop-max", "-1"], &["--resamples", "0"], &["--unit", "session"]]
+    {
         let o = compare("base.jsonl", "cand.jsonl", flags);
         assert_eq!(o.status.code(), Some(2), "{flags:?}: {}", stderr(&o));
     }

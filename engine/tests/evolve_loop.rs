@@ -4,14 +4,14 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Mutex;
 
+use emend_eval::fake::FakeBackend;
 use engine::artifact::{self, Artifact};
 use engine::backend::{Backend, BackendError};
 use engine::config::{Project, parse_config, render_config};
 use engine::events::{EngineProjector, Event};
 use engine::evolve::{self, Evolution, RunOptions, RunSummary};
-use engine::outcome::{Evaluation, EvidenceStep, OutcomeRecord};
+use engine::outcome::{EvidenceStep, OutcomeRecord};
 use engine::schema::{StrategySchema, get_path};
 use engine::served;
 use engine::store::Store;
@@ -26,18 +26,48 @@ type Capacity = fn(&serde_json::Value) -> f64;
 
 /// Answers question i when its difficulty is below the strategy's capacity.
 /// Failures carry a retrieval-gap trace, so the planner has symptoms to follow.
-struct Scripted {
-    capacity: Capacity,
-    harness: &'static str,
-    /// Strategies (by a field value) whose evaluation fails.
-    fail_when: Option<(&'static str, serde_json::Value)>,
-    calls: Mutex<usize>,
+fn scripted(capacity: Capacity, harness: &str) -> FakeBackend {
+    scripted_failing(capacity, harness, None)
 }
 
-impl Scripted {
-    fn new(capacity: Capacity, harness: &'static str) -> Scripted {
-        Scripted { capacity, harness, fail_when: None, calls: Mutex::new(0) }
-    }
+/// As [`scripted`], failing every strategy whose field `path` holds `value`
+/// (as the built-in harness refuses a strategy value it cannot run).
+fn scripted_failing(
+    capacity: Capacity,
+    harness: &str,
+    fail_when: Option<(&'static str, serde_json::Value)>,
+) -> FakeBackend {
+    let questions = (0..N).map(|i| (format!("q{i:04}"), CATEGORIES[i % 4].to_string())).collect();
+    FakeBackend::new(questions, move |a, ids| {
+        if let Some((path, value)) = &fail_when
+            && get_path(&a.value, path) == Some(value)
+        {
+            let refused = harness::EvalError::Strategy { field: path, message: format!("scripted failure at {value}") };
+            return Err(BackendError::Harness(refused));
+        }
+        let cap = capacity(&a.value);
+        Ok((0..N)
+            .map(|i| (i, format!("q{i:04}")))
+            .filter(|(_, id)| ids.contains(id))
+            .map(|(i, id)| {
+                let correct = difficulty(i) < cap;
+                OutcomeRecord {
+                    conversation: Some(format!("conv-{}", i % 8)),
+                    evidence: Some(vec!["D1:1".into()]),
+                    unresolved_evidence: Some(vec![]),
+                    evidence_trace: Some(vec![EvidenceStep {
+                        turn: "D1:1".into(),
+                        memory_ids: vec!["m1".into()],
+                        retrieved: correct,
+                        in_context: correct,
+                    }]),
+                    context_tokens: Some(100.0),
+                    ..OutcomeRecord::new(&id, CATEGORIES[i % 4], correct)
+                }
+            })
+            .collect())
+    })
+    .with_harness(harness)
 }
 
 fn difficulty(i: usize) -> f64 {
@@ -59,63 +89,6 @@ fn inverse_top_k(v: &serde_json::Value) -> f64 {
 /// Nothing any strategy does matters.
 fn flat(_: &serde_json::Value) -> f64 {
     0.3
-}
-
-impl Backend for Scripted {
-    fn harness_hash(&self) -> String {
-        artifact::sha256_hex(self.harness.as_bytes())
-    }
-    fn dataset_hash(&self) -> String {
-        artifact::sha256_hex(b"scripted dataset")
-    }
-    fn questions(&self) -> Vec<(String, String)> {
-        (0..N).map(|i| (format!("q{i:04}"), CATEGORIES[i % 4].to_string())).collect()
-    }
-    fn roles(&self) -> Vec<String> {
-        vec![]
-    }
-    fn evaluate(&self, a: &Artifact, subset: Option<&[String]>) -> Result<Evaluation, BackendError> {
-        *self.calls.lock().unwrap() += 1;
-        if let Some((path, value)) = &self.fail_when
-            && get_path(&a.value, path) == Some(value)
-        {
-            // As the built-in harness refuses a strategy value it cannot run.
-            let refused = harness::EvalError::Strategy { field: path, message: format!("scripted failure at {value}") };
-            return Err(BackendError::Harness(refused));
-        }
-        let cap = (self.capacity)(&a.value);
-        let outcomes = (0..N)
-            .map(|i| (i, format!("q{i:04}")))
-            .filter(|(_, id)| subset.is_none_or(|s| s.contains(id)))
-            .map(|(i, id)| {
-                let correct = difficulty(i) < cap;
-                OutcomeRecord {
-                    id,
-                    conversation: Some(format!("conv-{}", i % 8)),
-                    category: CATEGORIES[i % 4].to_string(),
-                    correct,
-                    question: None,
-                    gold_answer: None,
-                    answer: None,
-                    evidence: Some(vec!["D1:1".into()]),
-                    unresolved_evidence: Some(vec![]),
-                    evidence_trace: Some(vec![EvidenceStep {
-                        turn: "D1:1".into(),
-                        memory_ids: vec!["m1".into()],
-                        retrieved: correct,
-                        in_context: correct,
-                    }]),
-                    context_tokens: Some(100.0),
-                    error: None,
-                    answer_coverage: None,
-                    intent: None,
-                    expansion_terms: vec![],
-                    context_ids: vec![],
-                }
-            })
-            .collect();
-        Ok(Evaluation::new(outcomes))
-    }
 }
 
 fn project(dir: &Path, edit: impl Fn(&str) -> String) -> Project {
@@ -158,7 +131,7 @@ fn improving_run() -> (tempfile::TempDir, Project, MemoryJournal, RunSummary) {
     let p = project(dir.path(), |s| s.to_string());
     let mut log = MemoryJournal::new(EngineProjector);
     start(&p, &mut log, DEFAULT);
-    let backend = Scripted::new(by_top_k, "h1");
+    let backend = scripted(by_top_k, "h1");
     let summary = run(&p, &mut log, &backend, 3, 4);
     assert!(summary.accepted >= 1, "{summary:?}");
     (dir, p, log, summary)
@@ -222,7 +195,7 @@ fn the_best_ever_pointer_holds_measured_accuracies_only() {
         dataset_hash: best.dataset_hash.clone(),
     };
     log.append(vec![stale.to_new()]).unwrap();
-    run(&p, &mut log, &Scripted::new(by_top_k, "h1"), 1, 4);
+    run(&p, &mut log, &scripted(by_top_k, "h1"), 1, 4);
     let after = Store::new(&log).best().unwrap().unwrap();
     assert_eq!(after.accuracy, recorded(&log, &after.hash), "{after:?}");
 }
@@ -233,7 +206,7 @@ fn nothing_is_accepted_when_no_strategy_matters() {
     let p = project(dir.path(), rule_evolver);
     let mut log = MemoryJournal::new(EngineProjector);
     start(&p, &mut log, DEFAULT);
-    let summary = run(&p, &mut log, &Scripted::new(flat, "h1"), 3, 4);
+    let summary = run(&p, &mut log, &scripted(flat, "h1"), 3, 4);
     assert_eq!(summary.accepted, 0, "{summary:?}");
     assert_eq!(summary.served_version, 1);
     assert!(summary.full_evaluations > 0, "the full test must have been reached and refused: {summary:?}");
@@ -247,7 +220,7 @@ fn same_seed_and_inputs_give_the_same_journal_events() {
         let p = project(dir.path(), |s| s.to_string());
         let mut log = MemoryJournal::new(EngineProjector);
         start(&p, &mut log, DEFAULT);
-        run(&p, &mut log, &Scripted::new(by_top_k, "h1"), 4, 3);
+        run(&p, &mut log, &scripted(by_top_k, "h1"), 4, 3);
         // Wall-clock fields are the only ones allowed to differ.
         events(&log)
             .into_iter()
@@ -274,7 +247,7 @@ fn a_move_past_the_off_value_is_never_proposed_nor_escalated() {
     let p = project(dir.path(), rule_evolver);
     let mut log = MemoryJournal::new(EngineProjector);
     start(&p, &mut log, DEFAULT);
-    let backend = Scripted::new(flat, "h1");
+    let backend = scripted(flat, "h1");
     run(&p, &mut log, &backend, 4, 40);
     let class = "retrieve.recency_half_life_days::decrease";
     let escalated: Vec<Event> = events(&log).into_iter().filter(|e| matches!(e, Event::Escalated { .. })).collect();
@@ -290,11 +263,11 @@ fn a_harness_change_that_drops_the_served_score_restores_the_best_version() {
     let p = project(dir.path(), |s| s.to_string());
     let mut log = MemoryJournal::new(EngineProjector);
     start(&p, &mut log, DEFAULT);
-    let first = run(&p, &mut log, &Scripted::new(by_top_k, "judge-a"), 3, 4);
+    let first = run(&p, &mut log, &scripted(by_top_k, "judge-a"), 3, 4);
     assert!(first.served_version > 1, "{first:?}");
     // The judge changes (a new harness hash): under it larger top_k is worse,
     // so v1 now beats the served version by more than tau.
-    let second = run(&p, &mut log, &Scripted::new(inverse_top_k, "judge-b"), 1, 4);
+    let second = run(&p, &mut log, &scripted(inverse_top_k, "judge-b"), 1, 4);
     assert_eq!(second.rollbacks, 1, "{second:?}");
     let store = Store::new(&log);
     let served = store.served().unwrap().unwrap();
@@ -322,8 +295,7 @@ fn a_candidate_whose_evaluation_fails_is_errored_never_accepted() {
     let p = project(dir.path(), rule_evolver);
     let mut log = MemoryJournal::new(EngineProjector);
     start(&p, &mut log, DEFAULT);
-    let mut backend = Scripted::new(by_top_k, "h1");
-    backend.fail_when = Some(("retrieve.top_k", serde_json::json!(15)));
+    let backend = scripted_failing(by_top_k, "h1", Some(("retrieve.top_k", serde_json::json!(15))));
     run(&p, &mut log, &backend, 2, 4);
     let cands: BTreeMap<String, serde_json::Value> = Store::new(&log)
         .candidates()
@@ -347,7 +319,7 @@ fn a_hand_edited_served_file_stops_the_run_and_a_stale_one_is_repaired() {
     let p = project(dir.path(), rule_evolver);
     let mut log = MemoryJournal::new(EngineProjector);
     start(&p, &mut log, DEFAULT);
-    let backend = Scripted::new(by_top_k, "h1");
+    let backend = scripted(by_top_k, "h1");
     run(&p, &mut log, &backend, 2, 4);
     let served_text = std::fs::read_to_string(p.strategy_path()).unwrap();
     // Hand edit: refused, named, nothing changed.
@@ -372,15 +344,15 @@ fn a_hand_edited_served_file_stops_the_run_and_a_stale_one_is_repaired() {
 }
 
 #[test]
-fn no_category_ends_below_the_first_version_by_more_than_epsilon() {
+fn no_category_ends_below_the_first_version_by_more_than_the_category_drop_max() {
     let dir = tempfile::tempdir().unwrap();
     let p = project(dir.path(), |s| s.to_string());
     let mut log = MemoryJournal::new(EngineProjector);
     start(&p, &mut log, DEFAULT);
-    run(&p, &mut log, &Scripted::new(by_top_k, "h1"), 4, 4);
+    let backend = scripted(by_top_k, "h1");
+    run(&p, &mut log, &backend, 4, 4);
     let store = Store::new(&log);
-    let h = artifact::sha256_hex(b"h1");
-    let d = artifact::sha256_hex(b"scripted dataset");
+    let (h, d) = (backend.harness_hash(), backend.dataset_hash());
     let v1 = store.version(1).unwrap().unwrap();
     let served = store.served().unwrap().unwrap();
     let a = store.evaluation(&v1.hash, &h, &d).unwrap().unwrap().summary;
@@ -417,7 +389,7 @@ fn one_confirmed_jump_moves_the_fields_that_matter_and_credits_only_fields_it_ch
     let p = project(dir.path(), |s| s.to_string());
     let mut log = MemoryJournal::new(EngineProjector);
     start(&p, &mut log, DEFAULT);
-    let summary = run_with(&p, &mut log, &Scripted::new(three_fields, "h1"), &budget(45.0));
+    let summary = run_with(&p, &mut log, &scripted(three_fields, "h1"), &budget(45.0));
     assert!(summary.accepted >= 1, "{summary:?}");
     assert!(summary.served_accuracy > summary.start_accuracy + 0.3, "{summary:?}");
     assert!(summary.evaluations_used <= 45.0 + 1e-9, "{summary:?}");
@@ -467,7 +439,7 @@ fn the_budget_is_never_exceeded_and_stops_a_run_as_max_evals() {
         let p = project(dir.path(), |s| s.to_string());
         let mut log = MemoryJournal::new(EngineProjector);
         start(&p, &mut log, DEFAULT);
-        let summary = run_with(&p, &mut log, &Scripted::new(three_fields, "h1"), &budget(max));
+        let summary = run_with(&p, &mut log, &scripted(three_fields, "h1"), &budget(max));
         assert!(summary.evaluations_used <= max + 1e-9, "--max-evals {max}: {summary:?}");
         assert_eq!(summary.stopped, evolve::Stopped::MaxEvals, "--max-evals {max}: {summary:?}");
     }
@@ -482,7 +454,7 @@ fn a_search_that_finds_nothing_stops_converged_by_its_rule() {
     assert_eq!((p.config.search.stall, p.config.search.converge), (10, 30));
     let mut log = MemoryJournal::new(EngineProjector);
     start(&p, &mut log, DEFAULT);
-    let summary = run_with(&p, &mut log, &Scripted::new(flat, "h1"), &RunOptions::rounds(5, 4));
+    let summary = run_with(&p, &mut log, &scripted(flat, "h1"), &RunOptions::rounds(5, 4));
     assert_eq!(summary.stopped, evolve::Stopped::Converged, "{summary:?}");
     assert_eq!(summary.accepted, 0);
     let searches = Store::new(&log).searches().unwrap();
@@ -498,7 +470,7 @@ fn bounded_steps_keep_the_step_search_within_x_max_delta() {
     assert_eq!(p.config.gates.step_bound, engine::config::StepBound::Schema);
     let mut log = MemoryJournal::new(EngineProjector);
     start(&p, &mut log, DEFAULT);
-    let summary = run_with(&p, &mut log, &Scripted::new(three_fields, "h1"), &budget(30.0));
+    let summary = run_with(&p, &mut log, &scripted(three_fields, "h1"), &budget(30.0));
     assert!(summary.accepted >= 1, "{summary:?}");
     let schema = StrategySchema::builtin();
     let store = Store::new(&log);

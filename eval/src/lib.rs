@@ -5,6 +5,7 @@
 //! - [`builtin`]: the built-in memory QA harness, in process or as Ray shards.
 //! - [`command`]: an external system run as a command, shard by shard.
 //! - [`open`]: the backend a project's `harness.kind` names.
+//! - `fake` (feature `test-support`): the scripted backend of the tests above.
 //! - [`llm`]: the model roles over OpenAI-compatible endpoints (HTTP behind
 //!   the `llm` feature).
 //!
@@ -14,6 +15,8 @@
 pub mod backend;
 pub mod builtin;
 pub mod command;
+#[cfg(any(test, feature = "test-support"))]
+pub mod fake;
 pub mod llm;
 
 use emend_model::config::{HarnessKind, Project};

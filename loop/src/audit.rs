@@ -698,19 +698,8 @@ pub fn skippable_fields(audits: &[MechanismAudit]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use emend_model::outcome::EvidenceStep;
-    use std::sync::Mutex;
-
-    /// A backend whose outcomes are a function of a few strategy fields:
-    /// top_k decides q0..q9 (the depth contributes), the fusion decides
-    /// q10..q19 against the served strategy (harmful), the order changes
-    /// context size only (inconclusive), the answer format nothing (its
-    /// prompt is always included: inconclusive). `broken` breaks a mechanism
-    /// on purpose.
-    struct Fake {
-        calls: Mutex<usize>,
-        broken: Broken,
-    }
+    use emend_eval::fake::FakeBackend;
+    use emend_model::outcome::{EvidenceStep, OutcomeRecord};
 
     #[derive(Clone, Copy, PartialEq)]
     enum Broken {
@@ -721,67 +710,53 @@ mod tests {
         ExpansionIgnored,
     }
 
-    fn fake() -> Fake {
-        Fake { calls: Mutex::new(0), broken: Broken::None }
+    fn fake() -> FakeBackend {
+        broken_fake(Broken::None)
     }
 
-    impl Backend for Fake {
-        fn harness_hash(&self) -> String {
-            "h".into()
-        }
-        fn dataset_hash(&self) -> String {
-            "d".into()
-        }
-        fn questions(&self) -> Vec<(String, String)> {
-            (0..24).map(|i| (format!("q{i}"), "single-hop".into())).collect()
-        }
-        fn roles(&self) -> Vec<String> {
-            vec![]
-        }
-        fn evaluate(&self, a: &Artifact, _: Option<&[String]>) -> Result<Evaluation, BackendError> {
-            *self.calls.lock().unwrap() += 1;
-            let s = a.typed().unwrap();
-            let deep = s.retrieve.top_k > 4;
-            let weighted = s.retrieve.fusion == harness::strategy::Fusion::WeightedSum;
-            let chrono = s.assemble.order == harness::strategy::ContextOrder::Chronological;
-            let rerank = s.retrieve.rerank_top_n > 0;
-            let expanding = s.retrieve.expansion.enabled && self.broken == Broken::ExpansionIgnored;
-            let outcomes = (0..24)
-                .map(|i| {
-                    let correct = match i {
-                        0..=9 => deep,
-                        10..=19 => weighted,
-                        _ => false,
-                    };
-                    let error =
-                        (rerank && self.broken == Broken::RerankErrors && i >= 20).then(|| "rerank: no scores".into());
-                    OutcomeRecord {
-                        id: format!("q{i}"),
-                        conversation: Some("c".into()),
-                        category: "single-hop".into(),
-                        correct,
-                        question: None,
-                        gold_answer: None,
-                        answer: None,
-                        evidence: Some(vec!["D1:1".into()]),
-                        unresolved_evidence: Some(vec![]),
-                        evidence_trace: Some(vec![EvidenceStep {
-                            turn: "D1:1".into(),
-                            memory_ids: vec!["m".into()],
-                            retrieved: correct,
-                            in_context: correct,
-                        }]),
-                        context_tokens: Some(if chrono { 101.0 } else { 100.0 }),
-                        error,
-                        answer_coverage: None,
-                        intent: None,
-                        expansion_terms: if expanding { vec!["moved".into()] } else { vec![] },
-                        context_ids: vec![],
-                    }
-                })
-                .collect();
-            Ok(Evaluation::new(outcomes))
-        }
+    /// A backend whose outcomes are a function of a few strategy fields:
+    /// top_k decides q0..q9 (the depth contributes), the fusion decides
+    /// q10..q19 against the served strategy (harmful), the order changes
+    /// context size only (inconclusive), the answer format nothing (its
+    /// prompt is always included: inconclusive). `broken` breaks a mechanism
+    /// on purpose.
+    fn broken_fake(broken: Broken) -> FakeBackend {
+        let questions = (0..24).map(|i| (format!("q{i}"), "single-hop".to_string())).collect();
+        FakeBackend::new(questions, move |a, _| Ok(outcomes(a, broken)))
+    }
+
+    fn outcomes(a: &Artifact, broken: Broken) -> Vec<OutcomeRecord> {
+        let s = a.typed().unwrap();
+        let deep = s.retrieve.top_k > 4;
+        let weighted = s.retrieve.fusion == harness::strategy::Fusion::WeightedSum;
+        let chrono = s.assemble.order == harness::strategy::ContextOrder::Chronological;
+        let rerank = s.retrieve.rerank_top_n > 0;
+        let expanding = s.retrieve.expansion.enabled && broken == Broken::ExpansionIgnored;
+        (0..24)
+            .map(|i| {
+                let correct = match i {
+                    0..=9 => deep,
+                    10..=19 => weighted,
+                    _ => false,
+                };
+                let error = (rerank && broken == Broken::RerankErrors && i >= 20).then(|| "rerank: no scores".into());
+                OutcomeRecord {
+                    conversation: Some("c".into()),
+                    evidence: Some(vec!["D1:1".into()]),
+                    unresolved_evidence: Some(vec![]),
+                    evidence_trace: Some(vec![EvidenceStep {
+                        turn: "D1:1".into(),
+                        memory_ids: vec!["m".into()],
+                        retrieved: correct,
+                        in_context: correct,
+                    }]),
+                    context_tokens: Some(if chrono { 101.0 } else { 100.0 }),
+                    error,
+                    expansion_terms: if expanding { vec!["moved".into()] } else { vec![] },
+                    ..OutcomeRecord::new(&format!("q{i}"), "single-hop", correct)
+                }
+            })
+            .collect()
     }
 
     fn served() -> Artifact {
@@ -823,7 +798,7 @@ mod tests {
         assert_eq!(ordering.adjusted_p, Some(1.0));
         // The served evaluation and one per mechanism that is on.
         let on = audits.iter().filter(|a| a.contrast.is_some()).count();
-        assert_eq!(*backend.calls.lock().unwrap(), 1 + on);
+        assert_eq!(backend.calls(), 1 + on);
         // Every evolvable field of the schema belongs to some mechanism.
         let covered: Vec<&str> = mechanism_fields().iter().flat_map(|(_, f)| f.iter().copied()).collect();
         for f in StrategySchema::builtin().evolvable() {
@@ -841,7 +816,7 @@ mod tests {
         };
         let find = |audits: &[MechanismAudit], m: &str| audits.iter().find(|a| a.mechanism == m).unwrap().clone();
         // Rerank errors on four questions, which answer without it.
-        let broken = Fake { calls: Mutex::new(0), broken: Broken::RerankErrors };
+        let broken = broken_fake(Broken::RerankErrors);
         let audits = audit(&schema, &broken, &with("retrieve.rerank_top_n", json!(4)), None).unwrap();
         let rerank = find(&audits, "rerank");
         assert_eq!(
@@ -852,7 +827,7 @@ mod tests {
         assert!(rerank.evidence.contains("failed on 4 questions"), "{}", rerank.evidence);
         assert_eq!(audits.iter().filter(|a| a.status == Status::Defective).count(), 1);
         // Expansion adds terms that never reach a context.
-        let ignored = Fake { calls: Mutex::new(0), broken: Broken::ExpansionIgnored };
+        let ignored = broken_fake(Broken::ExpansionIgnored);
         let audits = audit(&schema, &ignored, &with("retrieve.expansion.enabled", json!(true)), None).unwrap();
         let e = find(&audits, "expansion");
         assert_eq!((e.status, e.trace.produced, e.trace.included), (Status::Defective, 24, 0), "{e:?}");

@@ -369,7 +369,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             proposers.push(Box::new(SearchProposer::new(SearchSettings {
                 seed: cfg.loop_.seed,
                 cost_bound: cfg.gates.cost_bound,
-                epsilon_c: cfg.gates.category_drop_max,
+                category_drop_max: cfg.gates.category_drop_max,
                 ..SearchSettings::default()
             })));
         }
@@ -521,7 +521,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         let cfg = &self.project.config;
         let pending = self.store().live_pending()?;
         let policy = Policy {
-            tau_rollback: cfg.gates.restore_below_best,
+            restore_below_best: cfg.gates.restore_below_best,
             approval: cfg.serve.approval,
             quarantined: &ineligible,
             pending: &pending,

@@ -88,8 +88,8 @@ pub struct JumpSettings {
     pub multivariate: bool,
     /// How many of the best strategies the consensus is taken over (0: none).
     pub consensus: usize,
-    /// `gates.epsilon_c`: a proposed candidate keeps every category of the search part within the floor.
-    pub epsilon_c: f64,
+    /// `gates.category_drop_max`: a proposed candidate keeps every category of the search part within the floor.
+    pub category_drop_max: f64,
 }
 
 impl JumpSettings {
@@ -105,7 +105,7 @@ impl JumpSettings {
             startup: s.startup,
             multivariate: s.multivariate,
             consensus: s.consensus,
-            epsilon_c: cfg.gates.category_drop_max,
+            category_drop_max: cfg.gates.category_drop_max,
         }
     }
 }
@@ -319,7 +319,7 @@ impl JumpProposer {
                 _ => {}
             }
         }
-        let keeps = per.values().all(|&(n, a, b)| stats::keeps_category(a, b, n, self.settings.epsilon_c));
+        let keeps = per.values().all(|&(n, a, b)| stats::keeps_category(a, b, n, self.settings.category_drop_max));
         keeps && stats::better_p_value(improved, regressed) <= ask.next_alpha
     }
 }

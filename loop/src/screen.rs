@@ -32,7 +32,7 @@ pub struct Screen<'a> {
     pub replay: &'a Replay,
     pub effects: &'a BTreeMap<String, DimensionEffect>,
     pub rejected_moves: &'a BTreeSet<(String, String, String)>,
-    pub delta1: f64,
+    pub probe_drop_max: f64,
     /// The round's probe sample and how many of it the served strategy answers.
     pub probe_ids: &'a [String],
     pub served_on_probe: usize,
@@ -124,7 +124,7 @@ pub fn screen(
         // jump that moves several fields is new by the novelty gate.
         rejected_moves: if c.more > 0 && !s.bounded { &NO_MOVES } else { s.rejected_moves },
         motivation: c.motivation,
-        delta1: s.delta1,
+        probe_drop_max: s.probe_drop_max,
     });
     record.critic = Some(rules.clone());
     if rules.reject {
@@ -230,32 +230,17 @@ fn probe_examples(served: &[QuestionResult], probe: &Evaluation) -> (Vec<advice:
 mod tests {
     use super::*;
     use emend_eval::backend::BackendError;
+    use emend_eval::fake::FakeBackend;
     use emend_model::gates::{CriticLabel, Gate};
     use emend_model::outcome::OutcomeRecord;
     use serde_json::json;
 
-    /// Answers the first `correct` questions it is asked, or fails.
-    struct Fake {
-        correct: usize,
-        fail: bool,
-    }
-
-    impl Backend for Fake {
-        fn harness_hash(&self) -> String {
-            "H".into()
-        }
-        fn dataset_hash(&self) -> String {
-            "D".into()
-        }
-        fn questions(&self) -> Vec<(String, String)> {
-            (0..10).map(|i| (format!("q{i}"), "c".into())).collect()
-        }
-        fn roles(&self) -> Vec<String> {
-            vec![]
-        }
-        fn evaluate(&self, _: &Artifact, subset: Option<&[String]>) -> Result<Evaluation, BackendError> {
-            if self.fail {
-                // The external harness's command timing out twice, as an unreachable system does.
+    /// Answers the first `correct` questions it is asked, or fails as an
+    /// unreachable external harness does (its command timing out twice).
+    fn fake(correct: usize, fail: bool) -> FakeBackend {
+        let questions = (0..10).map(|i| (format!("q{i}"), "c".to_string())).collect();
+        FakeBackend::new(questions, move |_, ids| {
+            if fail {
                 let timed_out = || emend_eval::backend::ShardFailure::TimedOut {
                     after: std::time::Duration::from_secs(30),
                     stderr: "down".into(),
@@ -268,32 +253,12 @@ mod tests {
                 };
                 return Err(BackendError::Shard { failed: Box::new(failed), others: 0 });
             }
-            let ids: Vec<String> =
-                subset.map_or_else(|| self.questions().into_iter().map(|q| q.0).collect(), <[_]>::to_vec);
-            Ok(Evaluation::new(
-                ids.iter()
-                    .enumerate()
-                    .map(|(i, id)| OutcomeRecord {
-                        id: id.clone(),
-                        conversation: Some("c".into()),
-                        category: "c".into(),
-                        correct: i < self.correct,
-                        question: None,
-                        gold_answer: None,
-                        answer: None,
-                        evidence: None,
-                        unresolved_evidence: None,
-                        evidence_trace: None,
-                        context_tokens: None,
-                        error: None,
-                        answer_coverage: None,
-                        intent: None,
-                        expansion_terms: vec![],
-                        context_ids: vec![],
-                    })
-                    .collect(),
-            ))
-        }
+            let record = |(i, id): (usize, &String)| OutcomeRecord {
+                conversation: Some("c".into()),
+                ..OutcomeRecord::new(id, "c", i < correct)
+            };
+            Ok(ids.iter().enumerate().map(record).collect())
+        })
     }
 
     fn record() -> CandidateRecord {
@@ -301,7 +266,7 @@ mod tests {
     }
 
     /// Screens the served strategy with `retrieve.top_k` set to `top_k`, motivated by `label`.
-    fn run(backend: &Fake, top_k: i64, label: &str, seen: &mut BTreeSet<String>) -> (Screened, CandidateRecord) {
+    fn run(backend: &FakeBackend, top_k: i64, label: &str, seen: &mut BTreeSet<String>) -> (Screened, CandidateRecord) {
         let schema = StrategySchema::builtin();
         let text = include_str!("../../strategies/default.yaml");
         let served = artifact::from_yaml("default", text, &schema).unwrap();
@@ -322,7 +287,7 @@ mod tests {
             replay: &replay,
             effects: &effects,
             rejected_moves: &rejected,
-            delta1: 0.02,
+            probe_drop_max: 0.02,
             probe_ids: &probe_ids,
             served_on_probe: 5,
             bounded: true,
@@ -352,11 +317,11 @@ mod tests {
     #[test]
     fn the_first_failing_gate_stops_and_the_hash_is_seen() {
         let mut seen = BTreeSet::new();
-        let backend = Fake { correct: 10, fail: false };
+        let backend = fake(10, false);
         let (first, _) = run(&backend, 6, "retrieval_gap", &mut seen);
         assert!(matches!(first, Screened::Passed { .. }));
         // The same candidate again: the novelty gate stops it before any evaluation.
-        let (again, record) = run(&Fake { correct: 0, fail: true }, 6, "retrieval_gap", &mut seen);
+        let (again, record) = run(&fake(0, true), 6, "retrieval_gap", &mut seen);
         let again = stop(again);
         assert_eq!(
             (again.by, again.stage, again.outcome),
@@ -368,7 +333,7 @@ mod tests {
 
     #[test]
     fn the_critic_stops_a_change_no_strategy_can_make_good() {
-        let (s, record) = run(&Fake { correct: 10, fail: true }, 6, "no_trace", &mut BTreeSet::new());
+        let (s, record) = run(&fake(10, true), 6, "no_trace", &mut BTreeSet::new());
         let s = stop(s);
         assert_eq!((s.by, s.stage), (StoppedBy::Critic(CriticLabel::OutOfScope), Stage::Critic));
         assert_eq!(record.critic.map(|c| c.label), Some(CriticLabel::OutOfScope));
@@ -377,7 +342,7 @@ mod tests {
 
     #[test]
     fn a_probe_below_the_tolerance_stops_with_its_delta() {
-        let (s, record) = run(&Fake { correct: 2, fail: false }, 6, "retrieval_gap", &mut BTreeSet::new());
+        let (s, record) = run(&fake(2, false), 6, "retrieval_gap", &mut BTreeSet::new());
         let s = stop(s);
         assert_eq!((s.by, s.stage, s.outcome), (StoppedBy::Probe, Stage::Probe, Resolution::Rejected));
         assert!(s.reason.contains("below the tolerance"), "{}", s.reason);
@@ -386,7 +351,7 @@ mod tests {
 
     #[test]
     fn a_failed_probe_evaluation_is_an_error_not_a_rejection() {
-        let (s, record) = run(&Fake { correct: 10, fail: true }, 6, "retrieval_gap", &mut BTreeSet::new());
+        let (s, record) = run(&fake(10, true), 6, "retrieval_gap", &mut BTreeSet::new());
         let s = stop(s);
         assert_eq!((s.by, s.stage, s.outcome), (StoppedBy::Errored, Stage::Probe, Resolution::Errored));
         assert_eq!(
@@ -398,7 +363,7 @@ mod tests {
 
     #[test]
     fn a_candidate_through_every_stage_passes_with_its_probe_delta() {
-        let (s, record) = run(&Fake { correct: 7, fail: false }, 6, "retrieval_gap", &mut BTreeSet::new());
+        let (s, record) = run(&fake(7, false), 6, "retrieval_gap", &mut BTreeSet::new());
         let Screened::Passed { probe_delta, .. } = s else { panic!("expected a pass: {s:?}") };
         assert!((probe_delta - 0.2).abs() < 1e-9);
         assert_eq!(record.critic.map(|c| c.label), Some(CriticLabel::Actionable));

@@ -75,9 +75,9 @@ pub struct SearchSettings {
     /// `gates.cost_bound`: a candidate whose mean context tokens grow by more
     /// than this share on a rung's sample is infeasible (scores 0 there).
     pub cost_bound: Option<f64>,
-    /// `gates.epsilon_c`: the proposed candidate loses no category by more
+    /// `gates.category_drop_max`: the proposed candidate loses no category by more
     /// than this on the search part.
-    pub epsilon_c: f64,
+    pub category_drop_max: f64,
     pub seed: u64,
     /// Fields a TPE point may move at once.
     pub keep: usize,
@@ -99,7 +99,7 @@ impl Default for SearchSettings {
             min_gain: 0.025,
             patience: 8,
             cost_bound: None,
-            epsilon_c: 1.0,
+            category_drop_max: 1.0,
             seed: 0,
             keep: 8,
             scouts: 12,
@@ -463,8 +463,9 @@ impl SearchProposer {
             e.1 += usize::from(r.correct);
             e.2 += usize::from(known.get(&r.id).is_some_and(|k| k.correct));
         }
-        per.values()
-            .all(|&(n, served, cand)| emend_model::stats::keeps_category(served, cand, n, self.settings.epsilon_c))
+        per.values().all(|&(n, served, cand)| {
+            emend_model::stats::keeps_category(served, cand, n, self.settings.category_drop_max)
+        })
     }
 
     /// True when `doc`'s gain over the served strategy on the whole search

@@ -251,7 +251,7 @@ mod tests {
 
     #[test]
     fn an_old_key_name_loads_into_the_new_field_and_is_reported() {
-        let base = "harness:\n  tasks: builtin\ngates:\n";
+        let base = "harness:\n  tasks: builtin\nloop:\n  ucb_c: 2.5\ngates:\n";
         let old = "  delta1: 0.1\n  epsilon_c: 0.2\n  tau_rollback: 0.3\n  lord_w0: 0.4\n";
         let (c, renamed) = parse_config_reporting(&format!("{base}{old}")).unwrap();
         let g = &c.gates;
@@ -259,6 +259,7 @@ mod tests {
             (g.probe_drop_max, g.category_drop_max, g.restore_below_best, g.lord_initial_wealth),
             (0.1, 0.2, 0.3, 0.4)
         );
+        assert_eq!(c.loop_.exploration, 2.5);
         let names: Vec<(&str, &str)> = renamed.iter().map(|r| (r.old.as_str(), r.new.as_str())).collect();
         assert_eq!(
             names,
@@ -267,12 +268,14 @@ mod tests {
                 ("gates.epsilon_c", "gates.category_drop_max"),
                 ("gates.tau_rollback", "gates.restore_below_best"),
                 ("gates.lord_w0", "gates.lord_initial_wealth"),
+                ("loop.ucb_c", "loop.exploration"),
             ]
         );
         assert_eq!(
             renamed[0].warning(Path::new("p/emend.yaml")),
             "p/emend.yaml: gates.delta1 is deprecated, renamed gates.probe_drop_max; the old key still loads in this release"
         );
+        let base = "harness:\n  tasks: builtin\ngates:\n";
         let new = "  probe_drop_max: 0.1\n";
         assert_eq!(parse_config_reporting(&format!("{base}{new}")).unwrap().1, vec![]);
         // An old key's value is range-checked under the new name.

@@ -44,7 +44,7 @@ pub struct Serving {
 #[derive(Debug, Clone, Copy)]
 pub struct Policy<'a> {
     /// Auto-restore when the served version scores more than this below the best-ever.
-    pub tau_rollback: f64,
+    pub restore_below_best: f64,
     pub approval: Approval,
     /// Versions never restored automatically (an operator rolled back from them or quarantined them).
     pub quarantined: &'a BTreeSet<u64>,
@@ -138,12 +138,12 @@ impl Decision {
 /// served version and the best-ever stay where they are, and the search goes
 /// on from the served version). Whatever the round decided, the best-ever
 /// version is served again when the served one scores more than
-/// `tau_rollback` below it, unless an operator pinned the served version and
+/// `restore_below_best` below it, unless an operator pinned the served version and
 /// nothing was served since, or the best-ever is quarantined (the caller
 /// passes the best non-quarantined version; this guard keeps a stale pointer
 /// from undoing an operator's rollback).
 pub fn decide(tested: &[Tested<'_>], served: Serving, best: &Best, next_version: u64, policy: &Policy<'_>) -> Decision {
-    let tau_rollback = policy.tau_rollback;
+    let restore_below_best = policy.restore_below_best;
     let pending = policy.approval == Approval::Manual;
     let winner = winner_of(tested).map(|i| &tested[i]).map(|w| Winner {
         trial: w.trial,
@@ -176,14 +176,15 @@ pub fn decide(tested: &[Tested<'_>], served: Serving, best: &Best, next_version:
     let (served_version, served_accuracy) =
         served_winner.map_or((served.version, served.accuracy), |w| (w.version, w.accuracy));
     let pinned = served.pinned && served_winner.is_none();
-    let due = !pinned && served_accuracy < best_after.accuracy - tau_rollback && best_after.version != served_version;
+    let due =
+        !pinned && served_accuracy < best_after.accuracy - restore_below_best && best_after.version != served_version;
     let held_by_quarantine = (due && policy.quarantined.contains(&best_after.version)).then_some(best_after.version);
     let restore = (due && held_by_quarantine.is_none()).then_some(Restore {
         from: served_version,
         from_accuracy: served_accuracy,
         to: best_after.version,
         to_accuracy: best_after.accuracy,
-        tau: tau_rollback,
+        tau: restore_below_best,
     });
     let supersedes = match winner {
         Some(_) if pending => superseded(policy, served.version),
@@ -319,7 +320,7 @@ mod tests {
 
     fn auto() -> Policy<'static> {
         Policy {
-            tau_rollback: 0.02,
+            restore_below_best: 0.02,
             approval: Approval::Auto,
             quarantined: &NONE,
             pending: &NO_PENDING,

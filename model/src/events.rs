@@ -18,6 +18,7 @@ use crate::gates::{CriticVerdict, GateResult, ProbeVerdict};
 use crate::hypothesis::Hypothesis;
 use crate::layer_a::Diagnosis;
 pub use crate::outcome::{EvalSummary, QuestionResult};
+use crate::percent::points;
 use crate::planner::{Change, DimensionEffect};
 
 mod search;
@@ -305,9 +306,9 @@ impl Credit {
     pub fn describe(&self) -> String {
         let measured = match self.delta {
             Some(d) if self.earlier => {
-                format!("{:+.1} pp on {} search questions, before later reversions", d * 100.0, self.questions)
+                format!("{} pp on {} search questions, before later reversions", points(d, 1), self.questions)
             }
-            Some(d) => format!("{:+.1} pp on {} search questions", d * 100.0, self.questions),
+            Some(d) => format!("{} pp on {} search questions", points(d, 1), self.questions),
             None => "not measured".to_string(),
         };
         format!("{} {} -> {} ({measured})", self.path, self.from, self.to)

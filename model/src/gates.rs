@@ -339,7 +339,7 @@ pub struct CriticInput<'a> {
     pub rejected_moves: &'a BTreeSet<(String, String, String)>,
     /// Label -> count of the failures motivating the direction.
     pub motivation: &'a BTreeMap<String, usize>,
-    pub delta1: f64,
+    pub probe_drop_max: f64,
 }
 
 /// Labels that no strategy field can address.
@@ -390,7 +390,7 @@ pub fn critic(input: &CriticInput<'_>) -> CriticVerdict {
         CriticLabel::Actionable,
         format!("{} {} -> {} addresses {}", c.path, c.from, c.to, keys(input.motivation)),
         false,
-        input.delta1,
+        input.probe_drop_max,
     )
 }
 
@@ -671,7 +671,7 @@ mod tests {
             effect,
             rejected_moves: rejected,
             motivation,
-            delta1: 0.02,
+            probe_drop_max: 0.02,
         };
         let v = critic(&input(None, &none, &motivation));
         assert_eq!((v.label, v.reject, v.probe_tolerance), (CriticLabel::Actionable, false, 0.02));

@@ -32,6 +32,7 @@ pub mod gates;
 pub mod hypothesis;
 pub mod layer_a;
 pub mod outcome;
+pub mod percent;
 pub mod planner;
 pub mod records;
 pub mod sanitize;

@@ -63,6 +63,31 @@ pub struct OutcomeRecord {
     pub context_ids: Vec<String>,
 }
 
+impl OutcomeRecord {
+    /// A record of `id` in `category` with no conversation and no trace: the
+    /// least an external harness may write.
+    pub fn new(id: &str, category: &str, correct: bool) -> OutcomeRecord {
+        OutcomeRecord {
+            id: id.to_string(),
+            conversation: None,
+            category: category.to_string(),
+            correct,
+            question: None,
+            gold_answer: None,
+            answer: None,
+            evidence: None,
+            unresolved_evidence: None,
+            evidence_trace: None,
+            context_tokens: None,
+            error: None,
+            answer_coverage: None,
+            intent: None,
+            expansion_terms: Vec::new(),
+            context_ids: Vec::new(),
+        }
+    }
+}
+
 /// The built-in harness's outcome as the engine's record: the same fields
 /// `emend eval --outcomes` writes, without a trip through JSON.
 impl From<&harness::Outcome> for OutcomeRecord {

@@ -52,14 +52,14 @@ pub struct Plan {
 /// Planner settings from the project configuration.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PlannerSettings {
-    pub ucb_c: f64,
+    pub exploration: f64,
     /// Weight of the reputation prior (added as `weight * tanh(reputation)`).
     pub reputation_weight: f64,
 }
 
 impl Default for PlannerSettings {
     fn default() -> Self {
-        PlannerSettings { ucb_c: 1.0, reputation_weight: 0.2 }
+        PlannerSettings { exploration: 1.0, reputation_weight: 0.2 }
     }
 }
 
@@ -116,7 +116,8 @@ pub fn plan(
         .map(|(key, (path, direction, motivation, position))| {
             let explained: usize = motivation.values().sum();
             let actionability = (explained as f64 / failures).min(1.0);
-            let ucb = tree.get(&key).map_or(f64::INFINITY, |h| h.ucb(total_visits, actionability, settings.ucb_c));
+            let ucb =
+                tree.get(&key).map_or(f64::INFINITY, |h| h.ucb(total_visits, actionability, settings.exploration));
             let reputation = effects.get(&path).map_or(0.0, DimensionEffect::reputation);
             // Unvisited nodes tie at infinity: order them by actionability, then by
             // the schema author's order within the symptom's list (first = most likely).

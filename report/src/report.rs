@@ -29,6 +29,7 @@ use emend_model::candidate::{FullRecord, Resolution, Rule, StoppedBy};
 use emend_model::events::{CandidateRecord, Event, RoundRecord, T_EVALUATIONS, evaluation_key};
 use emend_model::gates::Gate;
 use emend_model::hypothesis::Hypothesis;
+use emend_model::percent::percent;
 use emend_model::store::{Best, Served, Store, StoreError};
 
 mod chart;
@@ -330,7 +331,7 @@ impl Walk {
                         m.who,
                         m.from.map_or("?".to_string(), |f| f.to_string()),
                         m.to,
-                        pct(*acc),
+                        percent(*acc, 1),
                         m.reason
                     );
                     self.pending_ops.push((m.to, *acc, label));
@@ -351,7 +352,12 @@ impl Walk {
                     accuracy: acc,
                     kind: PointKind::Start,
                     version: r.served_version_before,
-                    label: format!("before round {}: served v{} at {}", r.round, r.served_version_before, pct(acc)),
+                    label: format!(
+                        "before round {}: served v{} at {}",
+                        r.round,
+                        r.served_version_before,
+                        percent(acc, 1)
+                    ),
                 });
             }
             self.first_at = Some(r.at.clone());
@@ -444,7 +450,7 @@ fn round_point(r: &RoundRecord, accuracy: f64, restored: bool) -> Point {
             "round {}: {what}; served v{} at {} on the whole task set",
             r.round,
             r.served_version_after,
-            pct(accuracy)
+            percent(accuracy, 1)
         ),
     }
 }
@@ -462,9 +468,9 @@ fn rejected_point(round: u64, c: &CandidateRecord) -> Option<RejectedPoint> {
             c.id,
             c.outcome,
             c.rejected_by.map_or_else(|| "?".to_string(), |r| r.to_string()),
-            pct(acc),
+            percent(acc, 1),
             full.n,
-            pct(full.base_accuracy)
+            percent(full.base_accuracy, 1)
         ),
     })
 }
@@ -596,14 +602,6 @@ pub fn funnel(cands: &[CandidateRecord]) -> Vec<FunnelRow> {
     }
     rows.sort_by_key(|(rank, _)| *rank);
     rows.into_iter().map(|(_, r)| r).collect()
-}
-
-fn pct(a: f64) -> String {
-    format!("{:.1}%", a * 100.0)
-}
-
-fn pp(d: f64) -> String {
-    format!("{:+.1} pp", d * 100.0)
 }
 
 fn ratio(nc: Option<(usize, usize)>) -> Option<f64> {

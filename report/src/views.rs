@@ -16,6 +16,7 @@ use emend_model::candidate::{FullRecord, Resolution, StoppedBy};
 use emend_model::config::Project;
 use emend_model::confirm::ConfirmState;
 use emend_model::events::{CandidateRecord, Credit, Event, T_QUESTIONS};
+use emend_model::percent::points;
 use emend_model::served::FileState;
 use emend_model::store::{Store, StoreError, VersionInfo};
 
@@ -49,7 +50,7 @@ pub fn kept_summary(credits: &[Credit]) -> Option<String> {
     let plural = if n == 1 { "" } else { "s" };
     let largest = kept_fields(credits).into_iter().next()?;
     Some(match largest.delta {
-        Some(d) => format!("{n} field{plural} kept, largest contribution {} {:+.1} pp", largest.path, d * 100.0),
+        Some(d) => format!("{n} field{plural} kept, largest contribution {} {} pp", largest.path, points(d, 1)),
         None => format!("{n} field{plural} kept, contribution{plural} not measured"),
     })
 }

@@ -18,7 +18,7 @@ use super::pairing::{Outcome, pair};
 use super::verdict::{Thresholds, verdict};
 
 const ALPHA: f64 = 0.05;
-const THRESHOLDS: Thresholds = Thresholds { alpha: ALPHA, epsilon_c: 0.02, cost_bound: None };
+const THRESHOLDS: Thresholds = Thresholds { alpha: ALPHA, category_drop_max: 0.02, cost_bound: None };
 const CATEGORIES: usize = 4;
 
 /// One simulated setting: per-question probabilities of improved and

@@ -28,18 +28,18 @@ use super::pairing::Paired;
 /// veto any change that costs it a single question however much it gains
 /// elsewhere: that is noise, not a regression. Two questions lost net are
 /// never within the floor when `2 / n > epsilon_c`.
-pub fn category_floor(n: usize, epsilon_c: f64) -> f64 {
-    if n == 0 { epsilon_c } else { epsilon_c.max(1.0 / n as f64) }
+pub fn category_floor(n: usize, drop_max: f64) -> f64 {
+    if n == 0 { drop_max } else { drop_max.max(1.0 / n as f64) }
 }
 
 /// True when a category of `n` questions going from `base` to `cand` correct
 /// stays within [`category_floor`].
-pub fn keeps_category(base: usize, cand: usize, n: usize, epsilon_c: f64) -> bool {
+pub fn keeps_category(base: usize, cand: usize, n: usize, drop_max: f64) -> bool {
     if n == 0 {
         return true;
     }
     let delta = (cand as f64 - base as f64) / n as f64;
-    delta >= -category_floor(n, epsilon_c) - 1e-12
+    delta >= -category_floor(n, drop_max) - 1e-12
 }
 
 /// The gate's thresholds for one comparison.
@@ -48,15 +48,15 @@ pub struct Thresholds {
     /// Significance level for McNemar's test, in (0, 1).
     pub alpha: f64,
     /// Largest allowed per-category accuracy drop, a fraction (0.02 = 2pp).
-    pub epsilon_c: f64,
+    pub category_drop_max: f64,
     /// Largest allowed relative growth of mean context tokens (0.10 = +10%); `None`: no cost rule.
     pub cost_bound: Option<f64>,
 }
 
 impl Default for Thresholds {
-    /// alpha 0.05, epsilon_c 0.02, no cost bound.
+    /// alpha 0.05, category_drop_max 0.02, no cost bound.
     fn default() -> Self {
-        Thresholds { alpha: 0.05, epsilon_c: 0.02, cost_bound: None }
+        Thresholds { alpha: 0.05, category_drop_max: 0.02, cost_bound: None }
     }
 }
 
@@ -65,8 +65,8 @@ impl Default for Thresholds {
 pub enum ThresholdError {
     #[error("alpha {0} is not strictly between 0 and 1")]
     Alpha(f64),
-    #[error("epsilon_c {0} is not a non-negative fraction")]
-    EpsilonC(f64),
+    #[error("category_drop_max {0} is not a non-negative fraction")]
+    CategoryDropMax(f64),
     #[error("cost bound {0} is not a non-negative fraction")]
     CostBound(f64),
 }
@@ -76,8 +76,8 @@ impl Thresholds {
         if !(self.alpha > 0.0 && self.alpha < 1.0) {
             return Err(ThresholdError::Alpha(self.alpha));
         }
-        if !(self.epsilon_c >= 0.0 && self.epsilon_c.is_finite()) {
-            return Err(ThresholdError::EpsilonC(self.epsilon_c));
+        if !(self.category_drop_max >= 0.0 && self.category_drop_max.is_finite()) {
+            return Err(ThresholdError::CategoryDropMax(self.category_drop_max));
         }
         match self.cost_bound {
             Some(b) if !(b >= 0.0 && b.is_finite()) => Err(ThresholdError::CostBound(b)),
@@ -211,13 +211,13 @@ pub fn verdict(
         },
     ];
     for (category, c) in paired.per_category() {
-        let floor = category_floor(c.n, thresholds.epsilon_c);
+        let floor = category_floor(c.n, thresholds.category_drop_max);
         rules.push(Rule {
             name: RuleKind::CategoryNonRegression,
             category: Some(category.clone()),
             value: c.delta,
             threshold: -floor,
-            pass: keeps_category(c.base_correct, c.cand_correct, c.n, thresholds.epsilon_c),
+            pass: keeps_category(c.base_correct, c.cand_correct, c.n, thresholds.category_drop_max),
             detail: format!(
                 "category {category:?}: {} -> {} of {} correct, delta {} pp (needs >= {} pp)",
                 c.base_correct,
@@ -317,7 +317,7 @@ mod tests {
         }
     }
 
-    const T: Thresholds = Thresholds { alpha: 0.05, epsilon_c: 0.02, cost_bound: Some(0.10) };
+    const T: Thresholds = Thresholds { alpha: 0.05, category_drop_max: 0.02, cost_bound: Some(0.10) };
     const CHEAP: Cost = Cost { baseline_mean_tokens: 1000.0, candidate_mean_tokens: 1050.0 };
 
     /// A clear win in two categories: 60 improved, 20 regressed.
@@ -459,7 +459,7 @@ mod tests {
         assert!(T.validate().is_ok());
         assert_eq!(Thresholds { alpha: 0.0, ..T }.validate(), Err(ThresholdError::Alpha(0.0)));
         assert_eq!(Thresholds { alpha: 1.0, ..T }.validate(), Err(ThresholdError::Alpha(1.0)));
-        assert_eq!(Thresholds { epsilon_c: -0.1, ..T }.validate(), Err(ThresholdError::EpsilonC(-0.1)));
+        assert_eq!(Thresholds { category_drop_max: -0.1, ..T }.validate(), Err(ThresholdError::CategoryDropMax(-0.1)));
         assert_eq!(Thresholds { cost_bound: Some(-1.0), ..T }.validate(), Err(ThresholdError::CostBound(-1.0)));
     }
 

@@ -14,6 +14,7 @@ use harness::strategy::Fusion;
 use serde_json::{Value, json};
 
 use engine::artifact;
+use engine::percent::{percent, points};
 use engine::schema::StrategySchema;
 use engine::stats::{self, BootstrapConfig};
 
@@ -191,8 +192,8 @@ fn write_tasks(spec: &CollisionSpec, out: &std::path::Path) -> Result<(), Failur
 }
 
 fn print_table(rows: &[Value], info: &RunInfo) {
-    let pct = |v: &Value| format!("{:.1}%", v.as_f64().unwrap_or(f64::NAN) * 100.0);
-    let pp = |v: &Value| format!("{:+.1}", v.as_f64().unwrap_or(f64::NAN) * 100.0);
+    let pct = |v: &Value| percent(v.as_f64().unwrap_or(f64::NAN), 1);
+    let pp = |v: &Value| points(v.as_f64().unwrap_or(f64::NAN), 1);
     let table_rows = rows
         .iter()
         .map(|r| {

@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, anyhow};
 use engine::exit;
+use engine::percent::{percent, points};
 use engine::stats::{
     self, BootstrapConfig, BootstrapUnit, CategoryDelta, CompareConfig, Comparison, Cost, Outcome, Thresholds,
 };
@@ -47,8 +48,9 @@ pub struct CompareArgs {
     #[arg(long, default_value_t = 0.05)]
     alpha: f64,
     /// Largest allowed accuracy drop in any category, a fraction (0.02 = 2pp).
-    #[arg(long, default_value_t = 0.02)]
-    epsilon: f64,
+    /// (`--epsilon`, the papers' epsilon_c, still works.)
+    #[arg(long, default_value_t = 0.02, alias = "epsilon")]
+    category_drop_max: f64,
     /// Largest allowed growth of mean context tokens, a fraction (0.10 = +10%); needs `context_tokens` on every line.
     #[arg(long)]
     cost_bound: Option<f64>,
@@ -109,12 +111,13 @@ pub fn run(args: &CompareArgs) -> CmdResult {
 
 /// Checks the flags that clap cannot, and turns them into the library's configuration.
 fn resolve(args: &CompareArgs) -> anyhow::Result<CompareConfig> {
-    let thresholds = Thresholds { alpha: args.alpha, epsilon_c: args.epsilon, cost_bound: args.cost_bound };
+    let thresholds =
+        Thresholds { alpha: args.alpha, category_drop_max: args.category_drop_max, cost_bound: args.cost_bound };
     if !(args.alpha > 0.0 && args.alpha < 1.0) {
         return Err(anyhow!("--alpha must be strictly between 0 and 1, got {}", args.alpha));
     }
-    if !(args.epsilon >= 0.0 && args.epsilon.is_finite()) {
-        return Err(anyhow!("--epsilon must be a non-negative fraction, got {}", args.epsilon));
+    if !(args.category_drop_max >= 0.0 && args.category_drop_max.is_finite()) {
+        return Err(anyhow!("--category-drop-max must be a non-negative fraction, got {}", args.category_drop_max));
     }
     if let Some(b) = args.cost_bound
         && !(b >= 0.0 && b.is_finite())
@@ -441,16 +444,16 @@ fn human(
     let _ = writeln!(
         w,
         "accuracy  baseline {}  candidate {}  delta {} pp",
-        percent(p.base_accuracy()),
-        percent(p.cand_accuracy()),
-        pp(p.delta())
+        percent(p.base_accuracy(), 2),
+        percent(p.cand_accuracy(), 2),
+        points(p.delta(), 2)
     );
     let _ = writeln!(
         w,
         "{}% CI    [{}, {}] pp  (paired bootstrap by {}: {} units, {} resamples, seed {})",
         (ci.level * 1e4).round() / 1e2,
-        pp(ci.low),
-        pp(ci.high),
+        points(ci.low, 2),
+        points(ci.high, 2),
         ci.unit,
         ci.units,
         ci.resamples,
@@ -514,9 +517,9 @@ fn category_table(p: &stats::Paired) -> String {
             vec![
                 name.clone(),
                 k.n.to_string(),
-                percent(k.base_correct as f64 / k.n as f64),
-                percent(k.cand_correct as f64 / k.n as f64),
-                format!("{} pp", pp(k.delta)),
+                percent(k.base_correct as f64 / k.n as f64, 2),
+                percent(k.cand_correct as f64 / k.n as f64, 2),
+                format!("{} pp", points(k.delta, 2)),
             ]
         })
         .collect();
@@ -533,7 +536,11 @@ fn verdict_section(gate: &GateVerdict, thresholds: &Thresholds) -> String {
     } else {
         format!("REJECT ({failed} of {} rules fail", gate.rules.len())
     };
-    let _ = writeln!(w, "verdict: {decision}; alpha {}, epsilon {})", thresholds.alpha, thresholds.epsilon_c);
+    let _ = writeln!(
+        w,
+        "verdict: {decision}; alpha {}, category drop max {})",
+        thresholds.alpha, thresholds.category_drop_max
+    );
     let rows = gate
         .rules
         .iter()
@@ -543,14 +550,6 @@ fn verdict_section(gate: &GateVerdict, thresholds: &Thresholds) -> String {
         .collect();
     let _ = write!(w, "{}", term::table(&[], rows, &[]));
     out
-}
-
-fn percent(x: f64) -> String {
-    format!("{:.2}%", x * 100.0)
-}
-
-fn pp(x: f64) -> String {
-    format!("{:+.2}", x * 100.0)
 }
 
 fn p_value(p: f64) -> String {

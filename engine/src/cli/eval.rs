@@ -24,6 +24,7 @@ use engine::config::Project;
 use engine::llm::{Models, Usage};
 
 use super::{CmdResult, Failure, common, term};
+use engine::percent::percent;
 
 /// `--judge`: the harness's own judge type, with a line of help per value.
 fn judge_parser() -> impl clap::builder::TypedValueParser<Value = JudgeKind> {
@@ -264,10 +265,6 @@ fn probes(e: &Evaluation) -> usize {
     e.outcomes.iter().map(|o| harness::replay::probe_of(&o.id)).collect::<std::collections::BTreeSet<_>>().len()
 }
 
-fn pct(x: f64) -> String {
-    format!("{:.1}%", 100.0 * x)
-}
-
 fn human_report(
     args: &EvalArgs,
     tasks: &str,
@@ -301,7 +298,7 @@ fn human_report(
         );
         out += &format!(
             "final accuracy   {}  (each probe's last observation)\n\n",
-            pct(e.final_accuracy().unwrap_or(0.0))
+            percent(e.final_accuracy().unwrap_or(0.0), 1)
         );
         let rows = cps
             .iter()
@@ -310,7 +307,7 @@ fn human_report(
                     c.checkpoint.to_string(),
                     c.probes.to_string(),
                     c.correct.to_string(),
-                    pct(c.accuracy),
+                    percent(c.accuracy, 1),
                     format!("{:.1}", c.mean_context_tokens),
                 ]
             })
@@ -322,12 +319,12 @@ fn human_report(
         );
         out += "\n(below: over all observations)\n";
     }
-    out += &format!("accuracy   {}  ({}/{})\n\n", pct(s.accuracy), s.correct, s.n);
+    out += &format!("accuracy   {}  ({}/{})\n\n", percent(s.accuracy, 1), s.correct, s.n);
     // LoCoMo's order (1 to 5), not the map's alphabetical one.
     let rows = Category::ALL
         .iter()
         .filter_map(|c| s.per_category.get(c.name()).map(|cs| (c, cs)))
-        .map(|(c, cs)| vec![c.name().to_string(), cs.n.to_string(), cs.correct.to_string(), pct(cs.accuracy)])
+        .map(|(c, cs)| vec![c.name().to_string(), cs.n.to_string(), cs.correct.to_string(), percent(cs.accuracy, 1)])
         .collect();
     out += &term::table(&["category", "n", "correct", "accuracy"], rows, &[false, true, true, true]);
     out += "\n";

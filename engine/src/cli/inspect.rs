@@ -358,7 +358,7 @@ pub fn hypotheses(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
         &diagnosis,
         &tree,
         &effects,
-        PlannerSettings { ucb_c: project.config.loop_.ucb_c, ..Default::default() },
+        PlannerSettings { exploration: project.config.loop_.exploration, ..Default::default() },
     );
     let by_key: BTreeMap<&str, &planner::Plan> = plans.iter().map(|p| (p.key.as_str(), p)).collect();
     let total: u32 = tree.values().map(|h| h.visits).sum();
@@ -366,7 +366,7 @@ pub fn hypotheses(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
         .values()
         .map(|h| {
             let a = by_key.get(h.key.as_str()).map_or(0.0, |p| p.actionability);
-            let ucb = h.ucb(total, a, project.config.loop_.ucb_c);
+            let ucb = h.ucb(total, a, project.config.loop_.exploration);
             json!({
                 "key": h.key, "path": h.path, "direction": h.direction, "visits": h.visits,
                 "mean_reward": h.mean_reward(), "ucb": if ucb.is_finite() { json!(ucb) } else { Value::Null },

@@ -231,7 +231,11 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         let cand: Vec<stats::Outcome> = full.iter().map(stats::Outcome::from).collect();
         let alpha = confirm.lord.next_alpha();
         let config = stats::CompareConfig {
-            thresholds: stats::Thresholds { alpha, epsilon_c: gates.category_drop_max, cost_bound: gates.cost_bound },
+            thresholds: stats::Thresholds {
+                alpha,
+                category_drop_max: gates.category_drop_max,
+                cost_bound: gates.cost_bound,
+            },
             bootstrap: stats::BootstrapConfig {
                 unit: if self.project.config.harness.protocol().is_endpoint() {
                     stats::BootstrapUnit::Question

@@ -56,7 +56,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             diagnosis,
             &history.tree,
             &past.effects,
-            PlannerSettings { ucb_c: cfg.loop_.ucb_c, ..PlannerSettings::default() },
+            PlannerSettings { exploration: cfg.loop_.exploration, ..PlannerSettings::default() },
         );
         let roles = self.backend.roles();
         let harness = harness_facts(&cfg.harness);
@@ -75,7 +75,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             replay: input.replay,
             effects: &past.effects,
             rejected_moves: &past.rejected_moves,
-            delta1: cfg.gates.probe_drop_max,
+            probe_drop_max: cfg.gates.probe_drop_max,
             probe_ids: &probe_ids,
             served_on_probe,
             bounded: cfg.gates.step_bound == emend_model::config::StepBound::Schema,

@@ -109,7 +109,7 @@ pub(super) fn d_rounds() -> u32 {
 pub(super) fn d_candidates() -> usize {
     4
 }
-pub(super) fn d_ucb() -> f64 {
+pub(super) fn d_exploration() -> f64 {
     1.0
 }
 pub(super) fn d_max_tokens() -> u32 {

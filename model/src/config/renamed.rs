@@ -3,11 +3,12 @@
 //! the loader); a file that sets both spellings is refused.
 
 /// `(section, old key, new key)` of every renamed key.
-pub const RENAMED_KEYS: [(&str, &str, &str); 4] = [
+pub const RENAMED_KEYS: [(&str, &str, &str); 5] = [
     ("gates", "delta1", "probe_drop_max"),
     ("gates", "epsilon_c", "category_drop_max"),
     ("gates", "tau_rollback", "restore_below_best"),
     ("gates", "lord_w0", "lord_initial_wealth"),
+    ("loop", "ucb_c", "exploration"),
 ];
 
 /// An old key a configuration still uses, both as dotted paths

@@ -192,7 +192,7 @@ fn render_loop(out: &mut String, l: &LoopConfig) {
     out.push_str(&format!("  # Rounds per `emend evolve` unless --rounds says otherwise.\n  rounds: {}\n", l.rounds));
     out.push_str(&format!("  # Candidates proposed per round.\n  candidates: {}\n", l.candidates));
     out.push_str("  # Seed of every random choice (probe samples, bootstrap).\n  seed: 0\n");
-    out.push_str(&format!("  # UCB1 exploration constant c0.\n  ucb_c: {}\n", l.ucb_c));
+    out.push_str(&format!("  # How strongly the planner favours the hypotheses it has tried least\n  # (the UCB1 exploration constant c0).\n  exploration: {}\n", l.exploration));
     out.push_str(&format!(
         "  # The search proposer: the global search of `search:` below (or, with\n  \
          # gates.step_bound: schema, bounded steps); false: the rule evolver's one-field moves.\n  \

@@ -399,8 +399,11 @@ pub struct LoopConfig {
     pub candidates: usize,
     #[serde(default)]
     pub seed: u64,
-    #[serde(default = "d_ucb")]
-    pub ucb_c: f64,
+    /// How strongly the planner favours the hypotheses it has tried least
+    /// (the UCB1 exploration constant, the papers' c0; the old key `ucb_c`
+    /// still loads).
+    #[serde(default = "d_exploration", alias = "ucb_c")]
+    pub exploration: f64,
     /// The search proposer (many multi-field candidates screened by
     /// successive halving on the search part; endpoint protocol only). On by
     /// default; false: the rule evolver's one-field moves.
@@ -410,7 +413,13 @@ pub struct LoopConfig {
 
 impl Default for LoopConfig {
     fn default() -> Self {
-        LoopConfig { rounds: d_rounds(), candidates: d_candidates(), seed: 0, ucb_c: d_ucb(), search: d_search() }
+        LoopConfig {
+            rounds: d_rounds(),
+            candidates: d_candidates(),
+            seed: 0,
+            exploration: d_exploration(),
+            search: d_search(),
+        }
     }
 }
 

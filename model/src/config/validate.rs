@@ -162,7 +162,7 @@ pub(super) fn validate(config: &ProjectConfig) -> Result<(), String> {
     check_candidates("loop.candidates", config.loop_.candidates)?;
     check_rounds("loop.rounds", config.loop_.rounds)?;
     check_inside("strategy", &config.strategy)?;
-    frac("loop.ucb_c", config.loop_.ucb_c, 0.0, 100.0)?;
+    frac("loop.exploration", config.loop_.exploration, 0.0, 100.0)?;
     check_harness(&config.harness)?;
     check_roles(&config.roles)?;
     check_serving(config)?;

@@ -4,6 +4,7 @@
 use maud::{Markup, html};
 
 use super::{PointKind, ReportData};
+use emend_model::percent::percent;
 
 /// Coordinates in the SVG, with one decimal like the rest of the chart.
 fn f1(x: f64) -> String {
@@ -114,7 +115,7 @@ fn svg(d: &ReportData) -> Markup {
 fn y_grid(f: &Frame) -> Markup {
     let Frame { ml, pw, y0, y1, ystep, .. } = *f;
     let ny = ((y1 - y0) / ystep).round() as i64;
-    let label = |y: f64| if ystep < 0.01 { format!("{:.1}%", y * 100.0) } else { format!("{:.0}%", y * 100.0) };
+    let label = |y: f64| percent(y, if ystep < 0.01 { 1 } else { 0 });
     html! {
         @for i in 0..=ny {
             @let y = y0 + i as f64 * ystep;
@@ -339,7 +340,7 @@ fn trial_markers(d: &ReportData, f: &Frame) -> Markup {
             };
             g class={ "trial " (class) } {
                 title {
-                    "#" (t.number) ", search " (t.search) ", round " (t.round) ": " (t.stage) ", " (super::pct(t.score))
+                    "#" (t.number) ", search " (t.search) ", round " (t.round) ": " (t.stage) ", " (percent(t.score, 1))
                     @if let Some(q) = t.questions { " on " (q) " questions" }
                     @if let Some(h) = &t.hash { ", " (h[..12.min(h.len())]) }
                     @if let Some(n) = t.changed { ", " (n) " field" (if n == 1 { "" } else { "s" }) " changed" }

@@ -6,10 +6,11 @@
 
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
-use super::{FunnelRow, PointKind, ReportData, ServedMove, VersionSection, pct, pp, ratio};
+use super::{FunnelRow, PointKind, ReportData, ServedMove, VersionSection, ratio};
 use crate::views::{self, QuestionView, SearchSummary};
 use emend_model::events::CandidateRecord;
 use emend_model::hypothesis::Hypothesis;
+use emend_model::percent::{percent, points};
 
 /// Renders the report as one HTML document. maud escapes HTML in every
 /// interpolated value; control characters (a reason or model text holding a
@@ -105,10 +106,10 @@ fn summary(d: &ReportData) -> Markup {
         div.cards {
             @if let Some(s) = &d.served {
                 (card("served", format!("v{}", s.version),
-                    format!("{}{}", served_acc.map_or("not evaluated".into(), pct), if s.pinned { ", pinned" } else { "" })))
+                    format!("{}{}", served_acc.map_or("not evaluated".into(), |a| percent(a, 1)), if s.pinned { ", pinned" } else { "" })))
             }
-            @if let Some(b) = &d.best { (card("best-ever", format!("v{}", b.version), pct(b.accuracy))) }
-            @if let Some(p) = start { (card("start", format!("v{}", p.version), pct(p.accuracy))) }
+            @if let Some(b) = &d.best { (card("best-ever", format!("v{}", b.version), percent(b.accuracy, 1))) }
+            @if let Some(p) = start { (card("start", format!("v{}", p.version), percent(p.accuracy, 1))) }
             (card("accepted versions", accepted.to_string(), format!("of {} candidates", d.candidates)))
             (card("rollbacks and restores", rollbacks.to_string(), "operator and automatic".to_string()))
         }
@@ -152,7 +153,9 @@ fn categories(d: &ReportData) -> Markup {
 fn category_row(name: &str, start: Option<(usize, usize)>, served: Option<(usize, usize)>, bold: bool) -> Markup {
     let n = served.or(start).map_or(0, |(n, _)| n);
     let cell = |nc: Option<(usize, usize)>| match nc {
-        Some((n, c)) => html! { (pct(ratio(Some((n, c))).unwrap_or(0.0))) " " span.muted { "(" (c) "/" (n) ")" } },
+        Some((n, c)) => {
+            html! { (percent(ratio(Some((n, c))).unwrap_or(0.0), 1)) " " span.muted { "(" (c) "/" (n) ")" } }
+        }
         None => html! { "-" },
     };
     let delta = match (ratio(start), ratio(served)) {
@@ -169,7 +172,7 @@ fn category_row(name: &str, start: Option<(usize, usize)>, served: Option<(usize
                 @match delta {
                     Some(dd) => {
                         @let class = if dd > 1e-12 { "up" } else if dd < -1e-12 { "down" } else { "muted" };
-                        span class=(class) { (pp(dd)) }
+                        span class=(class) { (format!("{} pp", points(dd, 1))) }
                     }
                     None => { "-" }
                 }
@@ -295,7 +298,7 @@ fn search_row(d: &ReportData, s: &SearchSummary) -> Markup {
             td {
                 @for (i, t) in s.best.iter().filter_map(|n| d.search.row(*n)).enumerate() {
                     @if i > 0 { br; }
-                    (pct(t.score)) " "
+                    (percent(t.score, 1)) " "
                     code { (t.hash.as_deref().map_or("-", |h| &h[..12.min(h.len())])) }
                     " (" (match t.changed {
                         Some(1) => "1 field changed".to_string(),
@@ -364,7 +367,7 @@ fn hypothesis_row(n: &Hypothesis) -> Markup {
                     style={ "width:" (format!("{:.0}", (mean.abs() * 60.0).round())) "px" } {}
             }
             td.num { (format!("{:+.3}", n.total_reward)) }
-            td.num { (n.best_delta.map_or("-".to_string(), pp)) }
+            td.num { (n.best_delta.map_or("-".to_string(), |d| format!("{} pp", points(d, 1)))) }
             td.num { (n.evidence_for) " / " (n.evidence_against) }
             td.num { (n.blocked) }
         }
@@ -399,7 +402,7 @@ fn move_row(m: &ServedMove) -> Markup {
             td { (m.reason) }
             td {
                 @match (m.best_version, m.best_accuracy) {
-                    (Some(v), Some(a)) => { "v" (v) " (" (pct(a)) ")" }
+                    (Some(v), Some(a)) => { "v" (v) " (" (percent(a, 1)) ")" }
                     _ => { "-" }
                 }
             }
@@ -465,7 +468,7 @@ fn version(v: &VersionSection) -> Markup {
                 span.muted {
                     (v.origin.replace('_', " "))
                     @if let Some(r) = v.round { " in round " (r) }
-                    ", accuracy " (v.accuracy.map_or("not evaluated".to_string(), pct))
+                    ", accuracy " (v.accuracy.map_or("not evaluated".to_string(), |a| percent(a, 1)))
                 }
             }
             p.muted { "hash " code { (v.hash) } }
@@ -520,25 +523,25 @@ fn facts(c: &CandidateRecord) -> Vec<String> {
     }
     if let Some(p) = &c.probe {
         facts.push(format!(
-            "probe: {} questions, {} -> {} ({}), tolerance {}",
+            "probe: {} questions, {} -> {} ({} pp), tolerance {} pp",
             p.n,
-            pct(p.served_accuracy),
-            pct(p.candidate_accuracy),
-            pp(p.delta),
-            pp(p.tolerance)
+            percent(p.served_accuracy, 1),
+            percent(p.candidate_accuracy, 1),
+            points(p.delta, 1),
+            points(p.tolerance, 1)
         ));
     }
     if let Some(f) = &c.full {
         facts.push(format!(
-            "full: {} questions, {} -> {} ({}), {} CI [{}, {}] by {}, improved {} / regressed {}, \
+            "full: {} questions, {} -> {} ({} pp), {} CI [{} pp, {} pp] by {}, improved {} / regressed {}, \
              McNemar {} p = {:.2e} at alpha {:.2e}",
             f.n,
-            pct(f.base_accuracy),
-            pct(f.cand_accuracy),
-            pp(f.delta),
-            pct(f.ci_level()),
-            pp(f.ci_low),
-            pp(f.ci_high),
+            percent(f.base_accuracy, 1),
+            percent(f.cand_accuracy, 1),
+            points(f.delta, 1),
+            percent(f.ci_level(), 1),
+            points(f.ci_low, 1),
+            points(f.ci_high, 1),
             f.unit,
             f.improved,
             f.regressed,
