@@ -11,6 +11,7 @@
 //! - [`progress`]: what a run reports as it goes (to a callback).
 //! - [`audit`]: the fidelity audit of the pipeline's mechanisms.
 //! - [`operate`]: operator workflows (rollback, restore-best) for the binary to print.
+//! - [`init`]: creating a project (`emend init`), checked before it writes, undone on failure.
 //!
 //! The rule: this crate depends on `emend-model` and `emend-eval` (and the
 //! crates below them); it prints nothing.
@@ -18,6 +19,7 @@
 pub mod audit;
 pub mod evolve;
 pub mod hooks;
+pub mod init;
 pub mod jump;
 pub mod operate;
 pub mod progress;

@@ -1,4 +1,8 @@
 //! `emend init` and `emend evolve`: create a project, run the loop.
+//!
+//! A project is created by `engine::init::init` (checked before anything is
+//! written, undone on failure); this module builds its request, prints what
+//! it created and maps its errors to exit codes.
 
 use std::path::{Path, PathBuf};
 
@@ -6,15 +10,13 @@ use engine::artifact;
 use engine::config::{self, Project};
 use engine::evolve::{Evolution, Progress, RunOptions};
 use engine::exit;
+use engine::init::{InitError, InitRequest, Initialized};
 use engine::schema::StrategySchema;
 use engine::served;
 use serde_json::json;
 
 use super::{CmdResult, Failure};
 use super::{common, term};
-
-/// The built-in default strategy, for `emend init` without `--strategy`.
-const DEFAULT_STRATEGY: &str = include_str!("../../../strategies/default.yaml");
 
 #[derive(Debug, clap::Args)]
 pub struct InitArgs {
@@ -42,301 +44,60 @@ pub struct InitArgs {
     pub json: bool,
 }
 
-fn absolute(p: &Path) -> PathBuf {
-    std::fs::canonicalize(p)
-        .unwrap_or_else(|_| std::env::current_dir().map(|c| c.join(p)).unwrap_or_else(|_| p.to_path_buf()))
-}
-
-/// The project directory as an absolute path with symlinks resolved, as far as it
-/// exists yet (init may create it), so that [`absolute`] files compare with it.
-fn absolute_dir(dir: &Path) -> PathBuf {
-    let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
-    let mut missing = Vec::new();
-    let mut existing = dir.as_path();
-    while !existing.exists() {
-        match (existing.parent(), existing.file_name()) {
-            (Some(parent), Some(name)) => {
-                missing.push(name.to_os_string());
-                existing = parent;
-            }
-            _ => break,
-        }
-    }
-    let mut out = std::fs::canonicalize(existing).unwrap_or_else(|_| existing.to_path_buf());
-    out.extend(missing.iter().rev());
-    out
-}
-
-/// The harness command as emend.yaml holds it. The command runs in the project
-/// directory, so an argument naming an existing file or directory (as given,
-/// from where the user stands) is rewritten relative to it; placeholders
-/// (`{strategy}`), flags and anything else stay as typed. A program named
-/// without a `/` (`python3`) is left to the PATH lookup.
-fn relative_argv(argv: &[String], project_abs: &Path) -> Vec<String> {
-    argv.iter()
-        .enumerate()
-        .map(|(i, arg)| {
-            let path = Path::new(arg);
-            let program_on_path = i == 0 && !arg.contains('/');
-            if program_on_path || arg.contains('{') || arg.starts_with('-') || !path.exists() {
-                return arg.clone();
-            }
-            let rel = artifact::relative_path(project_abs, &absolute(path));
-            if i == 0 && !rel.contains('/') { format!("./{rel}") } else { rel }
-        })
-        .collect()
-}
-
-/// What `emend init` writes into `.emend/`: the journal and caches are local state, not sources.
-const STATE_GITIGNORE: &str = "# Written by emend init: the journal, caches and lock are local state.\n*\n";
-
 pub fn init(args: &InitArgs) -> CmdResult {
-    let plan = plan_init(args)?;
-    // From here on a failure removes what this command created.
-    let dir = &args.dir;
-    let created = Created::new(dir);
-    std::fs::create_dir_all(dir).map_err(|e| Failure::failed(anyhow::anyhow!("{}: {e}", dir.display())))?;
-    let backend = match write_project(&plan, args) {
-        Ok(backend) => backend,
-        Err(failure) => {
-            created.undo(&plan.project);
-            return Err(failure);
-        }
+    let request = InitRequest {
+        dir: args.dir.clone(),
+        tasks: args.tasks.clone(),
+        schema: args.schema.clone(),
+        strategy: args.strategy.clone(),
+        harness_command: args.harness_command.clone(),
+        conversations: args.conversations.clone(),
     };
-    print_initialized(&plan, backend.questions().len(), args.json);
+    let done = engine::init::init(&request).map_err(init_failure)?;
+    print_initialized(&done, args.json);
     Ok(exit::OK)
 }
 
-/// What `emend init` will write, checked before anything is: the configuration, the
-/// schema and the first version.
-struct InitPlan {
-    project: Project,
-    /// The text of emend.yaml.
-    config: String,
-    /// `harness.tasks` as emend.yaml holds it.
-    tasks: String,
-    schema: StrategySchema,
-    /// `harness.schema` as emend.yaml holds it; None for the built-in schema.
-    schema_rel: Option<PathBuf>,
-    /// Where the first version comes from, as `init` reports it.
-    origin: String,
-    start: artifact::Artifact,
-}
-
-fn plan_init(args: &InitArgs) -> Result<InitPlan, Failure> {
-    let dir = &args.dir;
-    if dir.join(config::CONFIG_FILE).exists() {
-        return Err(Failure::bad_input(anyhow::anyhow!(
-            "{}: already exists; refusing to overwrite a project",
-            dir.join(config::CONFIG_FILE).display()
-        )));
+/// An init error's exit code: refused input 2, a failure 1, the journal's and the served file's by their class.
+fn init_failure(e: InitError) -> Failure {
+    match e {
+        InitError::BadInput(msg) => Failure::bad_input(anyhow::anyhow!(msg)),
+        InitError::Schema(e) => Failure::bad_input(e),
+        InitError::Strategy(e) => Failure::bad_input(e),
+        InitError::Failed(msg) => Failure::failed(anyhow::anyhow!(msg)),
+        InitError::Io(e) => Failure::failed(e),
+        InitError::Journal(e) => common::journal_failure(e),
+        InitError::Served(e) => common::served_failure(e),
     }
-    // Paths given on the command line are relative to where the user stands.
-    // emend.yaml holds them relative to its own directory, as its header says.
-    let project_abs = absolute_dir(dir);
-    let tasks = tasks_setting(&args.tasks, &project_abs)?;
-    let schema_path = args.schema.as_deref().map(absolute);
-    let schema = match &schema_path {
-        Some(p) => StrategySchema::from_path(p).map_err(Failure::bad_input)?,
-        None => StrategySchema::builtin(),
-    };
-    let schema_copy = dir.join(artifact::PROJECT_SCHEMA_FILE);
-    if args.schema.is_none()
-        && schema_copy.exists()
-        && std::fs::read(&schema_copy).ok().as_deref() != Some(engine::schema::BUILTIN_SCHEMA.as_bytes())
-    {
-        return Err(Failure::bad_input(anyhow::anyhow!(
-            "{}: already exists and differs from emend's schema; refusing to overwrite it",
-            schema_copy.display()
-        )));
-    }
-    let config_schema = dir.join(config::CONFIG_SCHEMA_FILE);
-    if config_schema.exists() && std::fs::read(&config_schema).ok().as_deref() != Some(config::CONFIG_SCHEMA.as_bytes())
-    {
-        return Err(Failure::bad_input(anyhow::anyhow!(
-            "{}: already exists and differs from emend's configuration schema; refusing to overwrite it",
-            config_schema.display()
-        )));
-    }
-    let schema_rel = schema_path.as_deref().map(|p| PathBuf::from(artifact::relative_path(&project_abs, p)));
-    let (origin, start) = starting_strategy(args.strategy.as_deref(), &schema)?;
-    let strategy_rel = PathBuf::from("strategies/served.yaml");
-    let argv = args.harness_command.as_ref().map(|argv| relative_argv(argv, &project_abs));
-    let mut config = config::render_config(&tasks, &strategy_rel, argv.as_deref(), schema_rel.as_deref());
-    if let Some(convs) = &args.conversations {
-        let list =
-            convs.iter().map(|c| serde_json::to_string(c).expect("string renders")).collect::<Vec<_>>().join(", ");
-        config = config.replacen("  conversations: null\n", &format!("  conversations: [{list}]\n"), 1);
-    }
-    // Check the configuration and the task set before writing anything.
-    let parsed = config::parse_config(&config)
-        .map_err(|m| Failure::failed(anyhow::anyhow!("generated emend.yaml is invalid: {m}")))?;
-    let project = Project { dir: dir.clone(), config: parsed };
-    Ok(InitPlan { project, config, tasks, schema, schema_rel, origin, start })
-}
-
-/// `--tasks` as emend.yaml holds it: `builtin`, or the file relative to the project.
-fn tasks_setting(tasks: &str, project_abs: &Path) -> Result<String, Failure> {
-    if tasks == "builtin" {
-        return Ok(tasks.to_string());
-    }
-    let file = absolute(Path::new(tasks));
-    if !file.is_file() {
-        return Err(Failure::bad_input(anyhow::anyhow!("--tasks {tasks}: no such file")));
-    }
-    Ok(artifact::relative_path(project_abs, &file))
-}
-
-/// The first version, `--strategy` or the built-in default, read with the strategy
-/// size and depth bounds, and where it came from.
-fn starting_strategy(
-    strategy: Option<&Path>,
-    schema: &StrategySchema,
-) -> Result<(String, artifact::Artifact), Failure> {
-    match strategy {
-        Some(p) => Ok((p.display().to_string(), artifact::load_file(p, schema).map_err(Failure::bad_input)?)),
-        None => {
-            let origin = "strategies/default.yaml (built in)".to_string();
-            let start = artifact::from_yaml(&origin, DEFAULT_STRATEGY, schema).map_err(Failure::bad_input)?;
-            Ok((origin, start))
-        }
-    }
-}
-
-/// Writes the project into its (existing) directory: emend.yaml and the schema its
-/// modeline names, the journal with v1, the served file and, without `--schema`, a
-/// copy of the built-in strategy schema. The task set and harness are checked (the
-/// backend built) before anything is written.
-fn write_project(plan: &InitPlan, args: &InitArgs) -> Result<Box<dyn engine::backend::Backend>, Failure> {
-    let (dir, project) = (&args.dir, &plan.project);
-    let backend = init_backend(project, &plan.schema, args)?;
-    artifact::write_atomic(&project.config_path(), plan.config.as_bytes()).map_err(Failure::failed)?;
-    // The schema emend.yaml's first line names, for editors; emend itself reads
-    // emend.yaml with its own parser.
-    let config_schema = dir.join(config::CONFIG_SCHEMA_FILE);
-    let parent = config_schema.parent().expect("a file under schema/");
-    std::fs::create_dir_all(parent).map_err(|e| Failure::failed(anyhow::anyhow!("{}: {e}", parent.display())))?;
-    artifact::write_atomic(&config_schema, config::CONFIG_SCHEMA.as_bytes())
-        .map_err(|e| Failure::failed(anyhow::anyhow!("{}: {e}", config_schema.display())))?;
-    let mut log = common::writer(project)?;
-    let state = dir.join(config::STATE_DIR).join(".gitignore");
-    artifact::write_atomic(&state, STATE_GITIGNORE.as_bytes())
-        .map_err(|e| Failure::failed(anyhow::anyhow!("{}: {e}", state.display())))?;
-    if args.schema.is_none() {
-        // For editors (the served file's modeline) and other tools; `harness.schema: null`
-        // still means the built-in schema, so editing this copy changes nothing.
-        let copy = dir.join(artifact::PROJECT_SCHEMA_FILE);
-        let parent = copy.parent().expect("a file under schema/");
-        std::fs::create_dir_all(parent).map_err(|e| Failure::failed(anyhow::anyhow!("{}: {e}", parent.display())))?;
-        artifact::write_atomic(&copy, engine::schema::BUILTIN_SCHEMA.as_bytes())
-            .map_err(|e| Failure::failed(anyhow::anyhow!("{}: {e}", copy.display())))?;
-    }
-    let start = &plan.start;
-    served::initialize(&mut log, start, &format!("initialized from {}", plan.origin))
-        .map_err(common::served_failure)?;
-    served::write_served(project, 1, None, &start.hash, &served::strip_metadata(&start.value))
-        .map_err(common::served_failure)?;
-    Ok(backend)
 }
 
 /// What `emend init` reports: the files it wrote and the size of the task set.
-fn print_initialized(plan: &InitPlan, questions: usize, json: bool) {
-    let (project, dir) = (&plan.project, &plan.project.dir);
-    let schema_rel = plan.schema_rel.as_deref();
+fn print_initialized(done: &Initialized, json: bool) {
     if json {
         common::print_json(&json!({
-            "project": dir.display().to_string(),
-            "config": project.config_path().display().to_string(),
-            "strategy": project.strategy_path().display().to_string(),
-            "journal": project.journal_dir().display().to_string(),
-            "schema": project.resolve(schema_rel.unwrap_or(Path::new(artifact::PROJECT_SCHEMA_FILE))).display().to_string(),
-            "config_schema": dir.join(config::CONFIG_SCHEMA_FILE).display().to_string(),
+            "project": done.dir.display().to_string(),
+            "config": done.config.display().to_string(),
+            "strategy": done.strategy.display().to_string(),
+            "journal": done.journal.display().to_string(),
+            "schema": done.schema.display().to_string(),
+            "config_schema": done.config_schema.display().to_string(),
             "served_version": 1,
-            "served_hash": plan.start.hash,
-            "questions": questions,
+            "served_hash": done.served_hash,
+            "questions": done.questions,
         }));
         return;
     }
-    println!("initialized emend project in {}", dir.display());
-    println!("  {}  (settings, every one commented)", project.config_path().display());
-    println!("  {}  (the schema of emend.yaml, for editors)", dir.join(config::CONFIG_SCHEMA_FILE).display());
-    println!("  {}  (v1, hash {:.12}, from {})", project.strategy_path().display(), plan.start.hash, plan.origin);
-    println!("  {}  (journal; .emend/ ignores itself for git)", project.journal_dir().display());
-    match schema_rel {
-        Some(p) => println!("  {}  (strategy schema, named in the served file)", project.resolve(p).display()),
-        None => println!(
-            "  {}  (a copy of the built-in strategy schema, for editors)",
-            dir.join(artifact::PROJECT_SCHEMA_FILE).display()
-        ),
+    println!("initialized emend project in {}", done.dir.display());
+    println!("  {}  (settings, every one commented)", done.config.display());
+    println!("  {}  (the schema of emend.yaml, for editors)", done.config_schema.display());
+    println!("  {}  (v1, hash {:.12}, from {})", done.strategy.display(), done.served_hash, done.origin);
+    println!("  {}  (journal; .emend/ ignores itself for git)", done.journal.display());
+    match done.schema_rel {
+        Some(_) => println!("  {}  (strategy schema, named in the served file)", done.schema.display()),
+        None => println!("  {}  (a copy of the built-in strategy schema, for editors)", done.schema.display()),
     }
-    println!("  task set: {} ({questions} questions)", plan.tasks);
-    println!("next: cd {} && emend evolve", dir.display());
-}
-
-/// The backend a new project would use; its errors name the flag that gave the bad input.
-fn init_backend(
-    project: &Project,
-    schema: &StrategySchema,
-    args: &InitArgs,
-) -> Result<Box<dyn engine::backend::Backend>, Failure> {
-    use engine::builtin::BuiltinBackend;
-    use engine::command::CommandBackend;
-    match project.config.harness.kind {
-        config::HarnessKind::Builtin => Ok(Box::new(
-            BuiltinBackend::from_project(project)
-                .map_err(|e| Failure::bad_input(anyhow::anyhow!("--tasks {}: {e}", args.tasks)))?,
-        )),
-        config::HarnessKind::Command => Ok(Box::new(
-            CommandBackend::from_project(project, schema)
-                .map_err(|e| Failure::bad_input(anyhow::anyhow!("--tasks {} / --harness-command: {e}", args.tasks)))?,
-        )),
-    }
-}
-
-/// What `emend init` created, so that a failure leaves nothing behind: the whole directory
-/// when it did not exist before, else only the files and directories init adds.
-struct Created {
-    dir_existed: bool,
-    schema_existed: bool,
-    config_schema_existed: bool,
-    dir: PathBuf,
-}
-
-impl Created {
-    fn new(dir: &Path) -> Self {
-        Created {
-            dir_existed: dir.exists(),
-            schema_existed: dir.join(artifact::PROJECT_SCHEMA_FILE).exists(),
-            config_schema_existed: dir.join(config::CONFIG_SCHEMA_FILE).exists(),
-            dir: dir.to_path_buf(),
-        }
-    }
-
-    fn undo(self, project: &Project) {
-        if !self.dir_existed {
-            let _ = std::fs::remove_dir_all(&self.dir);
-            return;
-        }
-        let _ = std::fs::remove_file(project.config_path());
-        let _ = std::fs::remove_dir_all(self.dir.join(config::STATE_DIR));
-        let schema = self.dir.join(artifact::PROJECT_SCHEMA_FILE);
-        let config_schema = self.dir.join(config::CONFIG_SCHEMA_FILE);
-        let removed_schema = !self.schema_existed && std::fs::remove_file(&schema).is_ok();
-        let removed_config_schema = !self.config_schema_existed && std::fs::remove_file(&config_schema).is_ok();
-        if (removed_schema || removed_config_schema)
-            && let Some(parent) = schema.parent()
-        {
-            // Only if init's own schema/ directory is now empty.
-            let _ = std::fs::remove_dir(parent);
-        }
-        let strategy = project.strategy_path();
-        if std::fs::remove_file(&strategy).is_ok()
-            && let Some(parent) = strategy.parent()
-        {
-            // Only if init's own strategies/ directory is now empty.
-            let _ = std::fs::remove_dir(parent);
-        }
-    }
+    println!("  task set: {} ({} questions)", done.tasks, done.questions);
+    println!("next: cd {} && emend evolve", done.dir.display());
 }
 
 #[derive(Debug, clap::Args)]
@@ -684,24 +445,5 @@ mod tests {
             ]
         );
         assert!(field_changes(&a, &a).is_empty());
-    }
-
-    #[test]
-    fn harness_command_files_become_relative_to_the_project() {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(tmp.path()).unwrap();
-        std::fs::write(root.join("adapter.py"), "").unwrap();
-        std::fs::create_dir(root.join("p")).unwrap();
-        std::fs::write(root.join("p/run.sh"), "").unwrap();
-        let argv: Vec<String> =
-            ["python3", root.join("adapter.py").to_str().unwrap(), "--out={out}", "{strategy}", "-v", "no-such-file"]
-                .map(String::from)
-                .into();
-        assert_eq!(
-            relative_argv(&argv, &root.join("p")),
-            ["python3", "../adapter.py", "--out={out}", "{strategy}", "-v", "no-such-file"]
-        );
-        let argv: Vec<String> = vec![root.join("p/run.sh").display().to_string()];
-        assert_eq!(relative_argv(&argv, &root.join("p")), ["./run.sh"]);
     }
 }
