@@ -89,150 +89,122 @@ fn quote(s: &str) -> String {
     serde_json::to_string(s).expect("string renders")
 }
 
+/// One key of a generated `emend.yaml` at `indent`, each line of `doc` a
+/// comment above it.
+fn key(out: &mut String, indent: &str, doc: &str, name: &str, value: impl std::fmt::Display) {
+    comment(out, indent, doc);
+    out.push_str(&format!("{indent}{name}: {value}\n"));
+}
+
+/// Each line of `doc` as a comment at `indent`.
+fn comment(out: &mut String, indent: &str, doc: &str) {
+    for line in doc.lines() {
+        out.push_str(&format!("{indent}# {line}\n"));
+    }
+}
+
 /// The `harness:` section; with `harness_command`, of `kind: command`.
 fn render_harness(out: &mut String, tasks: &str, harness_command: Option<&[String]>, schema: Option<&Path>) {
+    let k = |out: &mut String, doc: &str, name: &str, value: &dyn std::fmt::Display| key(out, "  ", doc, name, value);
     out.push_str("harness:\n");
-    match harness_command {
-        None => out.push_str(
-            "  # builtin: emend's own memory QA pipeline; command: your system, run per task shard.\n  kind: builtin\n",
-        ),
-        Some(_) => out.push_str(
-            "  # builtin: emend's own memory QA pipeline; command: your system, run per task shard.\n  kind: command\n",
-        ),
-    }
-    out.push_str(&format!(
-        "  # The locked task set: `builtin` (the embedded synthetic dataset) or a LoCoMo-format JSON file.\n  tasks: {}\n",
-        quote(tasks)
-    ));
-    out.push_str("  # Only these conversations (sample ids) form the task set; null for all.\n  conversations: null\n");
-    out.push_str("  # Keep LoCoMo category 5 (adversarial) questions.\n  include_adversarial: false\n");
-    out.push_str("  # How answers are judged (locked): evidence (deterministic), f1 or llm.\n  judge: evidence\n");
-    out.push_str(
-        "  # endpoint: every question once, after whole conversations; replay: longitudinal, a checkpoint\n  \
-         # after every replay.every_sessions sessions, each question asked from the checkpoint its evidence is in.\n  \
-         protocol: endpoint\n",
-    );
-    out.push_str("  # Token F1 at or above which an answer counts as correct (judge f1).\n  f1_threshold: 0.5\n");
-    out.push_str("  # Locked ceiling on context tokens (estimated as floor(1.33 x words)).\n  budget_ceiling: 2000\n");
+    let kind = if harness_command.is_some() { "command" } else { "builtin" };
+    k(out, "builtin: emend's own memory QA pipeline; command: your system, run per task shard.", "kind", &kind);
+    let doc = "The locked task set: `builtin` (the embedded synthetic dataset) or a LoCoMo-format JSON file.";
+    k(out, doc, "tasks", &quote(tasks));
+    k(out, "Only these conversations (sample ids) form the task set; null for all.", "conversations", &"null");
+    k(out, "Keep LoCoMo category 5 (adversarial) questions.", "include_adversarial", &false);
+    k(out, "How answers are judged (locked): evidence (deterministic), f1 or llm.", "judge", &"evidence");
+    let doc = "endpoint: every question once, after whole conversations; replay: longitudinal, a checkpoint\n\
+               after every replay.every_sessions sessions, each question asked from the checkpoint its evidence is in.";
+    k(out, doc, "protocol", &"endpoint");
+    k(out, "Token F1 at or above which an answer counts as correct (judge f1).", "f1_threshold", &0.5);
+    k(out, "Locked ceiling on context tokens (estimated as floor(1.33 x words)).", "budget_ceiling", &2000);
     match schema {
-        Some(s) => out.push_str(&format!(
-            "  # The strategy schema of your system.\n  schema: {}\n",
-            quote(&s.display().to_string())
-        )),
-        None => out.push_str("  # The strategy schema; null for emend's built-in one.\n  schema: null\n"),
+        Some(s) => k(out, "The strategy schema of your system.", "schema", &quote(&s.display().to_string())),
+        None => k(out, "The strategy schema; null for emend's built-in one.", "schema", &"null"),
     }
-    out.push_str("  # Part of the harness hash: change it whenever the evaluated system changes.\n  version: null\n");
-    out.push_str("  # Seeded split by (conversation, category): the search part feeds diagnosis, probes and\n  # proposals; only the confirm test reads the confirm part.\n  split:\n    confirm_fraction: 0.5\n    seed: 0\n");
+    k(out, "Part of the harness hash: change it whenever the evaluated system changes.", "version", &"null");
+    let doc = "Seeded split by (conversation, category): the search part feeds diagnosis, probes and\n\
+               proposals; only the confirm test reads the confirm part.";
+    comment(out, "  ", doc);
+    out.push_str("  split:\n    confirm_fraction: 0.5\n    seed: 0\n");
     if let Some(argv) = harness_command {
+        let k =
+            |out: &mut String, doc: &str, name: &str, value: &dyn std::fmt::Display| key(out, "    ", doc, name, value);
         out.push_str("  command:\n");
-        out.push_str("    # argv; {strategy}, {tasks} and {out} become file paths (strategy JSON, task shard JSON, outcomes JSONL).\n");
-        out.push_str(&format!("    argv: [{}]\n", argv.iter().map(|a| quote(a)).collect::<Vec<_>>().join(", ")));
-        out.push_str(
-            "    # Working directory (null: this directory) and extra environment.\n    workdir: null\n    env: {}\n",
-        );
-        out.push_str("    # Seconds before a shard is killed and retried once.\n    timeout_secs: 600\n");
-        out.push_str("    # Task shards, and how many run at once.\n    shards: 1\n    concurrency: 1\n");
+        let argv = format!("[{}]", argv.iter().map(|a| quote(a)).collect::<Vec<_>>().join(", "));
+        let doc =
+            "argv; {strategy}, {tasks} and {out} become file paths (strategy JSON, task shard JSON, outcomes JSONL).";
+        k(out, doc, "argv", &argv);
+        k(out, "Working directory (null: this directory) and extra environment.", "workdir", &"null");
+        out.push_str("    env: {}\n");
+        k(out, "Seconds before a shard is killed and retried once.", "timeout_secs", &600);
+        k(out, "Task shards, and how many run at once.", "shards", &1);
+        out.push_str("    concurrency: 1\n");
     }
 }
 
 /// The `gates:` section at the defaults `g`.
 fn render_gates(out: &mut String, g: &GateConfig) {
+    let k = |out: &mut String, doc: &str, name: &str, value: &dyn std::fmt::Display| key(out, "  ", doc, name, value);
     out.push_str("\ngates:\n");
-    out.push_str(&format!(
-        "  # Screening probe: reject when accuracy falls more than this below the served strategy.\n  probe_drop_max: {}\n",
-        g.probe_drop_max
-    ));
-    out.push_str(&format!(
-        "  # LORD++ level of the confirm tests (see README, Error control across a run).\n  alpha: {}\n",
-        g.alpha
-    ));
-    out.push_str(&format!(
-        "  # LORD++ initial wealth as a share of alpha.\n  lord_initial_wealth: {}\n",
-        g.lord_initial_wealth
-    ));
-    out.push_str(&format!(
-        "  # Largest accuracy drop tolerated in any category, per step and against the first version (v1).\n  category_drop_max: {}\n",
-        g.category_drop_max
-    ));
-    out.push_str(&format!(
-        "  # Best-ever auto-restore when served falls more than this below the best-ever score.\n  restore_below_best: {}\n",
-        g.restore_below_best
-    ));
-    out.push_str(
-        "  # off: a candidate may go anywhere inside the schema's ranges and invariants (the global\n  \
-         # search); schema: every number stays within its x-max-delta (the conservative mode).\n  step_bound: off\n",
-    );
-    out.push_str(&format!(
-        "  # Largest relative growth of mean context tokens in one accepted step (null: no bound).\n  cost_bound: {}\n",
-        g.cost_bound.map_or("null".to_string(), |c| c.to_string())
-    ));
-    out.push_str(
-        "  # Largest relative growth of mean context tokens against v1 (null: no bound).\n  cost_bound_v1: null\n",
-    );
-    out.push_str(&format!(
-        "  # Questions in the seeded, category-stratified probe sample.\n  probe_size: {}\n",
-        g.probe_size
-    ));
-    out.push_str(&format!(
-        "  # Candidates per round that may reach the confirm test (the best probes), each one LORD++ test.\n  full_tests_per_round: {}\n",
-        g.full_tests_per_round
-    ));
-    out.push_str(&format!(
-        "  # Paired bootstrap resamples (the interval shown; the gate is the exact test).\n  bootstrap_resamples: {}\n",
-        g.bootstrap_resamples
-    ));
-    out.push_str(
-        "  # CR2 check by conversation (Bell-McCaffrey degrees of freedom), always recorded: off or require.\n  cluster_check: off\n",
-    );
+    let doc = "Screening probe: reject when accuracy falls more than this below the served strategy.";
+    k(out, doc, "probe_drop_max", &g.probe_drop_max);
+    k(out, "LORD++ level of the confirm tests (see README, Error control across a run).", "alpha", &g.alpha);
+    k(out, "LORD++ initial wealth as a share of alpha.", "lord_initial_wealth", &g.lord_initial_wealth);
+    let doc = "Largest accuracy drop tolerated in any category, per step and against the first version (v1).";
+    k(out, doc, "category_drop_max", &g.category_drop_max);
+    let doc = "Best-ever auto-restore when served falls more than this below the best-ever score.";
+    k(out, doc, "restore_below_best", &g.restore_below_best);
+    let doc = "off: a candidate may go anywhere inside the schema's ranges and invariants (the global\n\
+               search); schema: every number stays within its x-max-delta (the conservative mode).";
+    k(out, doc, "step_bound", &"off");
+    let cost = g.cost_bound.map_or("null".to_string(), |c| c.to_string());
+    let doc = "Largest relative growth of mean context tokens in one accepted step (null: no bound).";
+    k(out, doc, "cost_bound", &cost);
+    k(out, "Largest relative growth of mean context tokens against v1 (null: no bound).", "cost_bound_v1", &"null");
+    k(out, "Questions in the seeded, category-stratified probe sample.", "probe_size", &g.probe_size);
+    let doc = "Candidates per round that may reach the confirm test (the best probes), each one LORD++ test.";
+    k(out, doc, "full_tests_per_round", &g.full_tests_per_round);
+    let doc = "Paired bootstrap resamples (the interval shown; the gate is the exact test).";
+    k(out, doc, "bootstrap_resamples", &g.bootstrap_resamples);
+    let doc = "CR2 check by conversation (Bell-McCaffrey degrees of freedom), always recorded: off or require.";
+    k(out, doc, "cluster_check", &"off");
 }
 
 /// The `loop:` section at the defaults `l`.
 fn render_loop(out: &mut String, l: &LoopConfig) {
+    let k = |out: &mut String, doc: &str, name: &str, value: &dyn std::fmt::Display| key(out, "  ", doc, name, value);
     out.push_str("\nloop:\n");
-    out.push_str(&format!("  # Rounds per `emend evolve` unless --rounds says otherwise.\n  rounds: {}\n", l.rounds));
-    out.push_str(&format!("  # Candidates proposed per round.\n  candidates: {}\n", l.candidates));
-    out.push_str("  # Seed of every random choice (probe samples, bootstrap).\n  seed: 0\n");
-    out.push_str(&format!("  # How strongly the planner favours the hypotheses it has tried least\n  # (the UCB1 exploration constant c0).\n  exploration: {}\n", l.exploration));
-    out.push_str(&format!(
-        "  # The search proposer: the global search of `search:` below (or, with\n  \
-         # gates.step_bound: schema, bounded steps); false: the rule evolver's one-field moves.\n  \
-         search: {}\n",
-        l.search
-    ));
+    k(out, "Rounds per `emend evolve` unless --rounds says otherwise.", "rounds", &l.rounds);
+    k(out, "Candidates proposed per round.", "candidates", &l.candidates);
+    k(out, "Seed of every random choice (probe samples, bootstrap).", "seed", &0);
+    let doc = "How strongly the planner favours the hypotheses it has tried least\n\
+               (the UCB1 exploration constant c0).";
+    k(out, doc, "exploration", &l.exploration);
+    let doc = "The search proposer: the global search of `search:` below (or, with\n\
+               gates.step_bound: schema, bounded steps); false: the rule evolver's one-field moves.";
+    k(out, doc, "search", &l.search);
 }
 
 /// The `search:` section at the defaults `s`.
 fn render_search(out: &mut String, s: &SearchConfig) {
+    let k = |out: &mut String, doc: &str, name: &str, value: &dyn std::fmt::Display| key(out, "  ", doc, name, value);
     out.push_str("\nsearch:\n");
-    out.push_str(
-        "  # The global search (gates.step_bound: off): a TPE sampler over every evolvable field,\n  \
-         # each trial raced question by question against the best so far on the search part.\n",
-    );
-    out.push_str(&format!(
-        "  # Drop a trial once the one-sided exact test says it is worse at this level.\n  race_level: {}\n",
-        s.race_level
-    ));
-    out.push_str(&format!("  # Questions of a race's first look (then doubling).\n  first_look: {}\n", s.first_look));
-    out.push_str(&format!(
-        "  # Pruning: revert a changed field when that costs at most this many search questions.\n  prune_tolerance: {}\n",
-        s.prune_tolerance
-    ));
-    out.push_str(&format!(
-        "  # Propose the best once this many trials in a row found nothing better.\n  stall: {}\n",
-        s.stall
-    ));
-    out.push_str(&format!(
-        "  # Converged (the run stops) after this many trials in a row none better than served.\n  converge: {}\n",
-        s.converge
-    ));
-    out.push_str(&format!("  # Random trials before the sampler models the history.\n  startup: {}\n", s.startup));
-    out.push_str(&format!(
-        "  # One joint TPE model of all fields instead of one per field.\n  multivariate: {}\n",
-        s.multivariate
-    ));
-    out.push_str(&format!(
-        "  # Before pruning, try the consensus (per field median or commonest value) of this\n  \
-         # many best strategies instead of the best one (0: off).\n  consensus: {}\n",
-        s.consensus
-    ));
+    let doc = "The global search (gates.step_bound: off): a TPE sampler over every evolvable field,\n\
+               each trial raced question by question against the best so far on the search part.";
+    comment(out, "  ", doc);
+    let doc = "Drop a trial once the one-sided exact test says it is worse at this level.";
+    k(out, doc, "race_level", &s.race_level);
+    k(out, "Questions of a race's first look (then doubling).", "first_look", &s.first_look);
+    let doc = "Pruning: revert a changed field when that costs at most this many search questions.";
+    k(out, doc, "prune_tolerance", &s.prune_tolerance);
+    k(out, "Propose the best once this many trials in a row found nothing better.", "stall", &s.stall);
+    let doc = "Converged (the run stops) after this many trials in a row none better than served.";
+    k(out, doc, "converge", &s.converge);
+    k(out, "Random trials before the sampler models the history.", "startup", &s.startup);
+    k(out, "One joint TPE model of all fields instead of one per field.", "multivariate", &s.multivariate);
+    let doc = "Before pruning, try the consensus (per field median or commonest value) of this\n\
+               many best strategies instead of the best one (0: off).";
+    k(out, doc, "consensus", &s.consensus);
 }
