@@ -33,8 +33,8 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
-/// The emend.yaml that `emend init DIR --tasks builtin` writes.
-fn init_config() -> String {
+/// A project made by `emend init DIR --tasks builtin` in a temporary directory.
+fn init_project() -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("p");
     let out = Command::new(env!("CARGO_BIN_EXE_emend"))
@@ -43,6 +43,12 @@ fn init_config() -> String {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    (tmp, dir)
+}
+
+/// The emend.yaml that `emend init DIR --tasks builtin` writes.
+fn init_config() -> String {
+    let (_tmp, dir) = init_project();
     std::fs::read_to_string(dir.join("emend.yaml")).unwrap()
 }
 
@@ -516,14 +522,7 @@ fn every_default_in_the_schema_is_the_parsers() {
 
 /// `emend init` in a temporary directory, then `edit` applied to its emend.yaml.
 fn project_with(edit: impl Fn(&str) -> String) -> (tempfile::TempDir, PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("p");
-    let out = Command::new(env!("CARGO_BIN_EXE_emend"))
-        .current_dir(tmp.path())
-        .args(["init", dir.to_str().unwrap(), "--tasks", "builtin"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (tmp, dir) = init_project();
     let file = dir.join("emend.yaml");
     let text = std::fs::read_to_string(&file).unwrap();
     std::fs::write(&file, edit(&text)).unwrap();

@@ -188,6 +188,15 @@ fn plan(request: &InitRequest) -> Result<Plan, InitError> {
     let parsed = config::parse_config(&config)
         .map_err(|m| InitError::Failed(format!("generated emend.yaml is invalid: {m}")))?;
     let project = Project { dir: dir.clone(), config: parsed };
+    // A journal is a project's history: a new v1 over it would contradict
+    // what it says is served, and an undo must never remove it.
+    if project.journal_dir().exists() {
+        return Err(InitError::BadInput(format!(
+            "{}: a journal already exists (the project's history); refusing to initialize over it \
+             (restore emend.yaml beside it, or move it away)",
+            project.journal_dir().display()
+        )));
+    }
     Ok(Plan { project, config, tasks, schema, schema_rel, origin, start })
 }
 
@@ -343,6 +352,10 @@ fn relative_argv(argv: &[String], project_abs: &Path) -> Vec<String> {
 /// when it did not exist before, else only the files and directories init adds.
 struct Created {
     dir_existed: bool,
+    /// `.emend/` and its `.gitignore` (a cache, say, may be there already; the
+    /// journal never is, the plan refuses that).
+    state_existed: bool,
+    gitignore_existed: bool,
     schema_existed: bool,
     config_schema_existed: bool,
     dir: PathBuf,
@@ -352,6 +365,8 @@ impl Created {
     fn new(dir: &Path) -> Self {
         Created {
             dir_existed: dir.exists(),
+            state_existed: dir.join(config::STATE_DIR).exists(),
+            gitignore_existed: dir.join(config::STATE_DIR).join(".gitignore").exists(),
             schema_existed: dir.join(artifact::PROJECT_SCHEMA_FILE).exists(),
             config_schema_existed: dir.join(config::CONFIG_SCHEMA_FILE).exists(),
             dir: dir.to_path_buf(),
@@ -364,7 +379,14 @@ impl Created {
             return;
         }
         let _ = std::fs::remove_file(project.config_path());
-        let _ = std::fs::remove_dir_all(self.dir.join(config::STATE_DIR));
+        if self.state_existed {
+            let _ = std::fs::remove_dir_all(project.journal_dir());
+            if !self.gitignore_existed {
+                let _ = std::fs::remove_file(self.dir.join(config::STATE_DIR).join(".gitignore"));
+            }
+        } else {
+            let _ = std::fs::remove_dir_all(self.dir.join(config::STATE_DIR));
+        }
         let schema = self.dir.join(artifact::PROJECT_SCHEMA_FILE);
         let config_schema = self.dir.join(config::CONFIG_SCHEMA_FILE);
         let removed_schema = !self.schema_existed && std::fs::remove_file(&schema).is_ok();
@@ -464,6 +486,40 @@ mod tests {
         let InitError::Failed(msg) = &err else { panic!("expected a failure, got {err}") };
         assert!(msg.starts_with(&format!("{}: ", dir.join("schema").display())), "{msg}");
         assert_eq!(tree(tmp.path()), before);
+    }
+
+    #[test]
+    fn an_existing_journal_is_refused_and_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("p");
+        init(&request(&dir, "builtin")).unwrap();
+        // emend.yaml lost, the history kept: init must not write a new v1 over it.
+        std::fs::remove_file(dir.join(config::CONFIG_FILE)).unwrap();
+        let before = tree(tmp.path());
+        let err = init(&request(&dir, "builtin")).unwrap_err();
+        let InitError::BadInput(msg) = &err else { panic!("expected bad input, got {err}") };
+        assert!(
+            msg.starts_with(&format!("{}: a journal already exists", dir.join(".emend/journal").display())),
+            "{msg}"
+        );
+        assert_eq!(tree(tmp.path()), before);
+    }
+
+    #[test]
+    fn a_failure_keeps_a_state_directory_that_was_there() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("p");
+        std::fs::create_dir_all(dir.join(".emend/cache")).unwrap();
+        std::fs::write(dir.join(".emend/cache/kept"), "cached\n").unwrap();
+        // The served file's directory is a file: v1 is journaled, then serving it fails.
+        std::fs::write(dir.join("strategies"), "not a directory\n").unwrap();
+        assert!(init(&request(&dir, "builtin")).is_err());
+        // What was there stays; what init wrote goes. (Opening the harness may
+        // leave an empty stage-cache directory: a cache, `emend cache clear`'s.)
+        assert_eq!(std::fs::read_to_string(dir.join(".emend/cache/kept")).unwrap(), "cached\n");
+        for gone in [".emend/journal", ".emend/.gitignore", "emend.yaml", "schema"] {
+            assert!(!dir.join(gone).exists(), "{gone} left behind");
+        }
     }
 
     #[test]
