@@ -11,6 +11,7 @@ import copy
 import hashlib
 import io
 import json
+import tempfile
 import unittest
 from pathlib import Path
 
@@ -310,11 +311,48 @@ class Verdict(unittest.TestCase):
         self.assertEqual((v["best_peer"], v["accuracy_met"], v["fields_met"]), (None, None, None))
 
 
+    def test_the_worst_seed_must_be_within_a_point_of_the_best_peers(self):
+        rows = [{"emend": {"heldout_accuracy": e}, "tpe": {"heldout_accuracy": t}}
+                for e, t in ((0.70, 0.70), (0.72, 0.71), (0.66, 0.68))]
+        m = self.median(0.70, 0.70, 0.60, 0.60)
+        v = peer.verdict(m, ["tpe", "random", "smac"], 90, 44.0, 1.0, rows)
+        self.assertEqual((v["worst_emend"], v["worst_best_peer"], v["worst_met"], v["accuracy_met"]),
+                         (0.66, 0.68, False, False))
+        rows[2]["emend"]["heldout_accuracy"] = 0.67
+        v = peer.verdict(m, ["tpe", "random", "smac"], 90, 44.0, 1.0, rows)
+        self.assertEqual((v["worst_met"], v["accuracy_met"]), (True, True))
+
+
+class HeldoutData(unittest.TestCase):
+    def args(self, held):
+        return argparse.Namespace(data="dev.json", heldout_data=held)
+
+    def test_without_it_the_first_three_conversations_search(self):
+        data = [{"sample_id": f"c{i}"} for i in range(5)]
+        search, held = peer.parts(self.args(None), data)
+        self.assertEqual(([s["sample_id"] for s in search], [s["sample_id"] for s in held]),
+                         (["c0", "c1", "c2"], ["c3", "c4"]))
+
+    def test_with_it_every_conversation_searches_and_an_overlap_is_refused(self):
+        data = [{"sample_id": f"c{i}"} for i in range(5)]
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d) / "held.json"
+            path.write_text(json.dumps([{"sample_id": "c7"}, {"sample_id": "c8"}]))
+            search, held = peer.parts(self.args(str(path)), data)
+            self.assertEqual((len(search), [s["sample_id"] for s in held]), (5, ["c7", "c8"]))
+            path.write_text(json.dumps([{"sample_id": "c7"}, {"sample_id": "c3"}]))
+            with self.assertRaisesRegex(peer.BadInput, "conversation c3 is also in --data"):
+                peer.parts(self.args(str(path)), data)
+            with self.assertRaisesRegex(peer.BadInput, "--heldout-data .*missing"):
+                peer.parts(self.args(str(Path(d) / "missing")), data)
+
+
 class PeersOption(unittest.TestCase):
     def test_subsets_in_a_fixed_order(self):
         self.assertEqual(peer.parse_peers("tpe,random,smac"), ["tpe", "random", "smac"])
         self.assertEqual(peer.parse_peers("smac, tpe"), ["tpe", "smac"])
         self.assertEqual(peer.parse_peers("random"), ["random"])
+        self.assertEqual(peer.parse_peers("none"), [])
 
     def test_bad_peers_exit_2_with_one_line(self):
         for text in ("tpe,cma", "", "tpe,,smac", "TPE", "tpe,tpe"):
