@@ -221,7 +221,19 @@ fn same_seed_and_inputs_give_the_same_journal_events() {
         let mut log = MemoryJournal::new(EngineProjector);
         start(&p, &mut log, DEFAULT);
         run(&p, &mut log, &scripted(by_top_k, "h1"), 4, 3);
-        // Wall-clock fields are the only ones allowed to differ.
+        // Wall-clock fields are the only ones allowed to differ: an event's
+        // `at` and `who`, a search trial's `started` and `duration_ms`.
+        fn strip_clock(v: &mut serde_json::Value) {
+            match v {
+                serde_json::Value::Object(m) => {
+                    m.remove("started");
+                    m.remove("duration_ms");
+                    m.values_mut().for_each(strip_clock);
+                }
+                serde_json::Value::Array(a) => a.iter_mut().for_each(strip_clock),
+                _ => {}
+            }
+        }
         events(&log)
             .into_iter()
             .map(|e| {
@@ -229,6 +241,7 @@ fn same_seed_and_inputs_give_the_same_journal_events() {
                 for k in ["at", "who"] {
                     v.as_object_mut().unwrap().remove(k);
                 }
+                strip_clock(&mut v);
                 v
             })
             .collect::<Vec<_>>()
@@ -429,6 +442,62 @@ fn one_confirmed_jump_moves_the_fields_that_matter_and_credits_only_fields_it_ch
     }
     for path in store.effects().unwrap().keys() {
         assert!(changed_any.contains(path), "reputation of {path} without a change");
+    }
+}
+
+/// As [`three_fields`], except that a strategy storing nothing (`ingest.min_chars`
+/// 250 or more) answers nothing: a catastrophe a race drops at its first look.
+fn catastrophe_below_250(v: &serde_json::Value) -> f64 {
+    let min_chars = get_path(v, "ingest.min_chars").and_then(|x| x.as_f64()).unwrap_or(0.0);
+    if min_chars >= 250.0 { 0.0 } else { three_fields(v) }
+}
+
+#[test]
+fn a_raced_out_trial_is_recorded_as_measured_and_never_above_what_it_lost_to() {
+    use engine::search::{Trial, ranked};
+    for rule in ["rank", "deficit", "shrunk"] {
+        let dir = tempfile::tempdir().unwrap();
+        let p = project(dir.path(), |s| s.replace("  raced_out: rank\n", &format!("  raced_out: {rule}\n")));
+        assert_eq!(p.config.search.raced_out.as_str(), rule);
+        let mut log = MemoryJournal::new(EngineProjector);
+        start(&p, &mut log, DEFAULT);
+        run_with(&p, &mut log, &scripted(catastrophe_below_250, "h1"), &budget(20.0));
+        let searches = Store::new(&log).searches().unwrap();
+        let points: Vec<_> = searches.iter().flat_map(|s| s.scored.iter()).collect();
+        let n = points.iter().filter_map(|p| p.questions).max().unwrap();
+        let complete: Vec<f64> = points.iter().filter(|p| p.questions == Some(n)).map(|p| p.score).collect();
+        let nothing: Vec<_> = points
+            .iter()
+            .filter(|p| p.values.get("ingest.min_chars").and_then(|v| v.as_f64()).is_some_and(|m| m >= 250.0))
+            .collect();
+        assert!(!nothing.is_empty(), "{rule}: the sampler drew some strategy that answers nothing");
+        for q in &nothing {
+            assert_eq!(q.score, 0.0, "{rule}: a raced-out score is its accuracy on the questions it was evaluated on");
+        }
+        for q in points.iter().filter(|p| p.questions < Some(n)) {
+            let k = q.questions.unwrap();
+            assert!(k < n && q.score <= 1.0, "{rule}");
+            // Dropped means significantly worse than the incumbent: never recorded above it,
+            // and with rank never above any complete trial.
+            match rule {
+                "rank" => assert_eq!(q.estimate, None),
+                _ => {
+                    let e = q.estimate.expect("deficit and shrunk record an estimate");
+                    let best = complete.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                    assert!(e < best, "{rule}: estimate {e} of a raced-out trial above the best complete {best}");
+                }
+            }
+        }
+        if rule == "rank" {
+            let history: Vec<Trial> = points
+                .iter()
+                .map(|p| Trial { point: vec![], score: p.score, stopped_at: p.questions.filter(|k| *k < n) })
+                .collect();
+            let order = ranked(&history);
+            let first_stopped = order.iter().position(|&i| history[i].stopped_at.is_some()).unwrap();
+            assert!(order[first_stopped..].iter().all(|&i| history[i].stopped_at.is_some()), "{rule}: {order:?}");
+            assert_eq!(first_stopped, complete.len(), "every complete trial ranks above every raced-out one");
+        }
     }
 }
 

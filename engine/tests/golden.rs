@@ -5,7 +5,8 @@
 //! is absent).
 //!
 //! What is compared: every event's `seq`, `kind` and payload, with the
-//! wall-clock and user fields (`at`, `who`, `uid`, `by`) and the chain hashes (which cover
+//! wall-clock and user fields (`at`, `who`, `uid`, `by`, and a search
+//! trial's `started` and `duration_ms` at any depth) and the chain hashes (which cover
 //! them) removed, and the project's temporary directory replaced by `$DIR`.
 //! The full exports are megabytes (every evaluation stores each question's
 //! result), so the golden files under `tests/fixtures/golden/` keep the
@@ -43,6 +44,15 @@
 //! per-field credits): every search-proposed candidate was meant to change,
 //! and `searched` events now carry the trials and pruning of a segment.
 //!
+//! Both files were re-recorded when a raced-out trial's score became what
+//! was measured (`search.raced_out: rank`: the sampler ranks it below every
+//! complete trial, by questions reached; before, the deficit was divided by
+//! the whole search part, so a trial that answered nothing read as
+//! near-best), when the sampler trials gained their clock, and when the
+//! default confirm share went from 0.5 to 0.4 (`harness.split`): the
+//! search's draws, its parts and every search-proposed candidate were meant
+//! to change.
+//!
 //! To re-record (only when a decision is meant to change, and say why in
 //! the commit): `EMEND_GOLDEN_UPDATE=1 cargo test --release -p emend --test golden`.
 //! `EMEND_GOLDEN_BIN` runs another `emend` binary (how the files were first
@@ -74,6 +84,19 @@ fn digest(v: &Value) -> Value {
     json!({ "sha256": hex::encode(Sha256::digest(text.as_bytes())) })
 }
 
+/// Removes every `started` and `duration_ms` key, at any depth (wall clock).
+fn strip_clock(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            m.remove("started");
+            m.remove("duration_ms");
+            m.values_mut().for_each(strip_clock);
+        }
+        Value::Array(a) => a.iter_mut().for_each(strip_clock),
+        _ => {}
+    }
+}
+
 /// The exported events, normalized as the module doc says.
 fn normalized(dir: &Path) -> Vec<Value> {
     let export = emend(dir, &["journal", "export"]);
@@ -90,6 +113,9 @@ fn normalized(dir: &Path) -> Vec<Value> {
             for person in ["who", "uid", "by"] {
                 p.remove(person);
             }
+            // A search's trial clock (`started`, `duration_ms` of each scored point).
+            strip_clock(&mut payload);
+            let p = payload.as_object_mut().expect("payload object");
             for big in ["questions", "document"] {
                 if let Some(x) = p.get_mut(big) {
                     *x = digest(x);

@@ -67,7 +67,7 @@ fn searched(dir: &Path) -> Vec<Value> {
 /// questions any row was evaluated on (no round ran).
 fn part_size(dir: &Path, rows: &[Value]) -> u64 {
     let status = json_of(dir, &["status", "--json"]);
-    let most = rows.iter().filter_map(|r| r["questions"].as_u64()).max().unwrap_or(0);
+    let most = rows.iter().filter_map(|r| r["evaluated"].as_u64()).max().unwrap_or(0);
     status["last_round"]["split"]["search"].as_u64().unwrap_or(most)
 }
 
@@ -75,26 +75,52 @@ fn part_size(dir: &Path, rows: &[Value]) -> u64 {
 fn trials_export_every_strategy_the_searches_scored() {
     let (_tmp, dir) = project("auto");
     assert_eq!(ok(&dir, &["trials"]), "no searches journaled yet\n");
-    assert_eq!(json_of(&dir, &["trials", "--json"]), json!({"format": 1, "trials": []}));
+    assert_eq!(json_of(&dir, &["trials", "--json"]), json!({"format": 2, "trials": []}));
     ok(&dir, &["evolve", "--max-evals", "12", "--quiet"]);
 
     let doc = json_of(&dir, &["trials", "--json"]);
-    assert_eq!(doc["format"], 1, "{doc:.300}");
+    assert_eq!(doc["format"], 2, "{doc:.300}");
     let rows = doc["trials"].as_array().unwrap();
     assert!(!rows.is_empty(), "a search scored something");
     let part = part_size(&dir, rows);
     for (i, r) in rows.iter().enumerate() {
         assert_eq!(r["number"], i, "numbered over the whole journal in order: {r}");
         assert!(r["search"].as_u64().unwrap() >= 1, "{r}");
-        assert!(matches!(r["stage"].as_str(), Some("trial" | "prune" | "served")), "the global search: {r}");
         assert_eq!(r["hash"].as_str().map(str::len), Some(64), "full hashes in JSON: {r}");
-        let q = r["questions"].as_u64().unwrap();
+        assert!(matches!(r["stage"].as_str(), Some("trial" | "prune" | "served" | "consensus")), "{r}");
+        let q = r["evaluated"].as_u64().unwrap();
         assert!(q >= 1 && q <= part, "{q} questions of a search part of {part}: {r}");
-        assert!(r["score"].as_f64().is_some_and(|s| (0.0..=1.0).contains(&s)), "{r}");
-        assert_eq!(r["complete"], json!(q == part), "complete means the whole search part: {r}");
+        let correct = r["correct"].as_u64().unwrap();
+        assert!(correct <= q, "{r}");
+        if q == part {
+            // A score is the accuracy on the whole search part, never from fewer questions.
+            assert_eq!(r["state"], "complete", "{r}");
+            let score = r["score"].as_f64().unwrap();
+            assert!((score - correct as f64 / q as f64).abs() < 1e-12, "the score is what was measured: {r}");
+        } else {
+            assert_eq!(r["state"], "raced_out", "{r}");
+            assert_eq!(r["score"], Value::Null, "no score from {q} of {part} questions: {r}");
+            assert_eq!(r["estimate"], Value::Null, "search.raced_out: rank learns no estimate: {r}");
+        }
+        if r["stage"] == "served" {
+            // The served strategy's results come from the run's observe step, not from the search.
+            assert_eq!((&r["started"], &r["duration_ms"]), (&Value::Null, &Value::Null), "{r}");
+        } else {
+            assert!(r["started"].as_str().is_some_and(|t| t.ends_with('Z')), "{r}");
+            assert!(r["duration_ms"].as_u64().is_some(), "{r}");
+        }
         assert!(r["values"].as_object().is_some_and(|v| !v.is_empty()), "{r}");
     }
-    assert!(rows.iter().any(|r| r["complete"] == true), "at least one strategy saw the whole search part");
+    assert!(rows.iter().any(|r| r["state"] == "complete"), "at least one strategy saw the whole search part");
+    // A strategy is scored once: a hash on several rows got further each time, never two results.
+    let mut by_hash: std::collections::BTreeMap<&str, Vec<&Value>> = std::collections::BTreeMap::new();
+    for r in rows {
+        by_hash.entry(r["hash"].as_str().unwrap()).or_default().push(r);
+    }
+    for (h, seen) in by_hash {
+        let evaluated: Vec<u64> = seen.iter().map(|r| r["evaluated"].as_u64().unwrap()).collect();
+        assert!(evaluated.windows(2).all(|w| w[0] < w[1]), "{h} scored twice on {evaluated:?} questions");
+    }
     let searches = searched(&dir);
     assert_eq!(rows.last().unwrap()["search"], searches.len(), "one ordinal per searched event");
     for (i, s) in searches.iter().enumerate() {
@@ -109,17 +135,35 @@ fn trials_export_every_strategy_the_searches_scored() {
     let csv = ok(&dir, &["trials", "--csv"]);
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines.len(), rows.len() + 1, "a header, then a row per trial:\n{csv:.600}");
-    assert!(lines[0].starts_with("number,search,round,stage,hash,questions,score,complete,tokens,proposed,changed,"));
+    assert!(lines[0].starts_with(
+        "number,search,round,stage,state,hash,evaluated,correct,score,estimate,started,duration_ms,tokens,proposed,changed,"
+    ));
     let columns = lines[0].split(',').count();
-    assert_eq!(columns, 11 + rows[0]["values"].as_object().unwrap().len(), "a column per field");
+    assert_eq!(columns, 15 + rows[0]["values"].as_object().unwrap().len(), "a column per field");
     for line in lines.iter().filter(|l| !l.contains('"')) {
         assert_eq!(line.split(',').count(), columns, "{line}");
     }
 
     let text = ok(&dir, &["trials"]);
     let header: Vec<&str> = text.lines().next().unwrap().split_whitespace().collect();
-    assert_eq!(header, ["number", "search", "round", "stage", "questions", "score", "hash", "proposed", "changed"]);
-    assert_eq!(text.lines().count(), rows.len() + 3, "header, rows, two closing lines:\n{text}");
+    assert_eq!(
+        header,
+        [
+            "number",
+            "search",
+            "round",
+            "stage",
+            "state",
+            "evaluated",
+            "correct",
+            "score",
+            "estimate",
+            "hash",
+            "proposed",
+            "changed"
+        ]
+    );
+    assert_eq!(text.lines().count(), rows.len() + 4, "header, rows, three closing lines:\n{text}");
     let one = json_of(&dir, &["trials", "--search", "1", "--json"]);
     let firsts: Vec<&Value> = rows.iter().filter(|r| r["search"] == 1).collect();
     assert_eq!(one["trials"].as_array().unwrap().iter().collect::<Vec<_>>(), firsts);

@@ -59,6 +59,7 @@ use sha2::{Digest, Sha256};
 
 use crate::propose::{Ask, Proposed, Proposer, StopCause};
 use emend_model::artifact;
+use emend_model::config::{RacedOut, Sampler};
 use emend_model::events::{
     CandidateRecord, Credit, Event, GlobalRecord, PruneStep, QuestionResult, ScoredPoint, SearchRecord, bits_to_hex,
     hex_to_bits,
@@ -88,6 +89,10 @@ pub struct JumpSettings {
     pub multivariate: bool,
     /// How many of the best strategies the consensus is taken over (0: none).
     pub consensus: usize,
+    /// What the sampler learns from a raced-out trial (`search.raced_out`).
+    pub raced_out: RacedOut,
+    /// The model trials are drawn from (`search.sampler`).
+    pub sampler: Sampler,
     /// `gates.category_drop_max`: a proposed candidate keeps every category of the search part within the floor.
     pub category_drop_max: f64,
 }
@@ -105,6 +110,8 @@ impl JumpSettings {
             startup: s.startup,
             multivariate: s.multivariate,
             consensus: s.consensus,
+            raced_out: s.raced_out,
+            sampler: s.sampler,
             category_drop_max: cfg.gates.category_drop_max,
         }
     }
@@ -117,10 +124,16 @@ struct Scored {
     values: Point,
     correct: Vec<bool>,
     tokens: Option<f64>,
-    /// Its search-part accuracy; for a raced-out trial the incumbent's plus
-    /// the paired difference on the questions it was evaluated on.
+    /// Its accuracy on the questions it was evaluated on (`correct`): a
+    /// measurement, the whole search part's accuracy for a complete trial.
     score: f64,
+    /// For a raced-out trial under `search.raced_out: deficit | shrunk`, the
+    /// estimate the sampler learns from instead (see [`Scored::learnt`]).
+    estimate: Option<f64>,
     stage: &'static str,
+    /// When this segment started evaluating it, and for how long (journaled only).
+    started: Option<String>,
+    duration_ms: Option<u64>,
 }
 
 impl Scored {
@@ -128,15 +141,30 @@ impl Scored {
         self.correct[..k].iter().filter(|c| **c).count() as i64
     }
 
+    /// What the sampler learns from it on a search part of `n` questions:
+    /// a complete trial's score; a raced-out trial's estimate when it has
+    /// one, else its accuracy on the questions it got through, ranked as
+    /// Optuna ranks a pruned trial (below every complete one).
+    fn learnt(&self, n: usize) -> (f64, Option<usize>) {
+        match self.estimate {
+            Some(e) => (e, None),
+            None if self.correct.len() < n => (self.score, Some(self.correct.len())),
+            None => (self.score, None),
+        }
+    }
+
     fn point(&self) -> ScoredPoint {
         ScoredPoint {
             values: self.values.clone(),
             score: self.score,
+            estimate: self.estimate,
             hash: Some(self.hash.clone()),
             questions: Some(self.correct.len()),
             correct: Some(bits_to_hex(&self.correct)),
             stage: Some(self.stage.to_string()),
             tokens: self.tokens,
+            started: self.started.clone(),
+            duration_ms: self.duration_ms,
         }
     }
 }
@@ -166,8 +194,9 @@ impl Ended {
 /// The global search's state within one `evolve` run.
 pub struct JumpProposer {
     settings: JumpSettings,
-    /// Points journaled by earlier segments: (search part, point).
-    restored: Vec<(String, ScoredPoint)>,
+    /// Points journaled by earlier segments: (search part, journaled before
+    /// `search.raced_out` existed, point).
+    restored: Vec<(String, bool, ScoredPoint)>,
     /// The search part's hash (see [`GlobalRecord::part`]) and its racing order.
     part: String,
     /// The part and the served strategy of the last search (its counters are for them).
@@ -497,6 +526,7 @@ impl Proposer for JumpProposer {
                 ended: String::new(),
                 prune: Vec::new(),
                 credits: Vec::new(),
+                raced_out: Some(self.settings.raced_out.as_str().to_string()),
             }),
         });
         let (ended, out) = match self.segment(ask) {
@@ -538,7 +568,7 @@ impl Proposer for JumpProposer {
     fn restore(&mut self, searches: &[SearchRecord], _candidates: &[CandidateRecord]) {
         for r in searches {
             let Some(g) = &r.global else { continue };
-            self.restored.extend(r.scored.iter().map(|p| (g.part.clone(), p.clone())));
+            self.restored.extend(r.scored.iter().map(|p| (g.part.clone(), g.raced_out.is_none(), p.clone())));
             self.draws = r.draws;
             self.searches = r.searches;
             self.trials = g.trials;

@@ -249,7 +249,7 @@ impl SearchProposer {
                     Domain::Float { low, high } => x >= *low - 1e-9 && x <= *high + 1e-9,
                     Domain::Categorical(o) => (x as usize) < o.len(),
                 });
-                inside.then_some(search::Trial { point, score: *score })
+                inside.then_some(search::Trial::complete(point, *score))
             })
             .collect();
         // A strategy this proposer screened before is not screened again: its
@@ -363,7 +363,7 @@ impl SearchProposer {
             .scored
             .iter()
             .filter_map(|(doc, score)| {
-                Some(search::Trial { point: far.encode(&materialize(&ask.served.value, doc)).ok()?, score: *score })
+                Some(search::Trial::complete(far.encode(&materialize(&ask.served.value, doc)).ok()?, *score))
             })
             .collect();
         let tpe = Tpe::new(far.clone(), TpeConfig { seed: self.settings.seed ^ 0x5C0u64, ..TpeConfig::default() });

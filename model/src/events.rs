@@ -708,6 +708,13 @@ pub fn now_rfc3339() -> String {
     rfc3339(secs)
 }
 
+/// UTC now as RFC 3339 with milliseconds (`2026-11-29T14:03:23.417Z`).
+pub fn now_rfc3339_millis() -> String {
+    let ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    let ms = i64::try_from(ms).unwrap_or(i64::MAX).min(jiff::Timestamp::MAX.as_millisecond());
+    jiff::Timestamp::from_millisecond(ms).expect("clamped to jiff's range").to_string()
+}
+
 /// `secs` since the epoch as RFC 3339 UTC, whole seconds (clamped to year 9999).
 pub fn rfc3339(secs: u64) -> String {
     let secs = i64::try_from(secs).unwrap_or(i64::MAX).min(jiff::Timestamp::MAX.as_second());

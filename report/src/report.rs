@@ -843,6 +843,7 @@ mod tests {
                 ended: "proposed".into(),
                 prune: vec![],
                 credits: vec![],
+                raced_out: None,
             }),
         };
         j.append(vec![Event::Searched(Box::new(record)).to_new()]).unwrap();

@@ -26,7 +26,7 @@ mod trials;
 
 pub use figures::{Figures, PartFigure, last_split, recorded_figures};
 pub use status::{ConfirmView, LlmView, StatusError, StatusView};
-pub use trials::{SearchFunnel, SearchSummary, TrialRow, TrialsView};
+pub use trials::{SearchFunnel, SearchSummary, TrialRow, TrialState, TrialsView};
 
 type Result<T> = std::result::Result<T, StoreError>;
 

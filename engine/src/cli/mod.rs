@@ -85,7 +85,7 @@ enum Command {
     Unquarantine(serve::ReviewArgs),
     /// Readable history: rounds, acceptances, rejections with reasons, rollbacks.
     Log(inspect::LogArgs),
-    /// Every strategy the journal's searches scored, one row each (like Optuna's trials table): stage, questions, score, hash, field values.
+    /// Every strategy the journal's searches scored, one row each (like Optuna's trials table): stage, state (complete or raced out), questions evaluated and correct, score, hash, field values.
     Trials(trials::TrialsArgs),
     /// What changed and why: a version's or candidate's diff, motivation, gates and statistics.
     Show(review::ShowArgs),

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use engine::exit;
-use engine::views::{TrialRow, TrialsView};
+use engine::views::{TrialRow, TrialState, TrialsView};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -35,8 +35,10 @@ fn search_number(text: &str) -> Result<usize, String> {
     }
 }
 
-/// The layout of `--json`; raised when a field is removed or changes meaning.
-const FORMAT: u32 = 1;
+/// The layout of `--json`; raised when a field is removed or changes meaning
+/// (2: `questions` became `evaluated`, `complete` became `state`, `score`
+/// is only a complete trial's and estimates moved to `estimate`).
+const FORMAT: u32 = 2;
 
 #[derive(Serialize)]
 struct Document<'a> {
@@ -71,8 +73,23 @@ pub fn run(args: &TrialsArgs, project_dir: Option<&Path>) -> CmdResult {
 }
 
 /// The fixed columns of `--csv`, before one column per field path.
-const CSV_COLUMNS: [&str; 11] =
-    ["number", "search", "round", "stage", "hash", "questions", "score", "complete", "tokens", "proposed", "changed"];
+const CSV_COLUMNS: [&str; 15] = [
+    "number",
+    "search",
+    "round",
+    "stage",
+    "state",
+    "hash",
+    "evaluated",
+    "correct",
+    "score",
+    "estimate",
+    "started",
+    "duration_ms",
+    "tokens",
+    "proposed",
+    "changed",
+];
 
 /// One CSV field, quoted as RFC 4180 says when it holds a comma, a quote or a line break.
 fn csv_field(text: &str) -> String {
@@ -109,10 +126,14 @@ pub fn render_csv(view: &TrialsView) -> String {
             t.search.to_string(),
             t.round.to_string(),
             t.stage.clone(),
+            t.state.map_or(String::new(), |s| s.as_str().to_string()),
             t.hash.clone().unwrap_or_default(),
-            opt(t.questions),
-            num(t.score),
-            opt(t.complete),
+            opt(t.evaluated),
+            opt(t.correct),
+            t.score.map_or(String::new(), num),
+            t.estimate.map_or(String::new(), num),
+            t.started.clone().unwrap_or_default(),
+            opt(t.duration_ms),
             t.tokens.map_or(String::new(), num),
             t.proposed.to_string(),
             opt(t.changed),
@@ -129,6 +150,7 @@ pub fn render_text(view: &TrialsView) -> String {
     if view.searches.is_empty() {
         return "no searches journaled yet\n".to_string();
     }
+    let dash = || "-".to_string();
     let rows: Vec<Vec<String>> = view
         .trials
         .iter()
@@ -138,16 +160,32 @@ pub fn render_text(view: &TrialsView) -> String {
                 t.search.to_string(),
                 t.round.to_string(),
                 t.stage.clone(),
-                t.questions.map_or("-".to_string(), |q| q.to_string()),
-                format!("{:.4}", t.score),
-                t.hash.as_deref().map_or("-".to_string(), |h| h[..12.min(h.len())].to_string()),
+                t.state.map_or_else(dash, |s| s.as_str().to_string()),
+                t.evaluated.map_or_else(dash, |q| q.to_string()),
+                t.correct.map_or_else(dash, |q| q.to_string()),
+                t.score.map_or_else(dash, |x| format!("{x:.4}")),
+                t.estimate.map_or_else(dash, |x| format!("({x:.4})")),
+                t.hash.as_deref().map_or_else(dash, |h| h[..12.min(h.len())].to_string()),
                 if t.proposed { "yes".to_string() } else { String::new() },
-                t.changed.map_or("-".to_string(), |n| n.to_string()),
+                t.changed.map_or_else(dash, |n| n.to_string()),
             ]
         })
         .collect();
-    let header = ["number", "search", "round", "stage", "questions", "score", "hash", "proposed", "changed"];
-    let right = [true, true, true, false, true, true, false, false, true];
+    let header = [
+        "number",
+        "search",
+        "round",
+        "stage",
+        "state",
+        "evaluated",
+        "correct",
+        "score",
+        "estimate",
+        "hash",
+        "proposed",
+        "changed",
+    ];
+    let right = [true, true, true, false, false, true, true, true, true, false, false, true];
     let mut out = if rows.is_empty() { String::new() } else { term::table(&header, rows, &right) };
     out.push_str(&closing_line(view));
     out
@@ -166,10 +204,12 @@ fn closing_line(view: &TrialsView) -> String {
     } else {
         format!(", {}", plural(served, "served baseline", "served baselines"))
     };
-    let raced = view.trials.iter().filter(|t| t.complete == Some(false)).count();
+    let raced = view.trials.iter().filter(|t| t.state == Some(TrialState::RacedOut)).count();
     let proposed = view.searches.iter().filter(|s| s.proposed.is_some()).count();
     format!(
         "{} scored by {} ({}, {}{served}); {} raced out before the whole search part; {} proposed\n\
+         score: accuracy on the whole search part (complete trials only); estimate: not a measurement, what the \
+         sampler learned from a raced-out trial or a step point (search.raced_out)\n\
          changed: fields that differ from the strategy served when the search ran\n",
         plural(view.trials.len(), "strategy", "strategies"),
         plural(view.searches.len(), "search", "searches"),
@@ -192,6 +232,7 @@ mod tests {
             let mut p = ScoredPoint::new(serde_json::from_value(values).unwrap(), score);
             p.hash = Some(hash.into());
             p.questions = Some(q);
+            p.correct = Some(if q == 24 { "ffff00" } else { "ffffffffffffffffff000000" }.into());
             p.stage = Some("trial".into());
             p
         };
@@ -215,6 +256,7 @@ mod tests {
                 ended: "proposed".into(),
                 prune: vec![],
                 credits: vec![],
+                raced_out: Some("rank".into()),
             }),
         };
         let served = BTreeMap::from([("s".to_string(), json!({"top_k": 5}))]);
@@ -240,9 +282,10 @@ mod tests {
         assert_eq!(
             lines,
             vec![
-                "number,search,round,stage,hash,questions,score,complete,tokens,proposed,changed,answer.prompt_note,top_k",
-                "0,1,1,trial,aaaaaaaaaaaaaaaa,24,0.5,false,,false,1,\"say \"\"hi\"\", then stop\",10",
-                "1,1,1,trial,bbbbbbbbbbbbbbbb,96,0.75,true,,true,0,,5",
+                "number,search,round,stage,state,hash,evaluated,correct,score,estimate,started,duration_ms,tokens,\
+                 proposed,changed,answer.prompt_note,top_k",
+                "0,1,1,trial,raced_out,aaaaaaaaaaaaaaaa,24,16,,,,,,false,1,\"say \"\"hi\"\", then stop\",10",
+                "1,1,1,trial,complete,bbbbbbbbbbbbbbbb,96,72,0.75,,,,,true,0,,5",
             ]
         );
     }
@@ -251,11 +294,15 @@ mod tests {
     fn the_text_table_shortens_hashes_and_an_empty_journal_says_so() {
         let text = render_text(&view());
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[0], "number  search  round  stage  questions   score  hash          proposed  changed");
-        assert!(lines[2].contains(" 0.7500  bbbbbbbbbbbb  yes"), "{text}");
+        assert_eq!(
+            lines[0],
+            "number  search  round  stage  state      evaluated  correct   score  estimate  hash          proposed  changed"
+        );
+        assert!(lines[1].contains("raced_out         24       16       -         -  aaaaaaaaaaaa"), "{text}");
+        assert!(lines[2].contains("complete          96       72  0.7500         -  bbbbbbbbbbbb  yes"), "{text}");
         assert!(text.contains("2 strategies scored by 1 search (2 trials, 0 prune tests); 1 raced out"), "{text}");
         assert_eq!(render_text(&TrialsView::default()), "no searches journaled yet\n");
         let empty = serde_json::to_string(&Document { format: FORMAT, trials: &[] }).unwrap();
-        assert_eq!(empty, r#"{"format":1,"trials":[]}"#);
+        assert_eq!(empty, r#"{"format":2,"trials":[]}"#);
     }
 }

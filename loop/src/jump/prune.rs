@@ -40,13 +40,7 @@ impl JumpProposer {
         let served = &ask.served.value;
         let mut by_path: BTreeMap<String, f64> = BTreeMap::new();
         if let Some(space) = whole_space(ask) {
-            let history: Vec<search::Trial> = self
-                .scored
-                .iter()
-                .filter_map(|s| {
-                    Some(search::Trial { point: space.encode(&materialize(served, &s.values)).ok()?, score: s.score })
-                })
-                .collect();
+            let history = self.history(&space, served);
             let tpe = Tpe::new(space.clone(), TpeConfig::default());
             if let Ok(x) = space.encode(doc) {
                 for (p, r) in space.params.iter().zip(tpe.log_ratios(&history, &x)) {

@@ -20,20 +20,12 @@ impl JumpProposer {
             self.scored.clear();
             self.by_hash.clear();
             let n = self.order.len();
-            let points: Vec<ScoredPoint> =
-                self.restored.iter().filter(|(p, _)| *p == self.part).map(|(_, s)| s.clone()).collect();
-            for p in points {
-                let (Some(hash), Some(k), Some(hex)) = (p.hash.clone(), p.questions, p.correct.as_deref()) else {
-                    continue;
-                };
-                let Some(correct) = hex_to_bits(hex, k.min(n)) else { continue };
-                let stage = match p.stage.as_deref() {
-                    Some("prune") => "prune",
-                    Some("consensus") => "consensus",
-                    Some("served") => "served",
-                    _ => "trial",
-                };
-                self.add(Scored { hash, values: p.values, correct, tokens: p.tokens, score: p.score, stage });
+            let points: Vec<(bool, ScoredPoint)> =
+                self.restored.iter().filter(|(p, ..)| *p == self.part).map(|(_, old, s)| (*old, s.clone())).collect();
+            for (old, p) in points {
+                if let Some(s) = restored(old, p, n) {
+                    self.add(s);
+                }
             }
         }
         let served = &ask.served.value;
@@ -54,7 +46,17 @@ impl JumpProposer {
         let values = point_of(ask.schema, served);
         if !self.by_hash.contains_key(&hash) {
             // Journaled like a trial, so that a resumed run rebuilds the same history in the same order.
-            let s = Scored { hash, values, correct, tokens, score, stage: "served" };
+            let s = Scored {
+                hash,
+                values,
+                correct,
+                tokens,
+                score,
+                estimate: None,
+                stage: "served",
+                started: None,
+                duration_ms: None,
+            };
             if let Some(r) = &mut self.record {
                 r.scored.push(s.point());
             }
@@ -149,6 +151,14 @@ impl JumpProposer {
     ) -> Result<usize, String> {
         let hash = artifact::content_hash(doc);
         let n = self.order.len();
+        // A strategy is scored once: a complete one is not raced again.
+        if let Some(&i) = self.by_hash.get(&hash)
+            && self.scored[i].correct.len() == n
+        {
+            return Ok(i);
+        }
+        let started = emend_model::events::now_rfc3339_millis();
+        let clock = std::time::Instant::now();
         let mut done = 0;
         for k in stats::race_looks(n, self.settings.first_look) {
             let ids = self.order[done..k].to_vec();
@@ -168,20 +178,83 @@ impl JumpProposer {
                 break;
             }
         }
+        // Raced again no further than before (against another incumbent):
+        // the same answers, already recorded.
+        if let Some(&i) = self.by_hash.get(&hash)
+            && self.scored[i].correct.len() >= done
+        {
+            return Ok(i);
+        }
         let known = &self.results[&hash];
         let correct: Vec<bool> = self.order[..done].iter().map(|id| known[id].correct).collect();
         let taken: Vec<&QuestionResult> = self.order[..done].iter().map(|id| &known[id]).collect();
         let tokens = mean_tokens_of(&taken);
-        let inc = &self.scored[against];
         let hits = correct.iter().filter(|c| **c).count() as i64;
-        let score = inc.score + (hits - inc.hits(done)) as f64 / n as f64;
-        let values = point_of(ask.schema, doc);
-        let s = Scored { hash, values, correct, tokens, score, stage };
+        let estimate = (done < n).then(|| self.estimate(against, hits, done)).flatten();
+        let s = Scored {
+            hash,
+            values: point_of(ask.schema, doc),
+            score: hits as f64 / done.max(1) as f64,
+            correct,
+            tokens,
+            estimate,
+            stage,
+            started: Some(started),
+            duration_ms: Some(u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX)),
+        };
         if let Some(r) = &mut self.record {
             r.scored.push(s.point());
         }
         Ok(self.add(s))
     }
+}
+
+impl JumpProposer {
+    /// The estimate a trial raced out after `done` questions with `hits`
+    /// correct carries under `search.raced_out` (None under `rank`): the
+    /// incumbent's score plus the paired difference per question evaluated,
+    /// shrunk toward a tie by `first_look` questions under `shrunk`.
+    fn estimate(&self, against: usize, hits: i64, done: usize) -> Option<f64> {
+        let inc = &self.scored[against];
+        let diff = (hits - inc.hits(done)) as f64;
+        match self.settings.raced_out {
+            RacedOut::Rank => None,
+            RacedOut::Deficit => Some(inc.score + diff / done as f64),
+            RacedOut::Shrunk => Some(inc.score + diff / (done + self.settings.first_look) as f64),
+        }
+    }
+}
+
+/// A point journaled by an earlier segment as this run scores it, on a part
+/// of `n` questions; `old` when its journal predates `search.raced_out`, so
+/// that a raced-out point's score is an estimate (kept as one), not a
+/// measurement. None when it records no hash, questions or answers.
+fn restored(old: bool, p: ScoredPoint, n: usize) -> Option<Scored> {
+    let (hash, k, hex) = (p.hash?, p.questions?, p.correct?);
+    let correct = hex_to_bits(&hex, k.min(n))?;
+    let stage = match p.stage.as_deref() {
+        Some("prune") => "prune",
+        Some("consensus") => "consensus",
+        Some("served") => "served",
+        _ => "trial",
+    };
+    let hits = correct.iter().filter(|c| **c).count();
+    let (score, estimate) = if old && correct.len() < n {
+        (hits as f64 / correct.len().max(1) as f64, Some(p.score))
+    } else {
+        (p.score, p.estimate)
+    };
+    Some(Scored {
+        hash,
+        values: p.values,
+        correct,
+        tokens: p.tokens,
+        score,
+        estimate,
+        stage,
+        started: p.started,
+        duration_ms: p.duration_ms,
+    })
 }
 
 pub(super) fn mean_tokens(results: &[QuestionResult]) -> Option<f64> {
@@ -194,17 +267,23 @@ pub(super) fn mean_tokens_of(results: &[&QuestionResult]) -> Option<f64> {
 }
 
 impl JumpProposer {
+    /// What the sampler learns from: every scored strategy in `space` (see [`Scored::learnt`]).
+    pub(super) fn history(&self, space: &Space, served: &Value) -> Vec<search::Trial> {
+        let n = self.order.len();
+        self.scored
+            .iter()
+            .filter_map(|s| {
+                let (score, stopped_at) = s.learnt(n);
+                Some(search::Trial { point: space.encode(&materialize(served, &s.values)).ok()?, score, stopped_at })
+            })
+            .collect()
+    }
+
     /// The sampler's next new strategy, or None when draws keep repeating
     /// strategies already scored.
     pub(super) fn draw(&mut self, ask: &Ask<'_>, space: &Space, focus: &[String]) -> Option<Value> {
         let served = &ask.served.value;
-        let history: Vec<search::Trial> = self
-            .scored
-            .iter()
-            .filter_map(|s| {
-                Some(search::Trial { point: space.encode(&materialize(served, &s.values)).ok()?, score: s.score })
-            })
-            .collect();
+        let history = self.history(space, served);
         let config = TpeConfig {
             n_startup_trials: self.settings.startup,
             seed: self.settings.seed ^ 0x9B05_688C_2B3E_6C1F,
@@ -212,10 +291,18 @@ impl JumpProposer {
             ..TpeConfig::default()
         };
         let tpe = Tpe::new(space.clone(), config);
+        let forest = search::Forest::new(
+            space.clone(),
+            search::ForestConfig { n_startup_trials: self.settings.startup, seed: config.seed, ..Default::default() },
+        );
         let current = space.encode(served).ok()?;
         for attempt in 0..64 {
             self.draws += 1;
-            let mut point = if attempt < 32 { tpe.ask(&history, self.draws) } else { tpe.random(self.draws) };
+            let mut point = match (attempt < 32, self.settings.sampler) {
+                (true, Sampler::Tpe) => tpe.ask(&history, self.draws),
+                (true, Sampler::Forest) => forest.ask(&history, self.draws),
+                (false, _) => tpe.random(self.draws),
+            };
             if history.len() < self.settings.startup {
                 prior(&mut point, &current, space, focus, self.settings.seed ^ self.draws);
             }

@@ -41,7 +41,7 @@ pub(super) fn default_ceiling() -> u32 {
     2000
 }
 pub(super) fn d_confirm_fraction() -> f64 {
-    0.5
+    crate::stats::DEFAULT_CONFIRM_FRACTION
 }
 pub(super) fn d_lord_initial_wealth() -> f64 {
     0.5

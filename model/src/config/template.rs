@@ -127,7 +127,7 @@ fn render_harness(out: &mut String, tasks: &str, harness_command: Option<&[Strin
     let doc = "Seeded split by (conversation, category): the search part feeds diagnosis, probes and\n\
                proposals; only the confirm test reads the confirm part.";
     comment(out, "  ", doc);
-    out.push_str("  split:\n    confirm_fraction: 0.5\n    seed: 0\n");
+    out.push_str(&format!("  split:\n    confirm_fraction: {}\n    seed: 0\n", crate::stats::DEFAULT_CONFIRM_FRACTION));
     if let Some(argv) = harness_command {
         let k =
             |out: &mut String, doc: &str, name: &str, value: &dyn std::fmt::Display| key(out, "    ", doc, name, value);
@@ -207,4 +207,10 @@ fn render_search(out: &mut String, s: &SearchConfig) {
     let doc = "Before pruning, try the consensus (per field median or commonest value) of this\n\
                many best strategies instead of the best one (0: off).";
     k(out, doc, "consensus", &s.consensus);
+    let doc = "What the sampler learns from a trial raced out early: rank (below every complete\n\
+               trial, as Optuna ranks pruned ones), deficit or shrunk (an estimated score).";
+    k(out, doc, "raced_out", &s.raced_out.as_str());
+    let doc = "The model trials are drawn from: tpe (as Optuna's TPESampler) or forest (a random\n\
+               forest with expected improvement, as SMAC3's facade).";
+    k(out, doc, "sampler", &s.sampler.as_str());
 }

@@ -351,6 +351,61 @@ pub struct SearchConfig {
     /// significantly worse on the search part; 0 turns it off.
     #[serde(default = "d_consensus")]
     pub consensus: usize,
+    /// What the sampler learns from a trial raced out before the whole search part.
+    #[serde(default)]
+    pub raced_out: RacedOut,
+    /// The model the search draws its trials from.
+    #[serde(default)]
+    pub sampler: Sampler,
+}
+
+/// `search.sampler`: the model the global search draws trials from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Sampler {
+    /// A tree-structured Parzen estimator, as Optuna's TPESampler.
+    #[default]
+    Tpe,
+    /// A random forest with expected improvement, as SMAC3's facade.
+    Forest,
+}
+
+impl Sampler {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Sampler::Tpe => "tpe",
+            Sampler::Forest => "forest",
+        }
+    }
+}
+
+/// `search.raced_out`: what the sampler learns from a trial a race stopped
+/// after k of the search part's n questions. Every rule keeps what was
+/// measured (its answers on those k questions) and none reads as a score
+/// on all n.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RacedOut {
+    /// As Optuna's TPE ranks a pruned trial: below every complete trial,
+    /// then by how many questions it got through, then by its accuracy on them.
+    #[default]
+    Rank,
+    /// The incumbent's score plus the paired difference per question on the
+    /// k questions: an estimate on the scale of complete scores.
+    Deficit,
+    /// The same difference shrunk toward a tie by a prior of `first_look`
+    /// questions on which it ties the incumbent: `(hits - incumbent hits) / (k + first_look)`.
+    Shrunk,
+}
+
+impl RacedOut {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RacedOut::Rank => "rank",
+            RacedOut::Deficit => "deficit",
+            RacedOut::Shrunk => "shrunk",
+        }
+    }
 }
 
 impl Default for SearchConfig {
@@ -364,6 +419,8 @@ impl Default for SearchConfig {
             startup: d_startup(),
             multivariate: false,
             consensus: d_consensus(),
+            raced_out: RacedOut::default(),
+            sampler: Sampler::default(),
         }
     }
 }

@@ -55,6 +55,12 @@ pub struct GlobalRecord {
     /// The proposed candidate's fields and their marginal contributions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub credits: Vec<Credit>,
+    /// `search.raced_out` when the segment ran. Absent in journals written
+    /// before the rule existed, whose raced-out points carry in `score` an
+    /// estimate (the incumbent's score plus their deficit spread over the
+    /// whole part), not a measurement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raced_out: Option<String>,
 }
 
 /// One pruning test: `fields` put back to their served values together.
@@ -73,8 +79,16 @@ pub struct PruneStep {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScoredPoint {
     pub values: BTreeMap<String, Value>,
-    /// Its search-part accuracy (estimated from the questions evaluated when a race stopped it).
+    /// Its accuracy on the questions it was evaluated on (`questions` of the
+    /// racing order; all of the search part unless a race stopped it). In a
+    /// journal whose [`GlobalRecord::raced_out`] is absent, a raced-out
+    /// point's score is the old estimate instead.
     pub score: f64,
+    /// The value the sampler learned from a raced-out point when it is an
+    /// estimate on the scale of complete scores (`search.raced_out: deficit`
+    /// or `shrunk`); absent for a complete point and under `rank`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<f64>,
     /// The global search: the strategy's content hash.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hash: Option<String>,
@@ -93,12 +107,29 @@ pub struct ScoredPoint {
     /// The global search: mean context tokens on those questions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens: Option<f64>,
+    /// The global search: when its evaluation started (RFC 3339 UTC, milliseconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<String>,
+    /// The global search: wall time of its evaluation in this segment, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
 }
 
 impl ScoredPoint {
     /// A point of the step search: values and score only.
     pub fn new(values: BTreeMap<String, Value>, score: f64) -> ScoredPoint {
-        ScoredPoint { values, score, hash: None, questions: None, correct: None, stage: None, tokens: None }
+        ScoredPoint {
+            values,
+            score,
+            estimate: None,
+            hash: None,
+            questions: None,
+            correct: None,
+            stage: None,
+            tokens: None,
+            started: None,
+            duration_ms: None,
+        }
     }
 }
 

@@ -7,6 +7,7 @@
 //! and evaluation results, and they return points, plans and verdicts.
 
 mod bound;
+mod forest;
 mod halving;
 mod inert;
 mod line;
@@ -14,8 +15,9 @@ mod space;
 mod tpe;
 
 pub use bound::{BoundState, bound_state, off_value};
+pub use forest::{Forest, ForestConfig};
 pub use halving::{Halving, Rung, RungPlan, cost_of, ladder, nested_order, plan, promote, successive_halving};
 pub use inert::{is_inert, reset_inert};
 pub use line::{Move, bundles, invariant_bundle, line_points};
 pub use space::{Domain, Param, Point, Repaired, Space, SpaceError, materialize, point_of, repair};
-pub use tpe::{Tpe, TpeConfig, Trial, default_weights, gamma};
+pub use tpe::{Tpe, TpeConfig, Trial, default_weights, gamma, ranked};

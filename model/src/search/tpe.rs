@@ -5,7 +5,11 @@
 //! - the first `n_startup_trials` (10) points are uniform random;
 //! - then the history is split into the best `gamma(n) = min(ceil(0.1 n), 25)`
 //!   trials ("below", the good ones; here higher scores are better) and the
-//!   rest ("above");
+//!   rest ("above"). As Optuna's `_split_trials` does, every complete trial
+//!   ranks above every trial stopped early (Optuna's PRUNED); stopped trials
+//!   rank among themselves by how far they got, then by their last value, so
+//!   one enters "below" only when there are fewer complete trials than
+//!   `gamma(n)`;
 //! - each group gets a Parzen estimator per parameter: a truncated-normal
 //!   kernel per observation with Optuna's neighbour-distance bandwidth
 //!   (neighbours among the observations and the prior's centre; the range's
@@ -58,6 +62,46 @@ impl Default for TpeConfig {
 pub struct Trial {
     pub point: Vec<f64>,
     pub score: f64,
+    /// For a trial stopped early and ranked as Optuna ranks a pruned one:
+    /// how far it got (questions evaluated), its `score` being its value
+    /// there. None for a complete trial (and for a stopped one whose score
+    /// the caller already made comparable with complete ones).
+    pub stopped_at: Option<usize>,
+}
+
+impl Trial {
+    /// A complete trial.
+    pub fn complete(point: Vec<f64>, score: f64) -> Trial {
+        Trial { point, score, stopped_at: None }
+    }
+}
+
+/// The trial indices best first: complete trials by score, then stopped
+/// ones by how far they got and then by score; ties keep history order
+/// (Optuna's `_split_complete_trials` and `_split_pruned_trials`).
+pub fn ranked(history: &[Trial]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..history.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (x, y) = (&history[a], &history[b]);
+        match (x.stopped_at, y.stopped_at) {
+            (None, Some(_)) => std::cmp::Ordering::Less,
+            (Some(_), None) => std::cmp::Ordering::Greater,
+            (Some(i), Some(j)) if i != j => j.cmp(&i),
+            _ => y.score.total_cmp(&x.score),
+        }
+        .then(a.cmp(&b))
+    });
+    order
+}
+
+/// The good ("below") and other ("above") trials, each in history order.
+fn split(history: &[Trial]) -> (Vec<usize>, Vec<usize>) {
+    let n = history.len();
+    let order = ranked(history);
+    let (mut below, mut above) = (order[..gamma(n)].to_vec(), order[gamma(n)..].to_vec());
+    below.sort_unstable();
+    above.sort_unstable();
+    (below, above)
 }
 
 /// Optuna's `default_gamma`: how many of `n` trials count as good.
@@ -329,11 +373,7 @@ impl Tpe {
         if n < 2 {
             return Vec::new();
         }
-        let mut ranked: Vec<usize> = (0..n).collect();
-        ranked.sort_by(|&a, &b| history[b].score.total_cmp(&history[a].score).then(a.cmp(&b)));
-        let (mut below, mut above) = (ranked[..gamma(n)].to_vec(), ranked[gamma(n)..].to_vec());
-        below.sort_unstable();
-        above.sort_unstable();
+        let (below, above) = split(history);
         let (wb, wa) = (default_weights(below.len()), default_weights(above.len()));
         let pw = self.config.prior_weight;
         self.space
@@ -372,12 +412,7 @@ impl Tpe {
         if n < self.config.n_startup_trials.max(1) {
             return self.random(number);
         }
-        let mut ranked: Vec<usize> = (0..n).collect();
-        ranked.sort_by(|&a, &b| history[b].score.total_cmp(&history[a].score).then(a.cmp(&b)));
-        let mut below: Vec<usize> = ranked[..gamma(n)].to_vec();
-        let mut above: Vec<usize> = ranked[gamma(n)..].to_vec();
-        below.sort_unstable();
-        above.sort_unstable();
+        let (below, above) = split(history);
         let (wb, wa) = (default_weights(below.len()), default_weights(above.len()));
         let mut rng = self.rng(number);
         let pw = self.config.prior_weight;
@@ -450,7 +485,7 @@ mod tests {
         for t in 0..budget as u64 {
             let point = if random { tpe.random(t) } else { tpe.ask(&history, t) };
             let score = objective(&point);
-            history.push(Trial { point, score });
+            history.push(Trial::complete(point, score));
         }
         history.iter().map(|t| t.score).fold(f64::NEG_INFINITY, f64::max)
     }
@@ -517,11 +552,30 @@ mod tests {
     }
 
     #[test]
+    fn complete_trials_rank_above_stopped_ones_as_optuna_splits_them() {
+        let t = |score: f64, stopped_at: Option<usize>| Trial { point: vec![0.0], score, stopped_at };
+        // A trial stopped at 24 questions with a perfect record still ranks
+        // below the worst complete trial; stopped trials rank by how far
+        // they got, then by their value there.
+        let history =
+            vec![t(0.50, None), t(1.0, Some(24)), t(0.70, None), t(0.2, Some(48)), t(0.9, Some(24)), t(0.60, None)];
+        assert_eq!(ranked(&history), vec![2, 5, 0, 3, 1, 4]);
+        // gamma(6) = 1: only the best complete trial is good.
+        assert_eq!(split(&history), (vec![2], vec![0, 1, 3, 4, 5]));
+        // With fewer complete trials than gamma(n), the furthest stopped ones fill "below".
+        let mut few: Vec<Trial> = (0..12).map(|i| t(0.9 - i as f64 / 100.0, Some(24))).collect();
+        few.push(t(0.1, Some(96)));
+        few.push(t(0.3, None));
+        assert_eq!(gamma(few.len()), 2);
+        assert_eq!(split(&few).0, vec![12, 13]);
+    }
+
+    #[test]
     fn ask_is_a_pure_function_of_history_number_and_seed() {
         let space = Space { params: vec![Param { path: "a".into(), domain: Domain::Float { low: 0.0, high: 1.0 } }] };
         let tpe = Tpe::new(space, TpeConfig { seed: 3, ..TpeConfig::default() });
         let history: Vec<Trial> =
-            (0..15).map(|i| Trial { point: vec![i as f64 / 15.0], score: -(i as f64 - 4.0).abs() }).collect();
+            (0..15).map(|i| Trial::complete(vec![i as f64 / 15.0], -(i as f64 - 4.0).abs())).collect();
         assert_eq!(tpe.ask(&history, 15), tpe.ask(&history, 15));
         assert_ne!(tpe.ask(&history, 15), tpe.ask(&history, 16));
         let x = tpe.ask(&history, 15)[0];
@@ -545,7 +599,7 @@ mod tests {
             assert!(schema.check(&candidate).is_empty(), "trial {t}: {:?}", schema.check(&candidate));
             // A made-up score: larger top_k is better.
             let score = crate::schema::get_path(&candidate, "retrieve.top_k").unwrap().as_f64().unwrap();
-            history.push(Trial { point, score });
+            history.push(Trial::complete(point, score));
         }
         assert!(repaired > 0, "uniform draws over these ranges break some invariant");
     }

@@ -4,6 +4,7 @@
 use maud::{Markup, html};
 
 use super::{PointKind, ReportData};
+use crate::views::TrialState;
 use emend_model::percent::percent;
 
 /// Coordinates in the SVG, with one decimal like the rest of the chart.
@@ -284,7 +285,7 @@ pub(super) fn search_history(d: &ReportData) -> Markup {
     if rows.is_empty() {
         return html! {};
     }
-    let ys: Vec<f64> = rows.iter().map(|t| t.score).collect();
+    let ys: Vec<f64> = rows.iter().map(|t| t.accuracy()).collect();
     let x1 = rows.last().map_or(1.0, |t| t.number as f64);
     let f = Frame::fit((1040.0, 320.0), (70.0, 24.0, 40.0, 50.0), (0.0, x1), &ys);
     let Frame { w, ht, ml, mt, pw, ph, .. } = f;
@@ -306,12 +307,12 @@ pub(super) fn search_history(d: &ReportData) -> Markup {
 fn best_so_far(d: &ReportData, f: &Frame) -> Markup {
     let mut best: Option<f64> = None;
     let mut pts = Vec::new();
-    for t in d.search.trials.iter().filter(|t| t.complete != Some(false)) {
+    for t in d.search.trials.iter().filter(|t| t.state != Some(TrialState::RacedOut)) {
         let x = t.number as f64;
         if let Some(b) = best {
             pts.push(format!("{},{}", f1(f.px(x)), f1(f.py(b))));
         }
-        let b = best.map_or(t.score, |b| b.max(t.score));
+        let b = best.map_or(t.accuracy(), |b| b.max(t.accuracy()));
         best = Some(b);
         pts.push(format!("{},{}", f1(f.px(x)), f1(f.py(b))));
     }
@@ -331,25 +332,28 @@ fn best_so_far(d: &ReportData, f: &Frame) -> Markup {
 fn trial_markers(d: &ReportData, f: &Frame) -> Markup {
     html! {
         @for t in &d.search.trials {
-            @let (cx, cy) = (f1(f.px(t.number as f64)), f1(f.py(t.score)));
-            @let class = match (t.stage.as_str(), t.complete) {
+            @let y = t.accuracy();
+            @let (cx, cy) = (f1(f.px(t.number as f64)), f1(f.py(y)));
+            @let class = match (t.stage.as_str(), t.state) {
                 ("prune", _) => "prune",
                 ("served", _) => "served",
-                (_, Some(false)) => "raced",
+                (_, Some(TrialState::RacedOut)) => "raced",
                 _ => "complete",
             };
             g class={ "trial " (class) } {
                 title {
-                    "#" (t.number) ", search " (t.search) ", round " (t.round) ": " (t.stage) ", " (percent(t.score, 1))
-                    @if let Some(q) = t.questions { " on " (q) " questions" }
+                    "#" (t.number) ", search " (t.search) ", round " (t.round) ": " (t.stage) ", " (percent(y, 1))
+                    @if let Some(q) = t.evaluated { " on " (q) " questions" }
+                    @if t.state == Some(TrialState::RacedOut) { " (raced out)" }
+                    @if t.score.is_none() && t.evaluated.is_none() { " (estimated)" }
                     @if let Some(h) = &t.hash { ", " (h[..12.min(h.len())]) }
                     @if let Some(n) = t.changed { ", " (n) " field" (if n == 1 { "" } else { "s" }) " changed" }
                     @if t.proposed { ", proposed" }
                 }
                 @match class {
-                    "prune" => { rect x=(f1(f.px(t.number as f64) - 3.0)) y=(f1(f.py(t.score) - 3.0)) width="6" height="6"
+                    "prune" => { rect x=(f1(f.px(t.number as f64) - 3.0)) y=(f1(f.py(y) - 3.0)) width="6" height="6"
                         fill="#f0a020" stroke="#8a5a00" stroke-width="0.8" {} }
-                    "served" => { path d={ "M" (cx) " " (f1(f.py(t.score) - 5.5)) " l5.5 5.5 l-5.5 5.5 l-5.5 -5.5 Z" }
+                    "served" => { path d={ "M" (cx) " " (f1(f.py(y) - 5.5)) " l5.5 5.5 l-5.5 5.5 l-5.5 -5.5 Z" }
                         fill="#3b4456" {} }
                     "raced" => { circle cx=(cx) cy=(cy) r="3" fill="#ffffff" stroke="#9aa3b2" stroke-width="1.2" {} }
                     _ => { circle cx=(cx) cy=(cy) r="3.5" fill="#2f6fb5" {} }

@@ -298,7 +298,7 @@ fn search_row(d: &ReportData, s: &SearchSummary) -> Markup {
             td {
                 @for (i, t) in s.best.iter().filter_map(|n| d.search.row(*n)).enumerate() {
                     @if i > 0 { br; }
-                    (percent(t.score, 1)) " "
+                    (percent(t.accuracy(), 1)) " "
                     code { (t.hash.as_deref().map_or("-", |h| &h[..12.min(h.len())])) }
                     " (" (match t.changed {
                         Some(1) => "1 field changed".to_string(),

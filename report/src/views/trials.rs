@@ -10,8 +10,27 @@ use serde::Serialize;
 use serde_json::Value;
 
 use emend_model::artifact;
-use emend_model::events::{CandidateRecord, ScoredPoint, SearchRecord};
+use emend_model::events::{CandidateRecord, ScoredPoint, SearchRecord, hex_to_bits};
 use emend_model::store::{Store, StoreError};
+
+/// How far a scored strategy got (Optuna's COMPLETE and PRUNED).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TrialState {
+    /// Evaluated on the whole search part.
+    Complete,
+    /// Dropped by a race before the whole search part.
+    RacedOut,
+}
+
+impl TrialState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TrialState::Complete => "complete",
+            TrialState::RacedOut => "raced_out",
+        }
+    }
+}
 
 /// One strategy a search scored.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -26,17 +45,29 @@ pub struct TrialRow {
     /// pruning), `served` (the served strategy itself, the baseline scored on
     /// the whole search part) or `step` (a point of the bounded step search).
     pub stage: String,
+    /// `complete` or `raced_out`; None for a step-search point, whose
+    /// questions were not recorded.
+    pub state: Option<TrialState>,
     /// The strategy's content hash. A step-search point records none: its
     /// hash is derived from its values and the served document, and kept
     /// only when the search screened that hash.
     pub hash: Option<String>,
     /// Questions of the search part it was evaluated on (None for the step search).
-    pub questions: Option<usize>,
-    /// Search-part accuracy (estimated when it was raced out).
-    pub score: f64,
-    /// Whether it was evaluated on the whole search part (the largest
-    /// `questions` any search of that part recorded); None when unknown.
-    pub complete: Option<bool>,
+    pub evaluated: Option<usize>,
+    /// How many of those it answered correctly (None when not recorded).
+    pub correct: Option<usize>,
+    /// Its accuracy on the whole search part: only for a complete trial.
+    pub score: Option<f64>,
+    /// Not a measurement: the estimate of its search-part accuracy that the
+    /// sampler learned from, for a trial raced out under `search.raced_out:
+    /// deficit | shrunk` (or journaled before that setting) and for a step
+    /// point (the served score plus its difference on the sample it was
+    /// screened on). None for a complete trial and under `rank`, where a
+    /// raced-out trial ranks below every complete one.
+    pub estimate: Option<f64>,
+    /// When its evaluation started (RFC 3339 UTC), and for how long.
+    pub started: Option<String>,
+    pub duration_ms: Option<u64>,
     /// Mean context tokens on the questions it was evaluated on.
     pub tokens: Option<f64>,
     /// Whether it is the strategy its search proposed (see [`TrialsView::of`]).
@@ -173,9 +204,9 @@ impl TrialsView {
         let proposed: BTreeSet<&str> = self.searches.iter().filter_map(|s| s.proposed.as_deref()).collect();
         SearchFunnel {
             screened: drawn().count(),
-            unrecorded: drawn().filter(|t| t.complete.is_none()).count(),
-            raced_out: drawn().filter(|t| t.complete == Some(false)).count(),
-            whole_part: drawn().filter(|t| t.complete == Some(true)).count(),
+            unrecorded: drawn().filter(|t| t.state.is_none()).count(),
+            raced_out: drawn().filter(|t| t.state == Some(TrialState::RacedOut)).count(),
+            whole_part: drawn().filter(|t| t.state == Some(TrialState::Complete)).count(),
             prune_tests: self.trials.iter().filter(|t| t.stage == "prune").count(),
             proposed: self.searches.iter().filter(|s| s.proposed.is_some()).count(),
             confirmed: candidates
@@ -188,6 +219,14 @@ impl TrialsView {
 }
 
 impl TrialRow {
+    /// Its accuracy on the questions it was evaluated on: the score of a
+    /// complete trial, the share right of a raced-out one; for a step point
+    /// (no questions recorded) its estimate. What the report plots.
+    pub fn accuracy(&self) -> f64 {
+        let measured = self.evaluated.zip(self.correct).filter(|(n, _)| *n > 0).map(|(n, c)| c as f64 / n as f64);
+        self.score.or(measured).or(self.estimate).unwrap_or(0.0)
+    }
+
     /// Whether a sampler (or the step search) drew it: not a prune test, not the served baseline.
     pub fn is_drawn(&self) -> bool {
         matches!(self.stage.as_str(), "trial" | "step")
@@ -207,15 +246,33 @@ fn row(
         let h = artifact::content_hash(&emend_model::search::materialize(served?, &p.values));
         r.screened.contains(&h).then_some(h)
     });
+    let state = p.questions.zip(size).map(|(q, n)| if q >= n { TrialState::Complete } else { TrialState::RacedOut });
+    let correct = p
+        .questions
+        .zip(p.correct.as_deref())
+        .and_then(|(q, hex)| hex_to_bits(hex, q))
+        .map(|bits| bits.iter().filter(|b| **b).count());
+    // A journal written before `search.raced_out` kept a raced-out trial's estimate in `score`.
+    let old = r.global.as_ref().is_some_and(|g| g.raced_out.is_none());
+    let (score, estimate) = match state {
+        Some(TrialState::Complete) => (Some(p.score), None),
+        Some(TrialState::RacedOut) if old => (None, Some(p.score)),
+        Some(TrialState::RacedOut) => (None, p.estimate),
+        None => (None, Some(p.score)),
+    };
     TrialRow {
         number,
         search,
         round: r.round,
         stage,
+        state,
         hash,
-        questions: p.questions,
-        score: p.score,
-        complete: p.questions.zip(size).map(|(q, n)| q >= n),
+        evaluated: p.questions,
+        correct,
+        score,
+        estimate,
+        started: p.started.clone(),
+        duration_ms: p.duration_ms,
         tokens: p.tokens,
         proposed: false,
         changed: served.map(|doc| changed_from(doc, &p.values)),
@@ -250,8 +307,10 @@ fn changed_from(served: &Value, values: &BTreeMap<String, Value>) -> usize {
 }
 
 fn summary(search: usize, r: &SearchRecord, rows: &[TrialRow], size: Option<usize>) -> SearchSummary {
-    let mut ranked: Vec<&TrialRow> = rows.iter().filter(|t| t.complete != Some(false)).collect();
-    ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.proposed.cmp(&a.proposed)).then(a.number.cmp(&b.number)));
+    let value = |t: &TrialRow| t.score.or(t.estimate).unwrap_or(f64::NEG_INFINITY);
+    let mut ranked: Vec<&TrialRow> = rows.iter().filter(|t| t.state != Some(TrialState::RacedOut)).collect();
+    ranked
+        .sort_by(|a, b| value(b).total_cmp(&value(a)).then(b.proposed.cmp(&a.proposed)).then(a.number.cmp(&b.number)));
     // A strategy scored twice (a reversion raced again) is listed once.
     let mut seen = BTreeSet::new();
     ranked.retain(|t| t.hash.as_ref().is_none_or(|h| seen.insert(h.clone())));
@@ -268,7 +327,7 @@ fn summary(search: usize, r: &SearchRecord, rows: &[TrialRow], size: Option<usiz
         trials: rows.iter().filter(|t| t.is_drawn()).count(),
         served: rows.iter().filter(|t| t.stage == "served").count(),
         prune_tests: rows.iter().filter(|t| t.stage == "prune").count(),
-        raced_out: size.map(|_| rows.iter().filter(|t| t.complete == Some(false)).count()),
+        raced_out: size.map(|_| rows.iter().filter(|t| t.state == Some(TrialState::RacedOut)).count()),
         part_questions: size,
         spent: r.spent,
         ended,
@@ -309,6 +368,7 @@ mod tests {
                 ended: if proposed.is_some() { "proposed" } else { "segment" }.into(),
                 prune: vec![],
                 credits: vec![],
+                raced_out: None,
             }),
         }
     }
@@ -332,20 +392,21 @@ mod tests {
             record(1, "s", "P", vec![point("c", 48, 0.6, "trial", 7), point("d", 96, 0.7, "prune", 20)], Some("b")),
         ];
         let view = TrialsView::of(&records, &docs);
-        type Seen<'a> = (usize, usize, &'a str, Option<bool>, bool, Option<usize>);
+        type Seen<'a> = (usize, usize, &'a str, Option<TrialState>, bool, Option<usize>);
         let got: Vec<Seen> = view
             .trials
             .iter()
-            .map(|t| (t.number, t.search, t.stage.as_str(), t.complete, t.proposed, t.changed))
+            .map(|t| (t.number, t.search, t.stage.as_str(), t.state, t.proposed, t.changed))
             .collect();
+        let (done, out) = (Some(TrialState::Complete), Some(TrialState::RacedOut));
         assert_eq!(
             got,
             vec![
-                (0, 1, "served", Some(true), false, Some(0)),
-                (1, 1, "trial", Some(false), false, Some(1)),
-                (2, 1, "trial", Some(true), true, Some(0)),
-                (3, 2, "trial", Some(false), false, Some(1)),
-                (4, 2, "prune", Some(true), false, Some(1)),
+                (0, 1, "served", done, false, Some(0)),
+                (1, 1, "trial", out, false, Some(1)),
+                (2, 1, "trial", done, true, Some(0)),
+                (3, 2, "trial", out, false, Some(1)),
+                (4, 2, "prune", done, false, Some(1)),
             ],
             "b was proposed by search 2, which did not score it again: search 1's row is marked"
         );
@@ -365,6 +426,41 @@ mod tests {
         assert!(one.keep_search(2));
         assert_eq!(one.trials.iter().map(|t| t.number).collect::<Vec<_>>(), vec![3, 4]);
         assert!(!view.clone().keep_search(3));
+    }
+
+    #[test]
+    fn a_score_is_shown_only_for_the_whole_search_part_and_an_estimate_is_labelled_as_one() {
+        let served = json!({"retrieve": {"top_k": 5}});
+        let docs = BTreeMap::from([("s".to_string(), served)]);
+        let with_answers = |mut p: ScoredPoint, hex: &str| {
+            p.correct = Some(hex.into());
+            p
+        };
+        // 16 questions; a trial raced out after 8 with 2 of them right.
+        let mut raced = with_answers(point("a", 8, 0.25, "trial", 10), "c0");
+        let full = with_answers(point("s", 16, 0.5, "served", 5), "ff00");
+        let mut new = record(1, "s", "P", vec![full.clone(), raced.clone()], None);
+        new.global.as_mut().unwrap().raced_out = Some("rank".into());
+        let view = TrialsView::of(&[new.clone()], &docs);
+        let row = |v: &TrialsView, i: usize| {
+            let t = &v.trials[i];
+            (t.state, t.evaluated, t.correct, t.score, t.estimate)
+        };
+        assert_eq!(row(&view, 0), (Some(TrialState::Complete), Some(16), Some(8), Some(0.5), None));
+        assert_eq!(row(&view, 1), (Some(TrialState::RacedOut), Some(8), Some(2), None, None), "rank: no estimate");
+        raced.estimate = Some(0.31);
+        new.scored[1] = raced.clone();
+        new.global.as_mut().unwrap().raced_out = Some("deficit".into());
+        assert_eq!(
+            row(&TrialsView::of(&[new], &docs), 1),
+            (Some(TrialState::RacedOut), Some(8), Some(2), None, Some(0.31))
+        );
+        // Before search.raced_out, a raced-out point's score was an estimate.
+        let old = record(1, "s", "P", vec![full, with_answers(point("a", 8, 0.47, "trial", 10), "c0")], None);
+        assert_eq!(
+            row(&TrialsView::of(&[old], &docs), 1),
+            (Some(TrialState::RacedOut), Some(8), Some(2), None, Some(0.47))
+        );
     }
 
     #[test]
@@ -388,7 +484,12 @@ mod tests {
         let view = TrialsView::of(std::slice::from_ref(&old), &BTreeMap::from([("s".to_string(), served)]));
         assert_eq!(view.trials[0].hash.as_deref(), Some(hash.as_str()));
         assert!(view.trials[0].proposed);
-        assert_eq!((view.trials[0].stage.as_str(), view.trials[0].complete), ("step", None));
+        assert_eq!((view.trials[0].stage.as_str(), view.trials[0].state), ("step", None));
+        assert_eq!(
+            (view.trials[0].score, view.trials[0].estimate),
+            (None, Some(0.7)),
+            "a step point's score is an estimate"
+        );
         assert_eq!(view.trials[1].hash, None, "the served strategy itself was not screened");
         assert_eq!(view.searches[0].ended, "proposed");
         assert_eq!(view.searches[0].raced_out, None);
