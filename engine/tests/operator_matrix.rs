@@ -227,11 +227,11 @@ fn fixtures(tmp: &Path) -> Fixtures {
     ok(&dir, &["rollback", "--to", "v1", "--force", "--reason", "journal the edit"]);
     let edited = events(&dir)
         .into_iter()
-        .filter_map(|e| match e {
+        .rev()
+        .find_map(|e| match e {
             Event::StrategyVersioned { version, origin, .. } if origin == "hand_edit" => Some(version),
             _ => None,
         })
-        .last()
         .expect("the hand edit is a version");
     ok(&dir, &["rollback", "--to", &format!("v{edited}"), "--reason", "serve the edit"]);
     // Its pending version supersedes the stale one (serve.max_pending: 1).

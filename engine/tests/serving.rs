@@ -107,11 +107,11 @@ fn manual_approval_leaves_pending_versions_and_approve_serves_one_with_the_hook(
     ok(&dir, &["rollback", "--to", "v1", "--force", "--reason", "journal the edit"]);
     let edited = events(&dir)
         .into_iter()
-        .filter_map(|e| match e {
+        .rev()
+        .find_map(|e| match e {
             Event::StrategyVersioned { version, origin, .. } if origin == "hand_edit" => Some(version),
             _ => None,
         })
-        .last()
         .expect("the hand edit is a version");
     ok(&dir, &["rollback", "--to", &format!("v{edited}"), "--reason", "serve the edit"]);
     let run = json(&dir, &["evolve", "--rounds", "4", "--json", "--quiet"]);
