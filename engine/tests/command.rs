@@ -473,8 +473,9 @@ runpy.run_path(ADAPTER, run_name="__main__")
     .replace("ADAPTER", &serde_json::to_string(&adapter.display().to_string()).unwrap());
     std::fs::write(&wrapper, script).unwrap();
     let dir = init_with_adapter(tmp.path(), &wrapper);
+    // Every candidate errored: the run says so with its own exit code (5).
     let (code, out, err) = emend(&dir, &["evolve", "--rounds", "1", "--candidates", "2", "--quiet"]);
-    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(code, 5, "{out}{err}");
     let (_, out, _) = emend(&dir, &["log", "--json"]);
     let log: Value = serde_json::from_str(&out).unwrap();
     let errored: Vec<&Value> = log["entries"]

@@ -266,6 +266,54 @@ fn max_evals_stops_the_run_and_bad_budgets_exit_2() {
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!((v["stopped"].as_str(), v["rounds"].as_u64()), (Some("max_time"), Some(0)), "{v}");
+    // No round journaled: no first or last round either.
+    assert_eq!((&v["first_round"], &v["last_round"]), (&serde_json::Value::Null, &serde_json::Value::Null), "{v}");
+}
+
+/// Every value `stopped` takes is listed by `evolve --help`, each with what the next run does.
+#[test]
+fn evolve_help_lists_every_stopped_value_with_the_next_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (code, out, err) = emend(tmp.path(), &["evolve", "--help"]);
+    assert_eq!(code, 0, "{err}");
+    for value in ["rounds", "max_evals", "max_time", "converged", "exhausted", "interrupted", "errored"] {
+        let line = out.lines().find(|l| l.trim_start().starts_with(&format!("{value} "))).unwrap_or_else(|| {
+            panic!("evolve --help does not list stopped: {value}:\n{out}");
+        });
+        assert!(line.contains("next run") || line.contains("later run"), "{line}");
+    }
+    assert!(out.contains("5 for errored"), "{out}");
+}
+
+/// A harness that evaluates the served strategy but fails for every candidate: the
+/// run says `stopped: errored`, names the first error and exits 5, not 0.
+#[test]
+fn a_run_whose_every_candidate_errored_exits_5_naming_the_first_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let emend_bin = env!("CARGO_BIN_EXE_emend");
+    let base = tmp.path().join("served.json");
+    // The first strategy it sees is the served one; any other gets an outcomes file that is no JSON.
+    let script = format!(
+        "[ -f '{b}' ] || cp {{strategy}} '{b}'; if cmp -s {{strategy}} '{b}'; then exec \"{emend_bin}\" worker \
+         {{strategy}} {{tasks}} {{out}}; else echo 'broken adapter' > {{out}}; fi",
+        b = base.display()
+    );
+    let (code, out, err) =
+        emend(tmp.path(), &["init", "p", "--tasks", "builtin", "--harness-command", "sh", "-c", &script]);
+    assert_eq!(code, 0, "{out}{err}");
+    let dir = tmp.path().join("p");
+    let config = dir.join("emend.yaml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text.replacen("  search: true", "  search: false", 1)).unwrap();
+    let (code, out, err) = emend(&dir, &["evolve", "--rounds", "3", "--json", "--quiet"]);
+    assert_eq!(code, 5, "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["stopped"], "errored", "{v}");
+    assert!(v["candidates"].as_u64().unwrap() > 0 && v["errored"] == v["candidates"], "{v}");
+    let first = v["first_error"].as_str().unwrap();
+    assert!(err.contains("stopped: errored") && err.contains(first), "{err}");
+    let (code, out, err) = emend(&dir, &["journal", "verify"]);
+    assert_eq!(code, 0, "{out}{err}");
 }
 
 /// A direction blocked for the same reason in every searched segment (the

@@ -342,13 +342,14 @@ fn an_approval_is_of_a_tested_pair_a_stale_one_needs_a_passed_retest_or_force() 
     assert!(top > 2, "the run must serve something after v2");
     ok(&dir, &["rollback", "--to", "v1", "--reason", "back"]);
     configure(&dir, "  approval: auto", "  approval: manual");
+    // The rollback froze every field v{top} changed; lifting its quarantine lifts the freeze.
+    ok(&dir, &["unquarantine", &format!("v{top}"), "--reason", "serve it again"]);
     ok(&dir, &["evolve", "--rounds", "3", "--quiet"]);
     let pending = json(&dir, &["pending", "--json"]);
     let Some(p) = pending["pending"][0]["version"].as_u64() else { panic!("no pending version: {pending}") };
     assert_eq!(pending["pending"][0]["tested_against"], 1, "{pending}");
 
     // The served version moves on: the pending version's test no longer speaks for it.
-    ok(&dir, &["unquarantine", &format!("v{top}"), "--reason", "serve it again"]);
     ok(&dir, &["rollback", "--to", &format!("v{top}"), "--reason", "the better one"]);
     let (code, _, err) = emend(&dir, &["approve", &format!("v{p}")]);
     assert_eq!(code, 2, "{err}");
@@ -385,10 +386,13 @@ fn an_approval_is_of_a_tested_pair_a_stale_one_needs_a_passed_retest_or_force() 
     assert!(log.contains(&format!("approved v{p} (after a passed retest, {})", tests[1].0)), "{log}");
     verified(&dir);
 
-    // --force serves a stale version untested, and says so wherever it is read.
-    ok(&dir, &["evolve", "--rounds", "3", "--quiet"]);
+    // --force serves a stale version untested, and says so wherever it is read. (The rollback from
+    // v{top} froze the fields it changed; lifting its quarantine lets the search move them again.)
+    ok(&dir, &["unquarantine", &format!("v{top}"), "--reason", "search its fields again"]);
+    // A run stops at its first pending version: enough rounds to find one.
+    let run = json(&dir, &["evolve", "--rounds", "12", "--json", "--quiet"]);
     let pending = json(&dir, &["pending", "--json"]);
-    let Some(q) = pending["pending"][0]["version"].as_u64() else { panic!("no pending version: {pending}") };
+    let Some(q) = pending["pending"][0]["version"].as_u64() else { panic!("no pending version: {pending} {run}") };
     ok(&dir, &["unquarantine", "v1", "--reason", "serve it again"]);
     ok(&dir, &["rollback", "--to", "v1", "--reason", "again"]);
     ok(&dir, &["approve", &format!("v{q}"), "--force", "--reason", "the operator takes it"]);
@@ -398,4 +402,130 @@ fn an_approval_is_of_a_tested_pair_a_stale_one_needs_a_passed_retest_or_force() 
         ok(&dir, &["show", &format!("v{q}")]).contains("serving: approved (forced over v1, never tested against it)")
     );
     verified(&dir);
+}
+
+/// The number of events in the journal (what a refused command must leave as it was).
+fn journal_len(dir: &Path) -> usize {
+    events(dir).len()
+}
+
+#[test]
+fn preempt_runs_every_refusal_before_it_asks_a_running_evolve_to_stop() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = slow_project(tmp.path(), "0.3");
+    let mut run = start_evolve(&dir, &["--rounds", "50", "--quiet"]);
+    wait_until("the run to search", Duration::from_secs(120), || searching(&dir));
+    let refused: [&[&str]; 5] = [
+        &["rollback", "--to", "v99", "--reason", "t", "--preempt"],
+        &["rollback", "--to", "v1", "--reason", "", "--preempt"],
+        &["approve", "v1", "--preempt"],
+        &["approve", "v99", "--preempt"],
+        &["rollback", "--to", "v99", "--wait=5m"],
+    ];
+    for args in refused {
+        let before = journal_len(&dir);
+        let asked = Instant::now();
+        let (code, out, err) = emend(&dir, args);
+        assert_eq!(code, 2, "emend {args:?}: {out}{err}");
+        assert!(asked.elapsed() < Duration::from_secs(5), "emend {args:?} refused at once, without waiting");
+        assert!(!err.contains("asked pid"), "emend {args:?} asked the run to stop: {err}");
+        assert!(run.try_wait().unwrap().is_none(), "emend {args:?} stopped the run");
+        assert!(!dir.join(".emend/journal/STOP").exists(), "emend {args:?} left a stop request");
+        // The run may have journaled more meanwhile, never an interruption.
+        assert!(journal_len(&dir) >= before && interrupted(&dir).is_empty(), "emend {args:?}");
+    }
+    // A request that passes its checks still preempts the run.
+    ok(&dir, &["rollback", "--to", "v1", "--reason", "3 a.m.", "--preempt"]);
+    assert_eq!(exit_of(&mut run, Duration::from_secs(10)), 4);
+    verified(&dir);
+}
+
+/// A manual-approval project (the rule evolver, `serve.max_pending: 1`) with a
+/// superseded and a live pending version: (dir, the superseded one, the live one).
+/// v2 waits against v1; a hand edit journaled as a version and served by rollback
+/// makes it stale, and the next run's pending version supersedes it (the cap).
+fn superseded_pair(tmp: &Path) -> (PathBuf, u64, u64) {
+    ok(tmp, &["init", "p", "--tasks", "builtin"]);
+    let dir = tmp.join("p");
+    configure(&dir, "  approval: auto", "  approval: manual");
+    configure(&dir, "  max_pending: null", "  max_pending: 1");
+    configure(&dir, "  search: true", "  search: false");
+    ok(&dir, &["evolve", "--rounds", "1", "--quiet"]);
+    hand_edit(&dir, "rrf_kappa:", "61");
+    ok(&dir, &["rollback", "--to", "v1", "--force", "--reason", "journal the edit"]);
+    let edited = json(&dir, &["log", "--json"])["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find_map(|e| (e["kind"] == "hand_edit").then(|| e["version"].as_u64().unwrap()))
+        .expect("the hand edit is a version");
+    ok(&dir, &["rollback", "--to", &format!("v{edited}"), "--reason", "serve the edit"]);
+    ok(&dir, &["evolve", "--rounds", "1", "--quiet"]);
+    let all = json(&dir, &["pending", "--all", "--json"]);
+    let all = all["pending"].as_array().unwrap().clone();
+    let of = |state: &str| all.iter().find(|p| p["state"] == state).and_then(|p| p["version"].as_u64());
+    let (Some(old), Some(live)) = (of("superseded"), of("pending")) else { panic!("no superseded pair: {all:?}") };
+    (dir, old, live)
+}
+
+#[test]
+fn a_version_that_never_passed_serving_is_served_only_by_approve_never_by_rollback() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, old, live) = superseded_pair(tmp.path());
+    let serving = served(&dir);
+    for (v, says) in [(old, "superseded"), (live, "pending approval")] {
+        let before = journal_len(&dir);
+        let (code, out, err) = emend(&dir, &["rollback", "--to", &format!("v{v}"), "--reason", "t"]);
+        assert_eq!(code, 2, "{out}{err}");
+        assert!(err.contains(says), "{err}");
+        assert_eq!(journal_len(&dir), before, "a refused rollback journals nothing");
+    }
+    ok(&dir, &["reject", &format!("v{live}"), "--reason", "no"]);
+    let (code, _, err) = emend(&dir, &["rollback", "--to", &format!("v{live}"), "--reason", "t"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("rejected"), "{err}");
+    assert_eq!(served(&dir), serving);
+    verified(&dir);
+    ok(&dir, &["evolve", "--rounds", "1", "--quiet"]);
+    verified(&dir);
+}
+
+#[test]
+fn verify_fails_on_a_serving_state_the_next_writer_fails_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, old, _) = superseded_pair(tmp.path());
+    // The state an older emend's rollback to a superseded version left: it served, the one before quarantined.
+    {
+        let mut log = journal::open_writer(dir.join(".emend/journal"), EngineProjector).unwrap();
+        let hash = engine::store::Store::new(&log).version(old).unwrap().unwrap().hash;
+        let from = engine::store::Store::new(&log).served().unwrap().unwrap().version;
+        let moved = |v: u64| Event::Quarantined {
+            version: v,
+            cause: "rollback".into(),
+            reason: "t".into(),
+            who: "operator".into(),
+            at: "2026-12-05T23:00:00Z".into(),
+        };
+        let served = Event::ServedChanged {
+            from: Some(from),
+            to: old,
+            hash,
+            cause: "rollback".into(),
+            reason: "t".into(),
+            who: "operator".into(),
+            pinned: true,
+            best_version: Some(1),
+            best_accuracy: None,
+            at: "2026-12-05T23:00:00Z".into(),
+        };
+        log.append(vec![moved(from).to_new(), served.to_new()]).unwrap();
+    }
+    let (code, out, err) = emend(&dir, &["journal", "verify"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains(&format!("serving state: the served v{old} is superseded")), "{out}");
+    assert!(out.contains("no version can be the best-ever"), "{out}");
+    let report: Value = serde_json::from_str(&emend(&dir, &["journal", "verify", "--json"]).1).unwrap();
+    assert_eq!(report["ok"], false);
+    assert_eq!(report["serving_problems"].as_array().map(Vec::len), Some(2), "{report}");
 }

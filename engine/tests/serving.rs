@@ -77,10 +77,9 @@ fn manual_approval_leaves_pending_versions_and_approve_serves_one_with_the_hook(
     let tmp = tempfile::tempdir().unwrap();
     let dir = project(tmp.path());
     configure(&dir, "  approval: auto", "  approval: manual");
-    configure(&dir, "  on_served: null", "  on_served: [\"./hook.sh\"]");
+    configure(&dir, "  max_pending: null", "  max_pending: 1");
     // The rule evolver: its one-field candidates are what the pending list shows below.
     configure(&dir, "  search: true", "  search: false");
-    hook_script(&dir, "env | grep '^EMEND_' | sort > hook.env; echo run >> hook.runs");
     configure(&dir, "  on_pending: null", "  on_pending: [\"./pending.sh\"]");
     std::fs::write(
         dir.join("pending.sh"),
@@ -89,33 +88,55 @@ fn manual_approval_leaves_pending_versions_and_approve_serves_one_with_the_hook(
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(dir.join("pending.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    ok(&dir, &["evolve", "--rounds", "4", "--quiet"]);
+    // While a version waits for approval against the served one, a run does not search.
+    let run = json(&dir, &["evolve", "--rounds", "4", "--json", "--quiet"]);
+    assert_eq!((run["stopped"].as_str(), run["rounds"].as_u64()), (Some("pending"), Some(1)), "{run}");
+    let waiting = run["waiting"].as_u64().expect("the version it waits for");
+    assert_eq!(run["pending_versions"], serde_json::json!([waiting]), "{run}");
+    let again = json(&dir, &["evolve", "--rounds", "4", "--json", "--quiet"]);
+    assert_eq!((again["stopped"].as_str(), again["rounds"].as_u64()), (Some("pending"), Some(0)), "{again}");
+    assert_eq!((again["candidates"].as_u64(), again["evaluations_used"].as_f64()), (Some(0), Some(0.0)), "{again}");
     let status = json(&dir, &["status", "--json"]);
     assert_eq!(status["served_version"], 1, "nothing is served without approval: {status}");
     assert_eq!(status["best_version"], 1, "a pending version is never the best-ever: {status}");
-    // Every round's pending version was tested against v1: the newest supersedes the older ones.
+    // The served version moves (a hand edit journaled, then served): the waiting version is stale, a run
+    // searches again, and its pending version supersedes the stale one (serve.max_pending: 1).
+    let served_file = dir.join("strategies/served.yaml");
+    let text = std::fs::read_to_string(&served_file).unwrap();
+    std::fs::write(&served_file, text.replacen("rrf_kappa: 60", "rrf_kappa: 61", 1)).unwrap();
+    ok(&dir, &["rollback", "--to", "v1", "--force", "--reason", "journal the edit"]);
+    let edited = events(&dir)
+        .into_iter()
+        .rev()
+        .find_map(|e| match e {
+            Event::StrategyVersioned { version, origin, .. } if origin == "hand_edit" => Some(version),
+            _ => None,
+        })
+        .expect("the hand edit is a version");
+    ok(&dir, &["rollback", "--to", &format!("v{edited}"), "--reason", "serve the edit"]);
+    let run = json(&dir, &["evolve", "--rounds", "4", "--json", "--quiet"]);
+    assert_eq!(run["stopped"], "pending", "{run}");
+    configure(&dir, "  on_served: null", "  on_served: [\"./hook.sh\"]");
+    hook_script(&dir, "env | grep '^EMEND_' | sort > hook.env; echo run >> hook.runs");
     let pending = json(&dir, &["pending", "--json"]);
     let list = pending["pending"].as_array().unwrap();
     assert_eq!(list.len(), 1, "one live pending version: {pending}");
     let all = json(&dir, &["pending", "--all", "--json"]);
     let all = all["pending"].as_array().unwrap().clone();
-    assert!(all.len() >= 2, "{all:?}");
-    assert!(all[..all.len() - 1].iter().all(|p| p["state"] == "superseded"), "{all:?}");
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert_eq!((all[0]["version"].as_u64(), &all[0]["state"]), (Some(waiting), &serde_json::json!("superseded")));
     // hooks.on_pending ran once per pending version and named the one each superseded.
     let runs = std::fs::read_to_string(dir.join("pending.runs")).unwrap();
-    let expected: Vec<String> = all
-        .iter()
-        .enumerate()
-        .map(|(i, p)| match i {
-            0 => format!("{}:", p["version"]),
-            _ => format!("{}:{}", p["version"], all[i - 1]["version"]),
-        })
-        .collect();
+    let expected = vec![format!("{waiting}:"), format!("{}:{waiting}", all[1]["version"])];
     assert_eq!(runs.lines().collect::<Vec<_>>(), expected, "{runs}");
     assert!(!dir.join("hook.runs").exists(), "no served change yet, so no hook run");
     let third = list[0]["version"].as_u64().unwrap();
-    let second = all[0]["version"].as_u64().unwrap();
-    assert_eq!((list[0]["tested_against"].as_u64(), list[0]["stale"].as_bool()), (Some(1), Some(false)), "{pending}");
+    let second = waiting;
+    assert_eq!(
+        (list[0]["tested_against"].as_u64(), list[0]["stale"].as_bool()),
+        (Some(edited), Some(false)),
+        "{pending}"
+    );
     assert!(list[0]["delta"].as_f64().unwrap() > 0.0 && list[0]["changed"].as_array().unwrap().len() == 1);
     assert!(list[0]["ci"].is_array() && list[0]["alpha"].is_number(), "{pending}");
     // A superseded version is no live option.
@@ -139,7 +160,7 @@ fn manual_approval_leaves_pending_versions_and_approve_serves_one_with_the_hook(
     let hash = status["served_hash"].as_str().unwrap();
     for line in [
         format!("EMEND_SERVED_VERSION={first}"),
-        "EMEND_PREVIOUS_VERSION=1".to_string(),
+        format!("EMEND_PREVIOUS_VERSION={edited}"),
         "EMEND_CHANGE=approved".to_string(),
         format!("EMEND_SERVED_HASH={hash}"),
         format!("EMEND_SERVED_FILE={}", abs.join("strategies/served.yaml").display()),
@@ -323,4 +344,53 @@ fn a_failing_hook_is_journaled_and_reported_and_the_exit_code_stays_zero() {
     assert!(error.contains("exit status: 7"), "{error}");
     assert!(ok(&dir, &["status"]).contains("last hook failure: hooks.on_served"));
     assert!(ok(&dir, &["journal", "verify"]).contains("projections: ok"));
+}
+
+/// The paths a candidate record changes (its change and more_changes).
+fn changed_paths(c: &engine::events::CandidateRecord) -> Vec<String> {
+    c.change.iter().chain(c.more_changes.iter()).map(|ch| ch.path.clone()).collect()
+}
+
+#[test]
+fn a_rollback_freezes_the_rolled_back_fields_until_unquarantine() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = project(tmp.path());
+    configure(&dir, "  search: true", "  search: false");
+    // Runs until a version is accepted, then rolls back from it.
+    let mut accepted = None;
+    for _ in 0..4 {
+        let summary = json(&dir, &["evolve", "--rounds", "1", "--json", "--quiet"]);
+        if let Some(v) = summary["accepted_versions"].as_array().and_then(|a| a.first()).and_then(Value::as_u64) {
+            accepted = Some(v);
+            break;
+        }
+    }
+    let v = accepted.expect("a version accepted in four rounds");
+    let rolled_back: Vec<String> = events(&dir)
+        .iter()
+        .find_map(|e| match e {
+            Event::CandidateJudged(c) if c.accepted_version == Some(v) => Some(changed_paths(c)),
+            _ => None,
+        })
+        .expect("the accepted candidate's record");
+    assert!(!rolled_back.is_empty());
+    ok(&dir, &["rollback", "--to", "v1", "--reason", "context cost 6x"]);
+    let help = ok(&dir, &["help", "rollback"]);
+    assert!(help.contains("freezes") && help.contains("unquarantine"), "{help}");
+    let seen = events(&dir).len();
+    let summary = json(&dir, &["evolve", "--rounds", "3", "--json", "--quiet"]);
+    let frozen = summary["frozen"].as_object().unwrap();
+    for path in &rolled_back {
+        assert_eq!(frozen.get(path).and_then(Value::as_u64), Some(v), "{summary}");
+    }
+    // No candidate after the rollback changes a frozen field.
+    for e in &events(&dir)[seen..] {
+        if let Event::CandidateJudged(c) = e {
+            let again: Vec<String> = changed_paths(c).into_iter().filter(|p| frozen.contains_key(p)).collect();
+            assert!(again.is_empty(), "{} changes the frozen {again:?}", c.id);
+        }
+    }
+    ok(&dir, &["unquarantine", &format!("v{v}"), "--reason", "cost is fine now"]);
+    let summary = json(&dir, &["evolve", "--rounds", "1", "--json", "--quiet"]);
+    assert!(summary["frozen"].as_object().unwrap().is_empty(), "{summary}");
 }

@@ -270,7 +270,24 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             }
         }
         summary.evaluations_used = state.used;
+        // A run whose every candidate errored learnt nothing: a scheduler must hear it.
+        if summary.stopped != Stopped::Interrupted && summary.candidates > 0 && summary.errored == summary.candidates {
+            summary.stopped = Stopped::Errored;
+        }
         self.finish(summary, started)
+    }
+
+    /// In manual approval, the live pending version tested against the served
+    /// version, if there is one: while it waits, a run neither searches nor
+    /// spends a confirm test (a new pending version would supersede it, better
+    /// or not). A pending version tested against another version (stale) does not hold runs back.
+    fn waiting_for_approval(&self) -> Result<Option<u64>> {
+        if self.project.config.serve.approval != emend_model::config::Approval::Manual {
+            return Ok(None);
+        }
+        let store = self.store();
+        let Some(served) = store.served()? else { return Ok(None) };
+        Ok(store.live_pending()?.into_iter().find(|(_, tested)| *tested == served.version).map(|(v, _)| v))
     }
 
     /// Journals that the run stopped on `cause` before its next round finished.
@@ -302,6 +319,11 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
     ) -> Result<Option<Stopped>> {
         if let Some(stopped) = over_budget(opts, state.used, started.elapsed()) {
             return Ok(Some(stopped));
+        }
+        // A version waiting for approval against the served one is not replaced by a later search.
+        if let Some(waiting) = self.waiting_for_approval()? {
+            summary.waiting = Some(waiting);
+            return Ok(Some(Stopped::Pending));
         }
         let usage_before = self.backend.models().map(|m| m.usage());
         let round = self.store().last_round()? + 1;
@@ -396,7 +418,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         }
         let p = state.parts.as_ref().expect("set above");
         if state.start.is_none() {
-            summary.first_round = round;
+            summary.first_round = Some(round);
             summary.start_accuracy = observed.summary.accuracy;
             summary.start_mean_tokens = observed.summary.mean_context_tokens;
             // The anchor of the per-category floor is the journal's first

@@ -120,17 +120,9 @@ pub fn rollback<L: EventLog + ?Sized>(
     warn: &mut dyn FnMut(&str),
 ) -> Result<Rollback, RollbackError> {
     let (cause, pin) = (request.cause(), request.pin);
-    let store = Store::new(&*log);
-    let target = rollback_target(&store, request.destination)?;
-    let served = store.served()?.ok_or_else(|| RollbackError::Failed("the journal has no served strategy".into()))?;
-    let file_state = served::served_file_state(project, schema, &*log)?;
-    // restore-best with the best already served, unpinned, and its file intact: nothing to record.
-    if !pin && served.version == target && !served.pinned && file_state == FileState::Consistent {
+    let Checked { target, served, unchanged } = check_rollback(project, schema, &*log, request)?;
+    if unchanged {
         return Ok(Rollback::Unchanged { target });
-    }
-    // An operator cannot serve a quarantined, pending or rejected version by rollback.
-    if let Err(why) = served::check_servable(&*log, target)? {
-        return Err(RollbackError::BadInput(why));
     }
     let edit = guard_hand_edit(project, schema, log, request.force)?;
     let mut reason = request.reason.clone();
@@ -151,6 +143,57 @@ pub fn rollback<L: EventLog + ?Sized>(
     Ok(Rollback::RolledBack(Box::new(RolledBack { reason, event, edit, quarantined, hook, target, already_served })))
 }
 
+/// What [`check_rollback`] found: the target, the served version, and whether nothing would change.
+#[derive(Debug, Clone, Copy)]
+pub struct Checked {
+    pub target: u64,
+    pub served: Served,
+    /// restore-best with the best already served, unpinned, and its file intact: nothing to record.
+    pub unchanged: bool,
+}
+
+/// Every refusal of a rollback or restore-best, on any view of the journal (the
+/// read view before `--preempt` asks a running evolve to stop, the writer's
+/// after), before anything is written: an empty reason, an unknown target, a
+/// target [`served::check_servable`] refuses, and a hand-edited or unreadable
+/// served file without `force`.
+pub fn check_rollback<L: EventLog + ?Sized>(
+    project: &Project,
+    schema: &StrategySchema,
+    log: &L,
+    request: &RollbackRequest,
+) -> Result<Checked, RollbackError> {
+    if request.reason.trim().is_empty() {
+        return Err(RollbackError::BadInput("--reason is empty: the rollback record says why".into()));
+    }
+    let store = Store::new(log);
+    let target = rollback_target(&store, request.destination)?;
+    let served = store.served()?.ok_or_else(|| RollbackError::Failed("the journal has no served strategy".into()))?;
+    let file_state = served::served_file_state(project, schema, log)?;
+    let served_pointer = Served { version: served.version, pinned: served.pinned };
+    if !request.pin && served.version == target && !served.pinned && file_state == FileState::Consistent {
+        return Ok(Checked { target, served: served_pointer, unchanged: true });
+    }
+    // An operator serves by rollback only a version that may be served: never a
+    // quarantined one, nor one that never passed serving (pending, superseded, rejected).
+    if let Err(why) = served::check_servable(log, target)? {
+        return Err(RollbackError::BadInput(why));
+    }
+    if !request.force
+        && let Some(refusal) = hand_edit_refusal(project, &store, &file_state)?
+    {
+        return Err(refusal);
+    }
+    Ok(Checked { target, served: served_pointer, unchanged: false })
+}
+
+/// The served pointer as a rollback reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Served {
+    pub version: u64,
+    pub pinned: bool,
+}
+
 /// The version a rollback goes to; an unknown version is refused before anything is written.
 fn rollback_target<L: EventLog + ?Sized>(store: &Store<'_, L>, destination: Destination) -> Result<u64, RollbackError> {
     let target = match destination {
@@ -169,32 +212,46 @@ fn rollback_target<L: EventLog + ?Sized>(store: &Store<'_, L>, destination: Dest
     Ok(target)
 }
 
-/// Refuses to overwrite a hand-edited (or unreadable) served file unless
-/// `force`; with `force`, journals the edited content first.
-fn guard_hand_edit<L: EventLog + ?Sized>(
+/// Why a hand-edited (or unreadable) served file is not replaced without `force`; `None` for any other state.
+fn hand_edit_refusal<L: EventLog + ?Sized>(
     project: &Project,
-    schema: &StrategySchema,
-    log: &mut L,
-    force: bool,
-) -> Result<Option<HandEdit>, RollbackError> {
+    store: &Store<'_, L>,
+    state: &FileState,
+) -> Result<Option<RollbackError>, RollbackError> {
     let path = project.strategy_path();
-    let served = Store::new(&*log).served()?;
-    let serving = served.map_or("nothing".to_string(), |s| format!("v{} (hash {:.12})", s.version, s.hash));
-    match served::served_file_state(project, schema, &*log)? {
-        FileState::HandEdited { file_hash } if !force => Err(RollbackError::BadInput(format!(
+    let serving = store.served()?.map_or("nothing".to_string(), |s| format!("v{} (hash {:.12})", s.version, s.hash));
+    Ok(match state {
+        FileState::HandEdited { file_hash } => Some(RollbackError::BadInput(format!(
             "{}: edited by hand since emend last wrote it (content hash {file_hash:.12}, but the journal serves \
              {serving}); refusing to replace it. See the edit with `emend diff served {}`; pass --force to journal \
              the edited content as a new version first, then replace it",
             path.display(),
             path.display()
         ))),
-        FileState::Unreadable { reason, .. } if !force => Err(RollbackError::BadInput(format!(
+        FileState::Unreadable { reason, .. } => Some(RollbackError::BadInput(format!(
             "{}: cannot be read ({reason}), so emend cannot tell whether it was edited by hand; refusing to \
              replace it. Pass --force to replace it anyway",
             path.display()
         ))),
+        _ => None,
+    })
+}
+
+/// Guards a hand-edited (or unreadable) served file: refused unless `force`
+/// ([`hand_edit_refusal`]); with `force`, journals the edited content first.
+fn guard_hand_edit<L: EventLog + ?Sized>(
+    project: &Project,
+    schema: &StrategySchema,
+    log: &mut L,
+    force: bool,
+) -> Result<Option<HandEdit>, RollbackError> {
+    let state = served::served_file_state(project, schema, &*log)?;
+    if !force && let Some(refusal) = hand_edit_refusal(project, &Store::new(&*log), &state)? {
+        return Err(refusal);
+    }
+    match state {
         FileState::HandEdited { .. } => {
-            let valid = artifact::load_file(&path, schema).is_ok();
+            let valid = artifact::load_file(&project.strategy_path(), schema).is_ok();
             match served::journal_hand_edit(project, schema, log) {
                 Ok(Some(v)) => Ok(Some(HandEdit::Journaled(v))),
                 Ok(None) => Ok(Some(HandEdit::Known)),

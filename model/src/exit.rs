@@ -12,3 +12,7 @@ pub const LOCKED: u8 = 3;
 /// `approve` or `restore-best` with `--preempt`) asked for the journal: the
 /// round in progress was journaled as interrupted, nothing of it applied.
 pub const PREEMPTED: u8 = 4;
+/// An `evolve` run whose every candidate errored (the harness, the evolver or
+/// the comparison failed each time): `stopped: errored`, naming the first error.
+/// The served strategy itself could be evaluated (else the run exits 1).
+pub const ERRORED: u8 = 5;

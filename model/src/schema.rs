@@ -321,6 +321,22 @@ impl StrategySchema {
         &self.origin
     }
 
+    /// This schema with `frozen` fields locked as if they were not `x-evolvable` (and no symptom
+    /// pointing at them): what a run searches after a rollback froze them at their served values.
+    pub fn with_frozen<'p>(&self, frozen: impl IntoIterator<Item = &'p String>) -> StrategySchema {
+        let text = serde_json::to_string(&self.raw).expect("a schema serializes");
+        let mut out = StrategySchema::from_str(&self.origin, &text).expect("a loaded schema loads again");
+        for path in frozen {
+            if let Some(f) = out.fields.get_mut(path.as_str()) {
+                f.evolvable = false;
+            }
+            for links in out.symptoms.values_mut() {
+                links.retain(|l| &l.path != path);
+            }
+        }
+        out
+    }
+
     /// The schema document itself (for hashing and display).
     pub fn raw(&self) -> &Value {
         &self.raw

@@ -311,7 +311,10 @@ pub fn served_history<L: EventLog + ?Sized>(log: &L) -> Result<Vec<u64>> {
     Ok(out)
 }
 
-/// Why an operator's serving command is refused before anything is written.
+/// Why an operator's serving command is refused before anything is written:
+/// an unknown or quarantined version, or one that never passed serving
+/// (pending, superseded or rejected at review), which only `emend approve`
+/// serves, under its tested-pair rules.
 pub fn check_servable<L: EventLog + ?Sized>(log: &L, version: u64) -> Result<std::result::Result<(), String>> {
     let store = Store::new(log);
     if store.version(version)?.is_none() {
@@ -333,10 +336,109 @@ pub fn check_servable<L: EventLog + ?Sized>(log: &L, version: u64) -> Result<std
                 return Ok(Err(format!("v{version} is pending approval: serve it with `emend approve v{version}`")));
             }
             Some("rejected") => return Ok(Err(format!("v{version} was rejected at review; it is never served"))),
+            Some("superseded") => {
+                return Ok(Err(format!(
+                    "v{version} was superseded while pending and never served; a version that never passed \
+                     serving is served only by `emend approve`, and a superseded one is no longer a live option \
+                     (see `emend pending --all`)"
+                )));
+            }
             _ => {}
         }
     }
     Ok(Ok(()))
+}
+
+/// What in the serving state would make the next writer fail or break the
+/// serving rules, one sentence each (empty when nothing does); `journal
+/// verify` fails on any. The served pointer must name a journaled version
+/// with its document, a version that went through review must have been
+/// approved to be served, and at least one version must be eligible for the
+/// best-ever (every run names one).
+pub fn serving_problems<L: EventLog + ?Sized>(log: &L) -> Result<Vec<String>> {
+    let store = Store::new(log);
+    let Some(served) = store.served()? else { return Ok(vec![]) };
+    let mut out = Vec::new();
+    let v = served.version;
+    match store.version(v)? {
+        None => out.push(format!("the served pointer names v{v}, which the journal does not hold")),
+        Some(info) if store.document(&info.hash)?.is_none() => {
+            out.push(format!("the served v{v} has no stored document"))
+        }
+        Some(_) => {}
+    }
+    if let Some(r) = store.reviews()?.get(&v)
+        && let Some(status) = r["status"].as_str().filter(|s| *s != "approved")
+    {
+        out.push(format!(
+            "the served v{v} is {status} at review: a version that never passed serving is served only by `emend approve`"
+        ));
+    }
+    let ineligible = store.ineligible()?;
+    if store.versions()?.iter().all(|i| ineligible.contains(&i.version)) {
+        out.push(format!(
+            "every version is quarantined or not approved, so no version can be the best-ever: the next run fails \
+             (quarantined: {}); lift one with `emend unquarantine vN --reason ...`",
+            store.quarantined()?.keys().map(|q| format!("v{q}")).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    Ok(out)
+}
+
+/// The fields a rollback froze, each with the version whose change froze it: for
+/// every operator rollback from vF while vF stays quarantined, the evolvable
+/// fields vF changed from its parent (the rolled-back version's own change).
+/// A run searches with them locked at their served values
+/// ([`StrategySchema::with_frozen`]), so it never proposes the rolled-back change
+/// again; `emend unquarantine vF` lifts vF's quarantine and its freeze.
+pub fn frozen_by_rollback<L: EventLog + ?Sized>(
+    log: &L,
+    schema: &StrategySchema,
+) -> Result<std::collections::BTreeMap<String, u64>> {
+    let store = Store::new(log);
+    let quarantined = store.quarantined()?;
+    let mut out = std::collections::BTreeMap::new();
+    for from in rollbacks(log)? {
+        if !quarantined.contains_key(&from) {
+            continue;
+        }
+        let Some(info) = store.version(from)? else { continue };
+        let Some(parent) = info.parent.map(|p| store.version(p)).transpose()?.flatten() else { continue };
+        let (Some(undone), Some(kept)) = (store.document(&info.hash)?, store.document(&parent.hash)?) else {
+            continue;
+        };
+        for f in schema.evolvable() {
+            if crate::schema::get_path(&undone, &f.path) != crate::schema::get_path(&kept, &f.path) {
+                out.entry(f.path.clone()).or_insert(from);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The version every operator rollback moved away from, in journal order.
+fn rollbacks<L: EventLog + ?Sized>(log: &L) -> Result<Vec<u64>> {
+    const PAGE: usize = 256;
+    let mut out = Vec::new();
+    let mut from = 0;
+    loop {
+        let page = log.read_range(from, PAGE)?;
+        let Some(last) = page.last() else { break };
+        from = last.seq + 1;
+        out.extend(
+            page.iter()
+                .filter(|r| {
+                    r.kind == "served_changed" && r.payload.get("cause").and_then(Value::as_str) == Some("rollback")
+                })
+                .filter_map(|r| Some((r.payload.get("from")?.as_u64()?, r.payload.get("to")?.as_u64()?)))
+                .filter(|(f, t)| f != t)
+                .map(|(f, _)| f),
+        );
+        if page.len() < PAGE {
+            break;
+        }
+    }
+    Ok(out)
 }
 
 /// When the best-ever pointer names a version in `ineligible`, the event that

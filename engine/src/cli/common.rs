@@ -125,14 +125,38 @@ pub struct Takeover {
 /// How long `--preempt` waits for the journal without `--wait`.
 const PREEMPT_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
 
+/// Every refusal of an operator's command, run on a view of the journal
+/// before anything is written: the read view before `--preempt` asks a
+/// running `evolve` to stop (or `--wait` waits), the writer's view after.
+pub type Refusals<'a> = &'a dyn Fn(&dyn journal::EventLog) -> Result<(), Failure>;
+
 /// Opens the journal for an operator's command (`rollback`, `restore-best`,
 /// `approve`): at once, or after asking a running `evolve` to stop
 /// (`--preempt`), or after waiting for the lock (`--wait`). `command` is
-/// named in the stop request.
-pub fn operator_writer(project: &Project, how: Takeover, command: &str) -> Result<SledJournal, Failure> {
+/// named in the stop request. `refuse` runs on the read view before a stop
+/// request is written or any waiting starts, and again on the writer's view
+/// (the state may have moved meanwhile): a request it refuses stops no run.
+pub fn operator_writer(
+    project: &Project,
+    how: Takeover,
+    command: &str,
+    refuse: Refusals<'_>,
+) -> Result<SledJournal, Failure> {
+    let log = takeover_writer(project, how, command, refuse)?;
+    refuse(&log)?;
+    Ok(log)
+}
+
+fn takeover_writer(
+    project: &Project,
+    how: Takeover,
+    command: &str,
+    refuse: Refusals<'_>,
+) -> Result<SledJournal, Failure> {
     let dir = project.journal_dir();
     let patience = how.wait.or(how.preempt.then_some(PREEMPT_WAIT));
     let Some(patience) = patience else { return writer(project) };
+    refuse(&reader(project)?)?;
     let deadline = std::time::Instant::now() + patience;
     let mut asked: Option<u32> = None;
     loop {

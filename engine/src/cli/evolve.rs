@@ -204,7 +204,18 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
         live.status(status);
     };
     let first_seq = journal::EventLog::head(&log).seq + 1;
-    let mut evolution = Evolution { project: &project, schema: &schema, backend: backend.as_ref(), log: &mut log };
+    // A rollback's changes stay rolled back: their fields are searched as locked at the served values.
+    let frozen = served::frozen_by_rollback(&log, &schema).map_err(common::served_failure)?;
+    if !frozen.is_empty() && !args.quiet {
+        let list: Vec<String> = frozen.iter().map(|(path, v)| format!("{path} (v{v})")).collect();
+        eprintln!(
+            "frozen at the served values by a rollback, until `emend unquarantine vN` lifts it: {}",
+            list.join(", ")
+        );
+    }
+    let search_schema = schema.with_frozen(frozen.keys());
+    let mut evolution =
+        Evolution { project: &project, schema: &search_schema, backend: backend.as_ref(), log: &mut log };
     let summary = evolution.run(&opts, &mut progress).map_err(common::evolve_failure)?;
     live.finish();
     let stopped = summary.interrupted_round.and(engine::stop::requested());
@@ -218,6 +229,7 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
             out.extend(fields);
         }
         out.insert("served_file".into(), json!(served_file.display().to_string()));
+        out.insert("frozen".into(), json!(frozen));
         out.insert("changes".into(), serde_json::Value::Array(changes));
         if let Some(l) = &lifecycle {
             out.insert("lifecycle".into(), json!(l));
@@ -240,7 +252,25 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
         }
         term::out(&render_summary(&summary));
     }
-    Ok(match stopped {
+    Ok(exit_code(&summary, stopped))
+}
+
+/// The run's exit code: 5 when every candidate errored, the stop's code when it was stopped, else 0;
+/// each with its line on stderr.
+fn exit_code(summary: &engine::evolve::RunSummary, stopped: Option<engine::stop::Cause>) -> u8 {
+    if summary.stopped == engine::evolve::Stopped::Errored {
+        let mut err = std::io::stderr().lock();
+        term::write_or_stop(
+            &mut err,
+            &format!(
+                "stopped: errored: every one of the run's {} candidates errored; the first: {}\n",
+                summary.candidates,
+                engine::sanitize::escape_controls(summary.first_error.as_deref().unwrap_or("?"))
+            ),
+        );
+        return exit::ERRORED;
+    }
+    match stopped {
         Some(cause) => {
             let mut err = std::io::stderr().lock();
             term::write_or_stop(
@@ -255,7 +285,7 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
             cause.exit_code()
         }
         None => exit::OK,
-    })
+    }
 }
 
 /// SIGINT and SIGTERM ask the run to stop (a second one exits at once); a
@@ -276,10 +306,11 @@ fn render_summary(summary: &engine::evolve::RunSummary) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     // Which rounds: none, one, or a range (an interrupted first round ran none).
+    let round = |r: Option<u64>| r.map_or("?".to_string(), |r| r.to_string());
     let rounds = match summary.rounds {
         0 => "0 rounds".to_string(),
-        1 => format!("1 round ({})", summary.last_round),
-        n => format!("{n} rounds ({}..{})", summary.first_round, summary.last_round),
+        1 => format!("1 round ({})", round(summary.last_round)),
+        n => format!("{n} rounds ({}..{})", round(summary.first_round), round(summary.last_round)),
     };
     let _ = writeln!(
         out,
@@ -322,6 +353,26 @@ fn render_summary(summary: &engine::evolve::RunSummary) -> String {
         let parts: Vec<String> = summary.rejected_by.iter().map(|(k, v)| format!("{k} {v}")).collect();
         let _ = writeln!(out, "rejected by: {}", parts.join(", "));
     }
+    if let Some(w) = summary.waiting {
+        let _ = writeln!(out, "waiting for approval: v{w} (tested against the served v{})", summary.served_version);
+    }
+    let _ = writeln!(out, "next: {}", summary.stopped.next_run());
+    out
+}
+
+/// `evolve --help`'s list of every value `stopped` takes, with what the next run does
+/// (the README's list says the same).
+pub fn stopped_help() -> String {
+    let mut out =
+        String::from("Why a run stops (`stopped:` in the summary and in --json), and what the next run does:\n");
+    for s in engine::evolve::Stopped::ALL {
+        out.push_str(&format!("  {:<12} {}\n", s.as_str(), s.next_run()));
+    }
+    out.push_str(
+        "Exit codes: 0 for rounds, max_evals, max_time, converged, exhausted and pending; 5 for errored; 4, 130, 143 or 141 \
+         for interrupted (preempted, SIGINT, SIGTERM, a closed output); 1 when the served strategy itself could not \
+         be evaluated (no summary).",
+    );
     out
 }
 

@@ -188,33 +188,38 @@ pub fn escalations(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
     let list = Store::new(&log).escalations().map_err(common::store_failure)?;
     if args.json {
         common::print_json(&json!({ "escalations": list }));
-    } else if list.is_empty() {
-        println!("no escalations");
     } else {
-        for e in &list {
-            println!(
-                "{} (round {}): blocked 3 times as out of scope [{}]",
-                e["class"].as_str().unwrap_or("?"),
-                e["round"],
-                e["status"].as_str().unwrap_or("open")
-            );
-            if let Some(r) = e.get("review") {
-                println!(
-                    "  reviewed by {} at {}: {}",
-                    r["who"].as_str().unwrap_or("?"),
-                    r["at"].as_str().unwrap_or("?"),
-                    engine::sanitize::escape_controls(r["reason"].as_str().unwrap_or(""))
-                );
-            }
-            for r in e["reasons"].as_array().into_iter().flatten() {
-                println!("  {}", engine::sanitize::escape_controls(r.as_str().unwrap_or("")));
-            }
-        }
-        println!(
-            "these need a change outside the strategy (schema bounds, model roles, the harness); emend no longer retries them"
-        );
+        print!("{}", engine::sanitize::escape_controls(&render_escalations(&list)));
     }
     Ok(exit::OK)
+}
+
+/// The escalations as `escalations` prints them (journaled text included: escape before printing).
+fn render_escalations(list: &[Value]) -> String {
+    if list.is_empty() {
+        return "no escalations\n".into();
+    }
+    let mut out = String::new();
+    for e in list {
+        let _ = writeln!(
+            out,
+            "{} (round {}): blocked 3 times as out of scope [{}]",
+            e["class"].as_str().unwrap_or("?"),
+            e["round"],
+            e["status"].as_str().unwrap_or("open")
+        );
+        if let Some(r) = e.get("review") {
+            let (who, at) = (r["who"].as_str().unwrap_or("?"), r["at"].as_str().unwrap_or("?"));
+            let _ = writeln!(out, "  reviewed by {who} at {at}: {}", r["reason"].as_str().unwrap_or(""));
+        }
+        for r in e["reasons"].as_array().into_iter().flatten() {
+            let _ = writeln!(out, "  {}", r.as_str().unwrap_or(""));
+        }
+    }
+    out.push_str(
+        "these need a change outside the strategy (schema bounds, model roles, the harness); emend no longer retries them\n",
+    );
+    out
 }
 
 /// The served strategy as the journal has it, else the project's strategy file.
@@ -564,7 +569,12 @@ pub fn journal(cmd: &JournalCommand, project_dir: Option<&Path>) -> CmdResult {
             let expect_head = args.expect_head.as_deref().or(project.config.journal.expect_head.as_deref());
             let (report, head, expected_found, what, uncompared) = verified(&project, expect_head)?;
             let anchor_ok = expected_found.unwrap_or(true);
-            let ok = report.is_ok() && anchor_ok && uncompared.is_none();
+            // A chain that verifies can still hold a serving state the next writer fails on.
+            let serving = match report.is_ok() {
+                true => engine::served::serving_problems(&common::reader(&project)?).map_err(common::served_failure)?,
+                false => vec![],
+            };
+            let ok = report.is_ok() && anchor_ok && uncompared.is_none() && serving.is_empty();
             if args.json {
                 common::print_json(&json!({
                     "ok": ok,
@@ -579,6 +589,7 @@ pub fn journal(cmd: &JournalCommand, project_dir: Option<&Path>) -> CmdResult {
                     "expected_head_found": expected_found,
                     "checked": what,
                     "compared_with_store": uncompared.is_none(),
+                    "serving_problems": serving,
                     "report": report.to_string(),
                 }));
             } else {
@@ -589,6 +600,11 @@ pub fn journal(cmd: &JournalCommand, project_dir: Option<&Path>) -> CmdResult {
                          when no writer holds the journal, on a writable project\n",
                         dir.display()
                     );
+                } else if !serving.is_empty() {
+                    print!("journal {} FAILED verification, checked {what}:\n{report}", dir.display());
+                    for problem in &serving {
+                        println!("serving state: {}", engine::sanitize::escape_controls(problem));
+                    }
                 } else if report.is_ok() {
                     print!("ok, checked {what}\n{report}");
                 } else {

@@ -64,6 +64,7 @@ enum Command {
     /// Create a project: emend.yaml, strategies/served.yaml (v1) and the journal under .emend/.
     Init(evolve::InitArgs),
     /// Run the Observe -> Improve -> Verify loop for some rounds (the unattended main job).
+    #[command(after_help = evolve::stopped_help())]
     Evolve(evolve::EvolveArgs),
     /// Served and best-ever versions with scores and hashes, the last round, pending escalations.
     Status(inspect::JsonArg),
@@ -92,6 +93,16 @@ enum Command {
     /// Unified diff of two versions (or a version and a file).
     Diff(review::DiffArgs),
     /// Serve an earlier version again, journaling who, when and why.
+    ///
+    /// What a rollback to vN does: it quarantines the served version and every version served since vN was
+    /// last served (never served automatically again, never the best-ever), pins vN (best-ever auto-restore
+    /// is suspended until `emend restore-best` or an accepted change), and freezes the fields the version rolled back
+    /// from changed (from its parent) at the served values: later runs search with those fields locked, so the
+    /// rolled-back change is never proposed again, until `emend unquarantine` of the version rolled back from
+    /// lifts its quarantine and the freeze. vN must be a version that may be served: never a quarantined one (unquarantine
+    /// it first), nor one that never passed serving (pending, superseded or rejected at review: only `emend
+    /// approve` serves a pending version, under its tested-pair rules). Every refusal (exit 2) comes before
+    /// anything is journaled, and with --preempt before a running evolve is asked to stop.
     Rollback(review::RollbackArgs),
     /// Serve the best-ever version again.
     RestoreBest(review::RestoreBestArgs),
@@ -183,7 +194,8 @@ pub fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
             let message = common::error_line(&failure.error);
-            eprintln!("error: {message}");
+            // A refusal can quote journaled text (a quarantine's reason): through the one sanitizer.
+            eprintln!("error: {}", engine::sanitize::escape_controls(&message));
             if json && !common::json_printed() {
                 shell::print_json_error(&message, failure.code);
             }

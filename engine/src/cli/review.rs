@@ -443,26 +443,12 @@ pub fn show(args: &ShowArgs, project_dir: Option<&Path>) -> CmdResult {
     if args.json {
         common::print_json(&serde_json::to_value(&v).expect("views serialize"));
     } else {
-        term::print_stdout(&render_show(&v), args.no_color);
+        // Journaled text (a review's or quarantine's reason, who) goes through the one sanitizer with the rest.
+        let mut text = render_show(&v);
         if let Some(s) = serving {
-            if s["served"] == true {
-                println!("serving: served");
-            }
-            let r = &s["review"];
-            if !r.is_null() {
-                println!("serving: {}", review_line(r));
-            }
-            let q = &s["quarantine"];
-            if !q.is_null() {
-                println!(
-                    "serving: quarantined ({}) by {} at {}: {}",
-                    s_(&q["cause"]),
-                    s_(&q["who"]),
-                    s_(&q["at"]),
-                    s_(&q["reason"])
-                );
-            }
+            text.push_str(&serving_lines(&s));
         }
+        term::print_stdout(&text, args.no_color);
     }
     Ok(exit::OK)
 }
@@ -578,6 +564,29 @@ fn review_line(r: &serde_json::Value) -> String {
     }
 }
 
+/// A version's serving state as `show` prints it below the rest: served, its review, its quarantine.
+fn serving_lines(s: &Value) -> String {
+    let mut out = String::new();
+    if s["served"] == true {
+        out.push_str("serving: served\n");
+    }
+    let r = &s["review"];
+    if !r.is_null() {
+        out.push_str(&format!("serving: {}\n", review_line(r)));
+    }
+    let q = &s["quarantine"];
+    if !q.is_null() {
+        out.push_str(&format!(
+            "serving: quarantined ({}) by {} at {}: {}\n",
+            s_(&q["cause"]),
+            s_(&q["who"]),
+            s_(&q["at"]),
+            s_(&q["reason"])
+        ));
+    }
+    out
+}
+
 /// An operator's rollback or restore-best, as asked, with how to open the journal and print.
 struct Request {
     rollback: RollbackRequest,
@@ -590,7 +599,10 @@ struct Request {
 fn do_rollback(project: &Project, request: Request) -> CmdResult {
     let Request { rollback, json_out, takeover, command } = request;
     let schema = common::schema(project)?;
-    let mut log = common::operator_writer(project, takeover, &command)?;
+    let refuse = |log: &dyn journal::EventLog| {
+        operate::check_rollback(project, &schema, log, &rollback).map(|_| ()).map_err(rollback_failure)
+    };
+    let mut log = common::operator_writer(project, takeover, &command, &refuse)?;
     let mut warn = |msg: &str| eprintln!("warning: {msg}");
     let done = match operate::rollback(project, &schema, &mut log, &rollback, &mut warn).map_err(rollback_failure)? {
         Rollback::Unchanged { target } => {

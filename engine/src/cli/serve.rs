@@ -78,11 +78,21 @@ pub fn pending(args: &PendingArgs, project_dir: Option<&Path>) -> CmdResult {
         common::print_json(&json!({ "pending": list }));
         return Ok(exit::OK);
     }
+    let superseded = store.reviews().map_err(common::store_failure)?.values().any(|r| r["status"] == "superseded");
+    print!("{}", engine::sanitize::escape_controls(&render_pending(&list, served_now, superseded)));
+    Ok(exit::OK)
+}
+
+/// The pending list as `pending` prints it (journaled text included: escape before printing).
+fn render_pending(list: &[Value], served_now: u64, superseded: bool) -> String {
+    let mut out = String::new();
     if list.is_empty() {
-        let superseded = store.reviews().map_err(common::store_failure)?.values().any(|r| r["status"] == "superseded");
-        println!("no pending versions{}", if superseded { " (superseded ones: `emend pending --all`)" } else { "" });
+        out.push_str(&format!(
+            "no pending versions{}\n",
+            if superseded { " (superseded ones: `emend pending --all`)" } else { "" }
+        ));
     }
-    for p in &list {
+    for p in list {
         let changes: Vec<String> = p["changed"]
             .as_array()
             .into_iter()
@@ -97,8 +107,8 @@ pub fn pending(args: &PendingArgs, project_dir: Option<&Path>) -> CmdResult {
             ("pending", _) => format!("pending; tested against the served v{served_now}"),
             (other, _) => other.to_string(),
         };
-        println!(
-            "v{} [{state}] (child of v{}, round {}, candidate {}): confirm delta {}, alpha {}, CI {}; {}",
+        out.push_str(&format!(
+            "v{} [{state}] (child of v{}, round {}, candidate {}): confirm delta {}, alpha {}, CI {}; {}\n",
             p["version"],
             p["parent"],
             p["round"],
@@ -111,13 +121,13 @@ pub fn pending(args: &PendingArgs, project_dir: Option<&Path>) -> CmdResult {
                 c[1].as_f64().unwrap_or(f64::NAN)
             )),
             changes.join(", ")
-        );
-        print!("{}", render_kept(&p["credits"]));
+        ));
+        out.push_str(&render_kept(&p["credits"]));
     }
     if !list.is_empty() {
-        println!("serve one with `emend approve vN`, close one with `emend reject vN --reason ...`");
+        out.push_str("serve one with `emend approve vN`, close one with `emend reject vN --reason ...`\n");
     }
-    Ok(exit::OK)
+    out
 }
 
 /// A pending version's kept fields (its candidate's credits as `pending --json` lists them),
@@ -192,15 +202,16 @@ fn refuse_hand_edit(
     Ok(())
 }
 
-pub fn approve(args: &ApproveArgs, project_dir: Option<&Path>) -> CmdResult {
-    let project = common::project(project_dir)?;
-    let v = version_arg(&args.version)?;
-    if args.force && args.reason.is_none() {
-        return Err(bad("approve --force: --reason is required (it is journaled with the forced approval)".into()));
-    }
-    let schema = common::schema(&project)?;
-    let mut log = common::operator_writer(&project, args.takeover, &format!("approve v{v}"))?;
-    match pending_status(&log, v)?.as_str() {
+/// Every refusal of `approve` (the version's review state, a quarantine, a hand-edited served file, a stale
+/// tested pair without --retest or --force), on any view of the journal: nothing is written.
+fn approve_refusal(
+    project: &engine::config::Project,
+    schema: &engine::schema::StrategySchema,
+    log: &dyn EventLog,
+    v: u64,
+    args: &ApproveArgs,
+) -> Result<(), Failure> {
+    match pending_status(log, v)?.as_str() {
         "pending" => {}
         "superseded" => {
             return Err(bad(format!(
@@ -210,10 +221,38 @@ pub fn approve(args: &ApproveArgs, project_dir: Option<&Path>) -> CmdResult {
         }
         other => return Err(bad(format!("v{v} is not pending: it was {other}"))),
     }
-    if let Some(q) = Store::new(&log).quarantined().map_err(common::store_failure)?.get(&v) {
+    let store = Store::new(log);
+    if let Some(q) = store.quarantined().map_err(common::store_failure)?.get(&v) {
         return Err(bad(format!("v{v} is quarantined ({}); unquarantine it first", q["reason"])));
     }
-    refuse_hand_edit(&project, &schema, &log)?;
+    refuse_hand_edit(project, schema, log)?;
+    let tested = store.live_pending().map_err(common::store_failure)?.get(&v).copied();
+    let served_now = store.served().map_err(common::store_failure)?.map_or(0, |s| s.version);
+    if tested != Some(served_now) && !args.force && !args.retest {
+        return Err(stale_pair(v, tested, served_now));
+    }
+    Ok(())
+}
+
+/// The refusal of an approval of `v`, tested against `tested`, while `served_now` is served.
+fn stale_pair(v: u64, tested: Option<u64>, served_now: u64) -> Failure {
+    let against = tested.map_or("a version the journal does not name".to_string(), |t| format!("v{t}"));
+    bad(format!(
+        "v{v} was tested against {against}, but v{served_now} is served now; approve it with --retest (a confirm \
+         test against v{served_now} at the next LORD++ alpha, served only if it passes) or with --force --reason \
+         ... (served untested against v{served_now}, journaled as forced)"
+    ))
+}
+
+pub fn approve(args: &ApproveArgs, project_dir: Option<&Path>) -> CmdResult {
+    let project = common::project(project_dir)?;
+    let v = version_arg(&args.version)?;
+    if args.force && args.reason.as_deref().is_none_or(|r| r.trim().is_empty()) {
+        return Err(bad("approve --force: --reason is required (it is journaled with the forced approval)".into()));
+    }
+    let schema = common::schema(&project)?;
+    let refuse = |log: &dyn EventLog| approve_refusal(&project, &schema, log, v, args);
+    let mut log = common::operator_writer(&project, args.takeover, &format!("approve v{v}"), &refuse)?;
     let reason = args.reason.clone().unwrap_or_else(|| format!("approved by {}", who()));
     let approval = tested_pair(&project, &schema, &mut log, v, args, reason)?;
     let retested = approval.retest.clone();
@@ -255,17 +294,12 @@ fn tested_pair(
     if tested == Some(served_now) {
         return Ok(approval);
     }
-    let against = tested.map_or("a version the journal does not name".to_string(), |t| format!("v{t}"));
     if args.force {
         approval.forced_over = Some(served_now);
         return Ok(approval);
     }
     if !args.retest {
-        return Err(bad(format!(
-            "v{v} was tested against {against}, but v{served_now} is served now; approve it with --retest (a confirm \
-             test against v{served_now} at the next LORD++ alpha, served only if it passes) or with --force --reason \
-             ... (served untested against v{served_now}, journaled as forced)"
-        )));
+        return Err(stale_pair(v, tested, served_now));
     }
     let backend = common::backend(project, schema)?;
     let mut evolution = engine::evolve::Evolution { project, schema, backend: backend.as_ref(), log: &mut *log };

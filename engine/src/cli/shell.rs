@@ -92,6 +92,10 @@ rollback, restore\-best and approve take \-\-wait or \-\-preempt instead.
 \fB4\fR
 evolve stopped because an operator's \-\-preempt asked for the journal (the round journaled as interrupted).
 .TP
+\fB5\fR
+evolve ran, but every candidate errored (stopped: errored, the first error named): the harness
+or a model role is broken; the served strategy itself was evaluated.
+.TP
 \fB130\fR, \fB141\fR, \fB143\fR
 evolve stopped by SIGINT, a closed output or SIGTERM, cleanly (the round journaled as interrupted).
 .SH ENVIRONMENT

@@ -8,6 +8,7 @@ use journal::EventLog;
 use serde::Serialize;
 
 use super::{Evolution, Result, Screening};
+use emend_model::candidate::Resolution;
 use emend_model::decide::Decision;
 use emend_model::served::missing;
 use emend_model::store::Recorded;
@@ -16,12 +17,18 @@ use emend_model::store::Recorded;
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct RunSummary {
     pub rounds: u64,
-    pub first_round: u64,
-    pub last_round: u64,
+    /// The first and last journaled round of this run; null when it journaled none.
+    pub first_round: Option<u64>,
+    pub last_round: Option<u64>,
     pub accepted: u64,
     pub accepted_versions: Vec<u64>,
     pub rejected_by: BTreeMap<String, u64>,
     pub candidates: u64,
+    /// Candidates that errored (the evolver, an evaluation or the comparison failed).
+    pub errored: u64,
+    /// The first error of an errored candidate in this run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_error: Option<String>,
     pub full_evaluations: u64,
     pub probe_evaluations: u64,
     pub start_accuracy: f64,
@@ -44,12 +51,16 @@ pub struct RunSummary {
     pub pending_versions: Vec<u64>,
     /// Hooks that failed after a change was committed (journaled as `hook_failed`).
     pub hook_failures: Vec<String>,
+    /// The pending version a run waited for (`stopped: pending`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<u64>,
     /// The round abandoned by a stop request (journaled as `interrupted`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interrupted_round: Option<u64>,
 }
 
-/// Why a run stopped.
+/// Why a run stopped, and what the next run does (README, "Why a run
+/// stopped"; `evolve --help`): one list, the same in both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stopped {
@@ -69,9 +80,27 @@ pub enum Stopped {
     /// A stop was requested (a signal, `--preempt`, a closed output): the
     /// round in progress was journaled as `interrupted`, nothing of it applied.
     Interrupted,
+    /// Every candidate of the run errored (the harness, the evolver or the
+    /// comparison failed): nothing was learnt, and the run exits with its own code.
+    Errored,
+    /// In manual approval, a pending version tested against the served one
+    /// waits for `approve` or `reject`: the run did not search.
+    Pending,
 }
 
 impl Stopped {
+    /// Every value, in the order the README and `evolve --help` list them.
+    pub const ALL: [Stopped; 8] = [
+        Stopped::Rounds,
+        Stopped::MaxEvals,
+        Stopped::MaxTime,
+        Stopped::Converged,
+        Stopped::Exhausted,
+        Stopped::Pending,
+        Stopped::Interrupted,
+        Stopped::Errored,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Stopped::Rounds => "rounds",
@@ -80,6 +109,42 @@ impl Stopped {
             Stopped::Exhausted => "exhausted",
             Stopped::Converged => "converged",
             Stopped::Interrupted => "interrupted",
+            Stopped::Errored => "errored",
+            Stopped::Pending => "pending",
+        }
+    }
+
+    /// Why the run stopped and what the next run will do, in one sentence.
+    pub fn next_run(self) -> &'static str {
+        match self {
+            Stopped::Rounds => "it ran the rounds asked for (--rounds); the next run goes on searching",
+            Stopped::MaxEvals => {
+                "the --max-evals budget is spent (or what is left cannot pay for a round); the next run goes on with \
+                 a budget of its own"
+            }
+            Stopped::MaxTime => "--max-time passed; the next run goes on where this one stopped",
+            Stopped::Converged => {
+                "the search found nothing better worth a confirm test in search.converge trials in a row; on \
+                 unchanged data every later run does the same and stops at once, until the data, the harness \
+                 version or the search space changes"
+            }
+            Stopped::Exhausted => {
+                "nothing is left to propose; every later run stops at once until the data, the harness version, the \
+                 search space or the served strategy changes"
+            }
+            Stopped::Interrupted => {
+                "a stop was requested (a signal, --preempt, a closed output); the next run runs the interrupted \
+                 round again, under the same number"
+            }
+            Stopped::Pending => {
+                "a version waits for approval against the served one (serve.approval: manual; see `emend \
+                 pending`); every later run stops the same way, without searching, until it is approved or rejected \
+                 (or the served version changes)"
+            }
+            Stopped::Errored => {
+                "every candidate errored (see first_error): the harness or a model role is broken; the next run \
+                 tries again, and fails the same way until it is fixed (exit 5)"
+            }
         }
     }
 }
@@ -101,6 +166,9 @@ pub(super) struct RoundOutcome {
     pub(super) rejected_by: BTreeMap<String, u64>,
     pub(super) escalations: u64,
     pub(super) evaluations_used: f64,
+    /// Its errored candidates, and the first one's error.
+    pub(super) errored: u64,
+    pub(super) first_error: Option<String>,
 }
 
 impl RoundOutcome {
@@ -117,6 +185,8 @@ impl RoundOutcome {
             rejected_by: BTreeMap::new(),
             escalations: 0,
             evaluations_used,
+            errored: 0,
+            first_error: None,
         }
     }
 }
@@ -142,6 +212,12 @@ impl RoundOutcome {
             rejected_by,
             escalations: s.escalations.len() as u64,
             evaluations_used,
+            errored: s.trials.iter().filter(|t| t.record.outcome == Resolution::Errored).count() as u64,
+            first_error: s
+                .trials
+                .iter()
+                .find(|t| t.record.outcome == Resolution::Errored)
+                .map(|t| t.record.reason.clone()),
         }
     }
 }
@@ -151,8 +227,12 @@ impl RunSummary {
     /// accept or an auto-restore), whose replay check must then be redone.
     pub(super) fn count(&mut self, round: u64, outcome: RoundOutcome) -> bool {
         self.rounds += 1;
-        self.last_round = round;
+        self.last_round = Some(round);
         self.candidates += outcome.candidates;
+        self.errored += outcome.errored;
+        if self.first_error.is_none() {
+            self.first_error = outcome.first_error;
+        }
         self.full_evaluations += outcome.full;
         self.probe_evaluations += outcome.probes;
         self.escalations += outcome.escalations;
@@ -196,6 +276,8 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         let live = store.live_pending()?;
         summary.pending_versions.retain(|v| live.contains_key(v));
         if summary.rounds == 0 {
+            summary.first_round = None;
+            summary.last_round = None;
             summary.start_accuracy = summary.served_accuracy;
             summary.start_mean_tokens = summary.served_mean_tokens;
         }
@@ -219,7 +301,10 @@ mod tests {
         assert!(!s.count(3, RoundOutcome { rejected_by: rejected.clone(), pending: Some(4), ..outcome() }));
         assert!(s.count(4, RoundOutcome { rejected_by: rejected, accepted: Some(5), ..outcome() }));
         assert!(s.count(5, RoundOutcome { restored: true, ..outcome() }));
-        assert_eq!((s.rounds, s.last_round, s.candidates, s.full_evaluations, s.probe_evaluations), (3, 5, 6, 3, 6));
+        assert_eq!(
+            (s.rounds, s.last_round, s.candidates, s.full_evaluations, s.probe_evaluations),
+            (3, Some(5), 6, 3, 6)
+        );
         assert_eq!((s.accepted, s.accepted_versions.clone(), s.rollbacks), (1, vec![5], 1));
         assert_eq!(s.pending_versions, vec![4]);
         assert_eq!(s.rejected_by["probe"], 2);
