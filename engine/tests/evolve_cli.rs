@@ -24,6 +24,7 @@ fn normalized_events(dir: &Path) -> Vec<serde_json::Value> {
             for k in ["at", "who"] {
                 payload.as_object_mut().unwrap().remove(k);
             }
+            support::strip_clock(&mut payload);
             serde_json::json!({"seq": v["seq"], "kind": v["kind"], "payload": payload})
         })
         .collect()

@@ -2,6 +2,8 @@
 //! round (acceptance, rejection, escalation, best-ever restore after a
 //! harness change, errored candidates, determinism) checked in milliseconds.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -223,17 +225,6 @@ fn same_seed_and_inputs_give_the_same_journal_events() {
         run(&p, &mut log, &scripted(by_top_k, "h1"), 4, 3);
         // Wall-clock fields are the only ones allowed to differ: an event's
         // `at` and `who`, a search trial's `started` and `duration_ms`.
-        fn strip_clock(v: &mut serde_json::Value) {
-            match v {
-                serde_json::Value::Object(m) => {
-                    m.remove("started");
-                    m.remove("duration_ms");
-                    m.values_mut().for_each(strip_clock);
-                }
-                serde_json::Value::Array(a) => a.iter_mut().for_each(strip_clock),
-                _ => {}
-            }
-        }
         events(&log)
             .into_iter()
             .map(|e| {
@@ -241,7 +232,7 @@ fn same_seed_and_inputs_give_the_same_journal_events() {
                 for k in ["at", "who"] {
                     v.as_object_mut().unwrap().remove(k);
                 }
-                strip_clock(&mut v);
+                support::strip_clock(&mut v);
                 v
             })
             .collect::<Vec<_>>()

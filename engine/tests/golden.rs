@@ -58,6 +58,8 @@
 //! `EMEND_GOLDEN_BIN` runs another `emend` binary (how the files were first
 //! recorded with the binary from before the refactoring).
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -84,19 +86,6 @@ fn digest(v: &Value) -> Value {
     json!({ "sha256": hex::encode(Sha256::digest(text.as_bytes())) })
 }
 
-/// Removes every `started` and `duration_ms` key, at any depth (wall clock).
-fn strip_clock(v: &mut Value) {
-    match v {
-        Value::Object(m) => {
-            m.remove("started");
-            m.remove("duration_ms");
-            m.values_mut().for_each(strip_clock);
-        }
-        Value::Array(a) => a.iter_mut().for_each(strip_clock),
-        _ => {}
-    }
-}
-
 /// The exported events, normalized as the module doc says.
 fn normalized(dir: &Path) -> Vec<Value> {
     let export = emend(dir, &["journal", "export"]);
@@ -114,7 +103,7 @@ fn normalized(dir: &Path) -> Vec<Value> {
                 p.remove(person);
             }
             // A search's trial clock (`started`, `duration_ms` of each scored point).
-            strip_clock(&mut payload);
+            support::strip_clock(&mut payload);
             let p = payload.as_object_mut().expect("payload object");
             for big in ["questions", "document"] {
                 if let Some(x) = p.get_mut(big) {

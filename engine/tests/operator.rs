@@ -72,6 +72,8 @@ fn slow_project(tmp: &Path, pause: &str) -> PathBuf {
     let dir = tmp.join("p");
     // The rule evolver: a round is a few evaluations (the global search makes hundreds).
     configure(&dir, "  search: true", "  search: false");
+    // The rule evolver's bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
+    configure(&dir, "confirm_fraction: 0.4", "confirm_fraction: 0.5");
     dir
 }
 
@@ -450,6 +452,8 @@ fn superseded_pair(tmp: &Path) -> (PathBuf, u64, u64) {
     configure(&dir, "  approval: auto", "  approval: manual");
     configure(&dir, "  max_pending: null", "  max_pending: 1");
     configure(&dir, "  search: true", "  search: false");
+    // The rule evolver's bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
+    configure(&dir, "confirm_fraction: 0.4", "confirm_fraction: 0.5");
     ok(&dir, &["evolve", "--rounds", "1", "--quiet"]);
     hand_edit(&dir, "rrf_kappa:", "61");
     ok(&dir, &["rollback", "--to", "v1", "--force", "--reason", "journal the edit"]);

@@ -209,6 +209,8 @@ fn fixtures(tmp: &Path) -> Fixtures {
     configure(&dir, "  approval: auto", "  approval: manual");
     configure(&dir, "  max_pending: null", "  max_pending: 1");
     configure(&dir, "  search: true", "  search: false");
+    // The rule evolver's bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
+    configure(&dir, "confirm_fraction: 0.4", "confirm_fraction: 0.5");
     let rejected = run_to_pending(&dir);
     ok(&dir, &["reject", &format!("v{rejected}"), "--reason", "fixture"]);
     let superseded = run_to_pending(&dir);

@@ -65,7 +65,13 @@ fn base() -> (MutexGuard<'static, ()>, &'static Path) {
         ok(tmp.path(), &["init", "p", "--tasks", "builtin"]);
         let config = std::fs::read_to_string(dir.join("emend.yaml")).unwrap();
         assert!(config.contains("  search: true\n"), "{config}");
-        std::fs::write(dir.join("emend.yaml"), config.replace("  search: true\n", "  search: false\n")).unwrap();
+        std::fs::write(
+            dir.join("emend.yaml"),
+            config
+                .replace("  search: true\n", "  search: false\n")
+                .replace("confirm_fraction: 0.4", "confirm_fraction: 0.5"),
+        )
+        .unwrap();
         ok(&dir, &["evolve", "--rounds", "3", "--quiet"]);
         let status = json(&dir, &["status", "--json"]);
         assert!(status["served_version"].as_u64().unwrap() >= 2, "the run must accept something: {status}");

@@ -80,6 +80,8 @@ fn manual_approval_leaves_pending_versions_and_approve_serves_one_with_the_hook(
     configure(&dir, "  max_pending: null", "  max_pending: 1");
     // The rule evolver: its one-field candidates are what the pending list shows below.
     configure(&dir, "  search: true", "  search: false");
+    // The rule evolver's bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
+    configure(&dir, "confirm_fraction: 0.4", "confirm_fraction: 0.5");
     configure(&dir, "  on_pending: null", "  on_pending: [\"./pending.sh\"]");
     std::fs::write(
         dir.join("pending.sh"),
@@ -194,6 +196,8 @@ fn a_rejected_pending_version_is_closed_and_never_served() {
     let dir = project(tmp.path());
     configure(&dir, "  approval: auto", "  approval: manual");
     configure(&dir, "  search: true", "  search: false");
+    // The rule evolver's bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
+    configure(&dir, "confirm_fraction: 0.4", "confirm_fraction: 0.5");
     ok(&dir, &["evolve", "--rounds", "1", "--quiet"]);
     let pending = json(&dir, &["pending", "--json"]);
     let Some(v) = pending["pending"][0]["version"].as_u64() else { panic!("no pending version: {pending}") };
@@ -356,6 +360,8 @@ fn a_rollback_freezes_the_rolled_back_fields_until_unquarantine() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = project(tmp.path());
     configure(&dir, "  search: true", "  search: false");
+    // The rule evolver's bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
+    configure(&dir, "confirm_fraction: 0.4", "confirm_fraction: 0.5");
     // Runs until a version is accepted, then rolls back from it.
     let mut accepted = None;
     for _ in 0..4 {

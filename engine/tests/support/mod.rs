@@ -43,3 +43,17 @@ pub fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// Removes a search trial's clock (`started`, `duration_ms`) at any depth of
+/// a journaled event: wall-clock fields, like an event's `at`.
+pub fn strip_clock(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            m.remove("started");
+            m.remove("duration_ms");
+            m.values_mut().for_each(strip_clock);
+        }
+        Value::Array(a) => a.iter_mut().for_each(strip_clock),
+        _ => {}
+    }
+}
