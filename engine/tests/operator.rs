@@ -339,6 +339,8 @@ fn an_approval_is_of_a_tested_pair_a_stale_one_needs_a_passed_retest_or_force() 
     );
     configure(&dir, "  step_bound: off\n", "  step_bound: schema\n");
     configure(&dir, "  cost_bound: null\n", "  cost_bound: 1.5\n");
+    // The bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
+    configure(&dir, "confirm_fraction: 0.4", "confirm_fraction: 0.5");
     ok(&dir, &["evolve", "--rounds", "10", "--quiet"]);
     let top = served(&dir);
     assert!(top > 2, "the run must serve something after v2");

@@ -230,6 +230,8 @@ fn a_rollback_sticks_the_version_rolled_back_from_is_never_served_again() {
     );
     configure(&dir, "  step_bound: off\n", "  step_bound: schema\n");
     configure(&dir, "  cost_bound: null\n", "  cost_bound: 1.5\n");
+    // The bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
+    configure(&dir, "confirm_fraction: 0.4", "confirm_fraction: 0.5");
     ok(&dir, &["evolve", "--rounds", "10", "--quiet"]);
     let before = json(&dir, &["status", "--json"]);
     let rolled_from = before["served_version"].as_u64().unwrap();

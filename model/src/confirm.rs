@@ -157,16 +157,21 @@ mod tests {
         }
     }
 
+    /// A confirm share of one half, so that the part sizes below are round numbers.
+    fn half() -> SplitConfig {
+        SplitConfig { confirm_fraction: 0.5, ..SplitConfig::default() }
+    }
+
     #[test]
     fn the_split_is_seeded_disjoint_and_stratified() {
         let rs: Vec<QuestionResult> =
             (0..40).map(|i| result(&format!("q{i:02}"), &format!("c{}", i % 2), ["a", "b"][i / 20])).collect();
-        let p = Parts::of(&rs, &SplitConfig::default()).unwrap();
+        let p = Parts::of(&rs, &half()).unwrap();
         assert_eq!(p.search.len() + p.confirm.len(), 40);
         assert!(p.search.is_disjoint(&p.confirm));
         assert_eq!(p.confirm.len(), 20);
-        assert_eq!(p, Parts::of(&rs, &SplitConfig::default()).unwrap());
-        let other = Parts::of(&rs, &SplitConfig { seed: 7, ..SplitConfig::default() }).unwrap();
+        assert_eq!(p, Parts::of(&rs, &half()).unwrap());
+        let other = Parts::of(&rs, &SplitConfig { seed: 7, ..half() }).unwrap();
         assert_ne!(p.confirm, other.confirm);
         assert_eq!(p.confirm_of(&rs).len(), 20);
         assert!((p.cost(10) - 0.25).abs() < 1e-12);
@@ -180,7 +185,7 @@ mod tests {
                 rs.push(result(&format!("c{}#{i}@{k}", i % 2), &format!("c{}", i % 2), ["a", "b"][i / 20]));
             }
         }
-        let p = Parts::of(&rs, &SplitConfig::default()).unwrap();
+        let p = Parts::of(&rs, &half()).unwrap();
         assert_eq!(p.search.len() + p.confirm.len(), rs.len());
         let probes = |ids: &BTreeSet<String>| -> BTreeSet<String> {
             ids.iter().map(|id| harness::replay::probe_of(id).to_string()).collect()
@@ -190,7 +195,7 @@ mod tests {
         // On probe ids, the split is the one drawn over the observations' probes.
         let endpoint: Vec<QuestionResult> =
             (0..40).map(|i| result(&format!("c{}#{i}", i % 2), &format!("c{}", i % 2), ["a", "b"][i / 20])).collect();
-        assert_eq!(probes(&p.confirm), Parts::of(&endpoint, &SplitConfig::default()).unwrap().confirm);
+        assert_eq!(probes(&p.confirm), Parts::of(&endpoint, &half()).unwrap().confirm);
     }
 
     fn record(id: &str, full: crate::candidate::FullRecord) -> CandidateRecord {
