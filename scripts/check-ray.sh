@@ -81,6 +81,14 @@ echo "== compare outcomes, verdicts and journal events"
 "$PY" - "$WORK/local.events.jsonl" "$WORK/ray.events.jsonl" "$WORK/local.log.json" "$WORK/ray.log.json" <<'EOF'
 import json, sys
 
+def unclocked(v):
+    """Without a search trial's wall clock (`started`, `duration_ms`), at any depth."""
+    if isinstance(v, dict):
+        return {k: unclocked(x) for k, x in v.items() if k not in ("started", "duration_ms")}
+    if isinstance(v, list):
+        return [unclocked(x) for x in v]
+    return v
+
 def events(path):
     out = []
     for line in open(path):
@@ -88,9 +96,10 @@ def events(path):
         # The chain hashes cover the timestamps; everything else must match.
         e.pop("hash"); e.pop("prev_hash")
         e["payload"].pop("at", None)
-        # The export's own record times (`at`, `at_source`) differ likewise.
+        # The export's own record times (`at`, `at_source`) differ likewise,
+        # and so does each search trial's wall clock.
         e.pop("at", None); e.pop("at_source", None)
-        out.append(e)
+        out.append(unclocked(e))
     return out
 
 a, b = events(sys.argv[1]), events(sys.argv[2])
