@@ -83,6 +83,10 @@ pub fn check_config(text: &str) -> Checked {
         Ok(doc) => doc,
         Err(e) => return fail(vec![yaml_problem(&e)]),
     };
+    if doc.is_null() {
+        let message = "empty file: expected a mapping with at least `harness:` and its `tasks:`".to_string();
+        return fail(vec![ConfigProblem { path: String::new(), line: None, column: None, message }]);
+    }
     let renamed = match renamed_keys(text) {
         Ok(r) => r,
         Err(e) => return fail(vec![located(text, e)]),
@@ -404,6 +408,8 @@ mod tests {
         let shown = checked.problems[0].to_string();
         assert_eq!(shown.matches("line 3 column 1").count(), 1, "{shown}");
         assert!(checked.problems[0].line.is_some());
+        let empty = check_config("# nothing yet\n").problems;
+        assert!(empty.len() == 1 && empty[0].message.starts_with("empty file"), "{empty:?}");
     }
 
     #[test]
