@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use engine::config::{CONFIG_SCHEMA, parse_config, render_config};
+use engine::config::{CONFIG_SCHEMA, parse_config, parse_config_typed, render_config};
 use serde_json::{Value, json};
 
 fn schema() -> Value {
@@ -114,7 +114,7 @@ fn a_bad_file_is_refused_naming_the_key() {
         ),
     ];
     for (text, path, named, says) in cases {
-        let parser = parse_config(&text).expect_err("the parser refuses it too");
+        let parser = parse_config_typed(&text).expect_err("the parser refuses it too");
         assert!(parser.contains(says), "{parser}");
         let errors = schema_errors(&v, &text);
         assert!(
@@ -277,8 +277,10 @@ fn the_schema_and_the_parser_agree_on_what_loads() {
         true,
     ));
     for (text, ok) in texts {
-        let parsed = parse_config(&text);
+        let parsed = parse_config_typed(&text);
         assert_eq!(parsed.is_ok(), ok, "the parser on:\n{text}\n{parsed:?}");
+        let checked = parse_config(&text);
+        assert_eq!(checked.is_ok(), ok, "the full check (schema, then parser) on:\n{text}\n{checked:?}");
         let errors = schema_errors(&v, &text);
         assert_eq!(errors.is_empty(), ok, "the schema on:\n{text}\n{errors:?}");
     }
@@ -322,7 +324,7 @@ fn get<'a>(doc: &'a Value, path: &[String]) -> Option<&'a Value> {
 
 /// The parser's answer for a document (JSON is YAML).
 fn parse(doc: &Value) -> Result<engine::config::ProjectConfig, String> {
-    parse_config(&serde_json::to_string(doc).unwrap())
+    parse_config_typed(&serde_json::to_string(doc).unwrap())
 }
 
 /// The keys the parser accepts in the object at `path`: serde's "unknown field

@@ -107,5 +107,50 @@ fn emend_yaml_is_checked_as_a_configuration() {
     let (code, text, _) = validate(&[&bad]);
     assert_eq!(code, 2, "{text}");
     assert_eq!(text.trim().lines().count(), 1, "{text}");
-    assert!(text.contains("emend.yaml: line ") && text.contains("unknown field `alpah`"), "{text}");
+    let line = good.lines().position(|l| l.starts_with("  alpha: ")).unwrap() + 1;
+    assert!(text.starts_with(&format!("{}:{line}:3: gates.alpah: unknown key `alpah`", bad.display())), "{text}");
+    assert!(text.contains("did you mean `alpha`?") && !text.contains("delta1"), "{text}");
+}
+
+#[test]
+fn every_problem_of_an_emend_yaml_is_reported_in_one_run_each_at_its_line() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../emend.yaml");
+    let good = std::fs::read_to_string(&root).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = tmp.path().join("emend.yaml");
+    let edits = [
+        ("\n  alpha: ", "\n  alpah: "),
+        ("\n  probe_size: ", "\n  probe_size: 3\n  x_probe: "),
+        ("\n  rounds: ", "\n  rounds: 0\n  x_rounds: "),
+    ];
+    let mut text = good.clone();
+    for (from, to) in edits {
+        assert!(text.contains(from), "the repository's emend.yaml has {from:?}");
+        text = text.replacen(from, to, 1);
+    }
+    std::fs::write(&bad, &text).unwrap();
+    let line_of = |start: &str| text.lines().position(|l| l.starts_with(start)).unwrap() + 1;
+    let (code, out, _) = validate(&[&bad]);
+    assert_eq!(code, 2, "{out}");
+    let name = bad.display().to_string();
+    for (key, start) in
+        [("gates.alpah", "  alpah: "), ("gates.x_probe", "  x_probe: "), ("loop.x_rounds", "  x_rounds: ")]
+    {
+        assert!(out.contains(&format!("{name}:{}:3: {key}: unknown key", line_of(start))), "{key}: {out}");
+    }
+    // A range problem beside the unknown keys, at its own line.
+    assert!(
+        out.contains(&format!("{name}:{}:3: gates.probe_size: must be at least 10", line_of("  probe_size: 3"))),
+        "{out}"
+    );
+    assert!(out.contains(&format!("{name}:{}:3: loop.rounds: must be between 1", line_of("  rounds: 0"))), "{out}");
+    // In file order, each once; --json carries the same problems with their positions.
+    let lines: Vec<usize> =
+        out.lines().map(|l| l[name.len() + 1..].split(':').next().unwrap().parse().unwrap()).collect();
+    assert!(lines.windows(2).all(|w| w[0] < w[1]), "{out}");
+    let (_, json, _) = validate(&[&bad, Path::new("--json")]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let problems = v["files"][0]["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), lines.len(), "{json}");
+    assert!(problems.iter().all(|p| p["line"].is_u64() && p["column"].is_u64() && p["path"].is_string()), "{json}");
 }

@@ -11,12 +11,14 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+mod check;
 mod defaults;
 mod renamed;
 mod template;
 mod types;
 mod validate;
 
+pub use check::{Checked, ConfigProblem, check_config, locate, suggest};
 pub use renamed::{RENAMED_KEYS, Renamed, renamed_keys};
 pub use template::render_config;
 pub use types::*;
@@ -126,21 +128,25 @@ pub fn parse_config_at(file: &Path, text: &str) -> Result<ProjectConfig, String>
     Ok(config)
 }
 
-/// Parses and range-checks `emend.yaml`, returning the old key names it uses.
+/// Parses and range-checks `emend.yaml`, returning the old key names it uses;
+/// the error is the first problem [`check_config`] finds, counting the rest.
 pub fn parse_config_reporting(text: &str) -> Result<(ProjectConfig, Vec<Renamed>), String> {
-    if text.len() as u64 > MAX_CONFIG_BYTES {
-        return Err(format!("file is larger than {MAX_CONFIG_BYTES} bytes; an emend.yaml is a few KB"));
-    }
-    // libyaml is quadratic on deep nesting: bound it before parsing.
-    crate::artifact::check_yaml_bounds(text, crate::artifact::MAX_YAML_DEPTH)
-        .map_err(|b| format!("line {} column {}: {}", b.line, b.column, b.message))?;
-    let renamed = renamed_keys(text)?;
+    check_config(text).into_result()
+}
+
+/// The typed parser alone (serde and the range checks, first problem only,
+/// without the configuration schema's pass): what the schema's agreement
+/// tests compare the schema with. Commands read a configuration through
+/// [`parse_config_at`].
+pub fn parse_config_typed(text: &str) -> Result<ProjectConfig, String> {
     let config: ProjectConfig = serde_yaml::from_str(text).map_err(|e| match e.location() {
         Some(l) => format!("line {} column {}: {e}", l.line(), l.column()),
         None => e.to_string(),
     })?;
-    validate::validate(&config)?;
-    Ok((config, renamed))
+    match validate::problems(&config).into_iter().next() {
+        Some(first) => Err(first),
+        None => Ok(config),
+    }
 }
 
 #[cfg(test)]
@@ -169,7 +175,7 @@ mod tests {
             assert_eq!(parse_config(&format!("{base}{v}\n")).unwrap().gates.step_bound, want, "{v}");
         }
         let e = parse_config(&format!("{base}bounded\n")).unwrap_err();
-        assert!(e.contains("gates.step_bound: expected off or schema"), "{e}");
+        assert!(e.contains("gates.step_bound: must be one of \"off\", \"schema\""), "{e}");
         assert_eq!(parse_config("harness:\n  tasks: builtin\n").unwrap().gates.step_bound, StepBound::Off);
     }
 
@@ -192,8 +198,9 @@ mod tests {
         let bad = base.replace("candidates: 4", "candidates: lots");
         let err = parse_config(&bad).unwrap_err();
         assert!(err.contains("line") && err.contains("loop.candidates"), "{err}");
-        let bad = base.replace("seed: 0", "seed: 0\n  colour: red");
-        assert!(parse_config(&bad).unwrap_err().contains("unknown field `colour`"));
+        let bad = base.replace("candidates: 4", "candidates: 4\n  colour: red");
+        let err = parse_config(&bad).unwrap_err();
+        assert!(err.contains("loop.colour: unknown key `colour` (expected one of"), "{err}");
     }
 
     fn with_roles(roles: &str) -> Result<ProjectConfig, String> {
@@ -209,9 +216,9 @@ mod tests {
         assert_eq!(r.concurrency, 8);
         assert_eq!(*r, RoleConfig { concurrency: 8, ..RoleConfig::new("http://127.0.0.1:9/v1", "m") });
         let err = with_roles("roles:\n  answerer: {base_url: 'http://h/v1', model: m, colour: red}\n").unwrap_err();
-        assert!(err.contains("unknown field `colour`"), "{err}");
+        assert!(err.contains("roles.answerer.colour: unknown key `colour`"), "{err}");
         let err = with_roles("roles:\n  oracle: {base_url: 'http://host/v1', model: m}\n").unwrap_err();
-        assert!(err.contains("roles.oracle: unknown role"), "{err}");
+        assert!(err.contains("roles.oracle: unknown key `oracle` (expected one of extractor,"), "{err}");
         let err =
             with_roles("roles:\n  critic: {base_url: 'http://host/v1', model: m, timeout_secs: 0}\n").unwrap_err();
         assert!(err.contains("roles.critic.timeout_secs"), "{err}");

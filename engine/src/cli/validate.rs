@@ -63,25 +63,41 @@ pub fn run(args: &ValidateArgs) -> CmdResult {
     Ok(if all_ok { exit::OK } else { exit::BAD_INPUT })
 }
 
-/// A project configuration, read by emend's own parser: unknown keys, types
-/// and ranges, each problem naming the line and key.
+/// A project configuration, read by emend's own checker: every problem of
+/// the file (unknown keys with a suggestion, types, ranges, consistency), each
+/// at `file:line:column` and naming its key.
 fn check_config(file: &std::path::Path, json: bool) -> serde_json::Value {
-    let result = std::fs::read_to_string(file)
-        .map_err(|e| format!("cannot read: {e}"))
-        .and_then(|text| engine::config::parse_config_at(file, &text).map(|_| ()));
     let name = file.display().to_string();
-    match result {
-        Ok(()) => {
-            if !json {
-                println!("ok configuration  {name}");
+    let problems = match std::fs::read_to_string(file) {
+        Ok(text) => {
+            let checked = engine::config::check_config(&text);
+            for r in &checked.renamed {
+                tracing::warn!("{}", r.warning(file));
             }
-            json!({"file": name, "ok": true, "kind": "configuration", "hash": null, "problems": []})
+            checked.problems
         }
-        Err(e) => {
-            if !json {
-                println!("{name}: {e}");
-            }
-            json!({"file": name, "ok": false, "kind": "configuration", "hash": null, "problems": [e]})
+        Err(e) => vec![engine::config::ConfigProblem {
+            path: String::new(),
+            line: None,
+            column: None,
+            message: format!("cannot read: {e}"),
+        }],
+    };
+    if problems.is_empty() {
+        if !json {
+            println!("ok configuration  {name}");
+        }
+        return json!({"file": name, "ok": true, "kind": "configuration", "hash": null, "problems": []});
+    }
+    if !json {
+        for p in &problems {
+            let at = match (p.line, p.column) {
+                (Some(l), Some(c)) => format!("{name}:{l}:{c}"),
+                _ => name.clone(),
+            };
+            let key = if p.path.is_empty() { String::new() } else { format!("{}: ", p.path) };
+            println!("{at}: {key}{}", p.message);
         }
     }
+    json!({"file": name, "ok": false, "kind": "configuration", "hash": null, "problems": problems})
 }

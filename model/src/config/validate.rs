@@ -154,112 +154,129 @@ fn check_expect_head(journal: &JournalConfig) -> Result<(), String> {
     }
 }
 
-/// Every check of a parsed configuration, section by section.
-pub(super) fn validate(config: &ProjectConfig) -> Result<(), String> {
-    check_expect_head(&config.journal)?;
-    check_gates(&config.gates)?;
-    check_search(&config.search)?;
-    check_candidates("loop.candidates", config.loop_.candidates)?;
-    check_rounds("loop.rounds", config.loop_.rounds)?;
-    check_inside("strategy", &config.strategy)?;
-    frac("loop.exploration", config.loop_.exploration, 0.0, 100.0)?;
-    check_harness(&config.harness)?;
-    check_roles(&config.roles)?;
-    check_serving(config)?;
-    if config.harness.judge == JudgeKind::Llm && !config.roles.contains_key("judge") {
-        return Err("harness.judge: llm needs roles.judge (an OpenAI-compatible endpoint and model)".into());
+/// The problems of a parsed configuration, section by section: every one,
+/// not only the first, each naming its key first (`gates.alpha: ...`).
+pub(super) fn problems(config: &ProjectConfig) -> Vec<String> {
+    let mut out = Problems::default();
+    out.check(check_expect_head(&config.journal));
+    check_gates(&config.gates, &mut out);
+    check_search(&config.search, &mut out);
+    out.check(check_candidates("loop.candidates", config.loop_.candidates));
+    out.check(check_rounds("loop.rounds", config.loop_.rounds));
+    out.check(check_inside("strategy", &config.strategy));
+    out.check(frac("loop.exploration", config.loop_.exploration, 0.0, 100.0));
+    check_harness(&config.harness, &mut out);
+    // Each role on its own first (every role's problem), then the roles together.
+    let mut roles_ok = true;
+    for (name, role) in &config.roles {
+        if let Err(e) = check_roles(&BTreeMap::from([(name.clone(), role.clone())])) {
+            roles_ok = false;
+            out.push(e);
+        }
     }
-    Ok(())
+    if roles_ok {
+        out.check(check_roles(&config.roles));
+    }
+    check_serving(config, &mut out);
+    if config.harness.judge == JudgeKind::Llm && !config.roles.contains_key("judge") {
+        out.push("harness.judge: llm needs roles.judge (an OpenAI-compatible endpoint and model)");
+    }
+    out.0
+}
+
+/// The problems found so far.
+#[derive(Default)]
+struct Problems(Vec<String>);
+
+impl Problems {
+    fn push(&mut self, message: impl Into<String>) {
+        self.0.push(message.into());
+    }
+
+    fn check(&mut self, result: Result<(), String>) {
+        if let Err(e) = result {
+            self.0.push(e);
+        }
+    }
 }
 
 /// `gates:`.
-fn check_gates(g: &GateConfig) -> Result<(), String> {
-    frac("gates.probe_drop_max", g.probe_drop_max, 0.0, 1.0)?;
-    frac("gates.alpha", g.alpha, 1e-12, 0.5)?;
-    frac("gates.category_drop_max", g.category_drop_max, 0.0, 1.0)?;
-    frac("gates.restore_below_best", g.restore_below_best, 0.0, 1.0)?;
+fn check_gates(g: &GateConfig, out: &mut Problems) {
+    out.check(frac("gates.probe_drop_max", g.probe_drop_max, 0.0, 1.0));
+    out.check(frac("gates.alpha", g.alpha, 1e-12, 0.5));
+    out.check(frac("gates.category_drop_max", g.category_drop_max, 0.0, 1.0));
+    out.check(frac("gates.restore_below_best", g.restore_below_best, 0.0, 1.0));
     if let Some(c) = g.cost_bound {
-        frac("gates.cost_bound", c, 0.0, 100.0)?;
+        out.check(frac("gates.cost_bound", c, 0.0, 100.0));
     }
     if let Some(c) = g.cost_bound_v1 {
-        frac("gates.cost_bound_v1", c, 0.0, 100.0)?;
+        out.check(frac("gates.cost_bound_v1", c, 0.0, 100.0));
     }
     if !(g.lord_initial_wealth > 0.0 && g.lord_initial_wealth <= 1.0) {
-        return Err(format!(
+        out.push(format!(
             "gates.lord_initial_wealth: must be in (0, 1] (a share of alpha), got {}",
             g.lord_initial_wealth
         ));
     }
     if g.full_tests_per_round == 0 || g.full_tests_per_round > 16 {
-        return Err(format!("gates.full_tests_per_round: must be between 1 and 16, got {}", g.full_tests_per_round));
+        out.push(format!("gates.full_tests_per_round: must be between 1 and 16, got {}", g.full_tests_per_round));
     }
     if g.probe_size < 10 {
-        return Err(format!("gates.probe_size: must be at least 10, got {}", g.probe_size));
+        out.push(format!("gates.probe_size: must be at least 10, got {}", g.probe_size));
     }
     if !(100..=1_000_000).contains(&g.bootstrap_resamples) {
-        return Err(format!(
-            "gates.bootstrap_resamples: must be between 100 and 1000000, got {}",
-            g.bootstrap_resamples
-        ));
+        out.push(format!("gates.bootstrap_resamples: must be between 100 and 1000000, got {}", g.bootstrap_resamples));
     }
-    Ok(())
 }
 
 /// `search:`.
-fn check_search(s: &SearchConfig) -> Result<(), String> {
-    frac("search.race_level", s.race_level, 1e-6, 0.5)?;
+fn check_search(s: &SearchConfig, out: &mut Problems) {
+    out.check(frac("search.race_level", s.race_level, 1e-6, 0.5));
     if s.first_look == 0 || s.stall == 0 || s.converge < s.stall {
-        return Err(format!(
+        out.push(format!(
             "search: first_look and stall must be at least 1 and converge at least stall, got {}, {}, {}",
             s.first_look, s.stall, s.converge
         ));
     }
-    Ok(())
 }
 
 /// `harness:`.
-fn check_harness(h: &HarnessConfig) -> Result<(), String> {
+fn check_harness(h: &HarnessConfig, out: &mut Problems) {
     let f = h.split.confirm_fraction;
     if !(f.is_finite() && f > 0.0 && f < 1.0) {
-        return Err(format!("harness.split.confirm_fraction: must be strictly between 0 and 1, got {f}"));
+        out.push(format!("harness.split.confirm_fraction: must be strictly between 0 and 1, got {f}"));
     }
-    frac("harness.f1_threshold", h.f1_threshold, 0.0, 1.0)?;
+    out.check(frac("harness.f1_threshold", h.f1_threshold, 0.0, 1.0));
     if h.max_dataset_mb == 0 {
-        return Err("harness.max_dataset_mb: must be at least 1".into());
+        out.push("harness.max_dataset_mb: must be at least 1");
     }
     if h.replay.every_sessions == 0 {
-        return Err("harness.replay.every_sessions: must be at least 1".into());
+        out.push("harness.replay.every_sessions: must be at least 1");
     }
     if h.protocol == ProtocolChoice::Replay && h.kind == HarnessKind::Command {
-        return Err("harness.protocol: replay runs on the built-in harness only (harness.kind is command)".into());
+        out.push("harness.protocol: replay runs on the built-in harness only (harness.kind is command)");
     }
     if h.protocol == ProtocolChoice::Replay && h.executor == ExecutorChoice::Ray {
-        return Err("harness.protocol: replay runs in process only (harness.executor is ray)".into());
+        out.push("harness.protocol: replay runs in process only (harness.executor is ray)");
     }
     if h.kind == HarnessKind::Command && h.command.is_none() {
-        return Err("harness.command: required when harness.kind is command".into());
+        out.push("harness.command: required when harness.kind is command");
     }
-    Ok(())
 }
 
 /// `hooks:` and `serve:`.
-fn check_serving(config: &ProjectConfig) -> Result<(), String> {
+fn check_serving(config: &ProjectConfig, out: &mut Problems) {
     for (name, argv) in [("hooks.on_served", &config.hooks.on_served), ("hooks.on_pending", &config.hooks.on_pending)] {
         if let Some(argv) = argv
             && argv.first().is_none_or(|p| p.trim().is_empty())
         {
-            return Err(format!(
-                "{name}: expected an argv list whose first item is the program, e.g. [\"./notify.sh\"]"
-            ));
+            out.push(format!("{name}: expected an argv list whose first item is the program, e.g. [\"./notify.sh\"]"));
         }
     }
     if config.serve.max_pending == Some(0) {
-        return Err("serve.max_pending: must be at least 1 (or null: no cap)".into());
+        out.push("serve.max_pending: must be at least 1 (or null: no cap)");
     }
     if config.hooks.on_pending.is_some() && config.serve.approval == Approval::Auto {
-        return Err(
-            "hooks.on_pending: only runs with serve.approval: manual (no version is ever pending in auto)".into()
-        );
+        out.push("hooks.on_pending: only runs with serve.approval: manual (no version is ever pending in auto)");
     }
-    Ok(())
 }
