@@ -505,3 +505,58 @@ runpy.run_path(ADAPTER, run_name="__main__")
     // The failure keeps its typed cause as its source, and the line says it once.
     assert_eq!(err.matches("database unreachable").count(), 1, "{err}");
 }
+
+// --- the project's tools on a command harness ---
+
+/// Whether python3 runs here; the tests that need it skip (with a note) when not.
+fn python3() -> bool {
+    let ok = std::process::Command::new("python3").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("SKIPPED: python3 is not available");
+    }
+    ok
+}
+
+#[test]
+fn validate_in_a_command_project_uses_its_schema() {
+    if !python3() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = init_with_adapter(tmp.path(), &workspace().join("examples/python-bm25/adapter.py"));
+    // emend's own served file is legal under the project's schema (harness.schema).
+    let (code, out, err) = emend(&dir, &["validate", "strategies/served.yaml"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("ok ") && out.contains("examples/python-bm25/strategy.schema.json"), "{out}");
+    let v = support::json(&dir, &["validate", "--json", "strategies/served.yaml", "emend.yaml"]);
+    assert!(v["schema"].as_str().unwrap().ends_with("examples/python-bm25/strategy.schema.json"), "{v}");
+    assert_eq!(v["ok"], true, "{v}");
+    // From another directory, through --project.
+    let (code, out, err) = emend(tmp.path(), &["--project", "project", "validate", "project/strategies/served.yaml"]);
+    assert_eq!(code, 0, "{out}{err}");
+    // --no-project: the built-in schema, which refuses the adapter's fields; --schema wins over the project.
+    let (code, out, err) = emend(&dir, &["validate", "--no-project", "strategies/served.yaml"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(out.contains("strategies/served.yaml: index.k1: unknown field"), "{out}");
+    let builtin = workspace().join("schemas/strategy.schema.json");
+    let (code, out, err) = emend(&dir, &["validate", "--schema", builtin.to_str().unwrap(), "strategies/served.yaml"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(out.contains("index.k1: unknown field"), "{out}");
+    let v: Value = serde_json::from_str(&emend(&dir, &["validate", "--json", "--no-project", "x.yaml"]).1).unwrap();
+    assert_eq!(v["schema"], "builtin", "{v}");
+
+    // An invalid emend.yaml is an error naming it, not "no project"; checked as a
+    // configuration it needs no project to load.
+    let config = dir.join("emend.yaml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("{text}colour: red\n")).unwrap();
+    let (code, out, err) = emend(&dir, &["validate", "strategies/served.yaml"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.starts_with("error: ") && err.contains("emend.yaml") && err.contains("colour"), "{err}");
+    let (code, out, err) = emend(&dir, &["validate", "emend.yaml"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(out.starts_with("emend.yaml: ") && out.contains("colour"), "{out}");
+    let (code, out, err) = emend(&dir, &["validate", "--no-project", "strategies/served.yaml"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(out.contains("index.k1: unknown field"), "{out}");
+}

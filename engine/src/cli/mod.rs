@@ -115,7 +115,8 @@ enum Command {
     Compare(compare::CompareArgs),
     /// Evaluate one strategy on a task set and print accuracy, per-category figures and traces.
     Eval(eval::EvalArgs),
-    /// Check strategy files (YAML syntax, the schema, unknown fields, invariants, prompt markers) or an emend.yaml.
+    /// Check strategy files (YAML syntax, the schema, unknown fields, invariants, prompt markers) or an emend.yaml;
+    /// in a project, against its strategy schema (harness.schema).
     Validate(validate::ValidateArgs),
     /// Mechanism fidelity: per mechanism of the served strategy, contributing, unexercised, defective or inconclusive.
     Audit(inspect::JsonArg),
@@ -181,7 +182,7 @@ pub fn main() -> ExitCode {
         Command::Journal(cmd) => inspect::journal(&cmd, project),
         Command::Compare(args) => compare::run(&args),
         Command::Eval(args) => eval::run(&args, project),
-        Command::Validate(args) => validate::run(&args),
+        Command::Validate(args) => validate::run(&args, project),
         Command::Worker(args) => worker::run(&args),
         Command::Schema => shell::schema(),
         Command::Completions(args) => shell::completions(&args, &mut Cli::command()),
