@@ -560,3 +560,56 @@ fn validate_in_a_command_project_uses_its_schema() {
     assert_eq!(code, 2, "{out}{err}");
     assert!(out.contains("index.k1: unknown field"), "{out}");
 }
+
+#[test]
+fn eval_in_a_command_project_runs_its_command_on_its_task_set() {
+    if !python3() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = init_with_adapter(tmp.path(), &workspace().join("examples/python-bm25/adapter.py"));
+    let (code, out, err) = emend(&dir, &["eval", "--strategy", "strategies/served.yaml"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(": 348 questions in 4 conversations"), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("accuracy   ") && l.ends_with("/348)")), "{out}");
+    assert!(out.contains("single-hop"), "{out}");
+
+    let v = support::json(
+        &dir,
+        &[
+            "eval",
+            "--strategy",
+            "strategies/served.yaml",
+            "--json",
+            "--outcomes",
+            "out.jsonl",
+            "--conversations",
+            "syn-1",
+        ],
+    );
+    assert_eq!(v["harness_kind"], "command", "{v}");
+    assert_eq!(v["n"], 87, "{v}");
+    let accuracy = v["accuracy"].as_f64().unwrap();
+    assert!(accuracy > 0.0 && accuracy <= 1.0, "{v}");
+    assert!(v["per_category"]["single-hop"]["n"].as_u64().unwrap() > 0, "{v}");
+    let outcomes = std::fs::read_to_string(dir.join("out.jsonl")).unwrap();
+    assert_eq!(outcomes.lines().count(), 87);
+    assert!(outcomes.lines().all(|l| l.contains(r#""conversation":"syn-1""#)), "{outcomes}");
+
+    // What the command cannot do is refused with a reason (one line), before it runs.
+    for (extra, reason) in [
+        (["--tasks", "x.json"], "error: --tasks x.json: this project's harness is a command"),
+        (["--judge", "f1"], "error: --judge f1: this project's harness is a command"),
+        (["--protocol", "replay"], "error: --protocol replay: longitudinal replay runs on the built-in harness only"),
+    ] {
+        let mut args = vec!["eval", "--strategy", "strategies/served.yaml"];
+        args.extend(extra);
+        let (code, out, err) = emend(&dir, &args);
+        assert_eq!(code, 2, "{extra:?}: {out}{err}");
+        assert!(err.starts_with(reason) && err.lines().count() == 1, "{extra:?}: {err}");
+    }
+    // --no-project: the built-in harness and schema, which refuse the adapter's strategy.
+    let (code, _, err) = emend(&dir, &["eval", "--no-project", "--strategy", "strategies/served.yaml"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("index.k1: unknown field"), "{err}");
+}

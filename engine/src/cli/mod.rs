@@ -113,7 +113,8 @@ enum Command {
     Journal(inspect::JournalCommand),
     /// Compare two evaluation runs question by question (paired statistics and the acceptance verdict).
     Compare(compare::CompareArgs),
-    /// Evaluate one strategy on a task set and print accuracy, per-category figures and traces.
+    /// Evaluate one strategy on a task set and print accuracy, per-category figures and traces
+    /// (in a project with a command harness: with that command, on the project's task set).
     Eval(eval::EvalArgs),
     /// Check strategy files (YAML syntax, the schema, unknown fields, invariants, prompt markers) or an emend.yaml;
     /// in a project, against its strategy schema (harness.schema).
