@@ -613,3 +613,65 @@ fn eval_in_a_command_project_runs_its_command_on_its_task_set() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("index.k1: unknown field"), "{err}");
 }
+
+#[test]
+fn init_runs_the_harness_command_once_and_refuses_a_broken_one_writing_nothing() {
+    if !python3() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let crash = tmp.path().join("crash.py");
+    std::fs::write(&crash, "import sys\nprint('no index here', file=sys.stderr)\nsys.exit(3)\n").unwrap();
+    let garbage = tmp.path().join("garbage.py");
+    let script = r#"import json, sys
+shard = json.load(open(sys.argv[2]))
+with open(sys.argv[3], "w") as f:
+    for s in shard["samples"]:
+        for qa in s["qa"]:
+            f.write(json.dumps({"id": qa["id"], "conversation": s["sample_id"],
+                                "category": qa["category_name"], "correct": "yes"}) + "\n")
+"#;
+    std::fs::write(&garbage, script).unwrap();
+    let ex = workspace().join("examples/python-bm25");
+    let tasks = workspace().join("harness/data/synthetic-locomo.json");
+    let cases = [
+        (&crash, false, "shard 1/1: exit status 3 after retry; stderr: no index here"),
+        (&garbage, true, r#"shard 1/1: out.jsonl:1: field "correct": expected a boolean, got the string "yes""#),
+    ];
+    for (adapter, dir_existed, reason) in cases {
+        let dir = tmp.path().join("p");
+        if dir_existed {
+            std::fs::create_dir(&dir).unwrap();
+        }
+        let (code, out, err) = emend(
+            tmp.path(),
+            &[
+                "init",
+                "p",
+                "--tasks",
+                tasks.to_str().unwrap(),
+                "--schema",
+                ex.join("strategy.schema.json").to_str().unwrap(),
+                "--strategy",
+                ex.join("default.yaml").to_str().unwrap(),
+                "--harness-command",
+                "python3",
+                adapter.to_str().unwrap(),
+                "{strategy}",
+                "{tasks}",
+                "{out}",
+            ],
+        );
+        assert_eq!(code, 2, "{out}{err}");
+        let line = err.lines().find(|l| l.starts_with("error: ")).unwrap_or_else(|| panic!("{err}"));
+        assert!(line.starts_with(&format!("error: --harness-command `python3 {}", adapter.display())), "{line}");
+        assert!(line.ends_with(reason), "{line}");
+        // Nothing written: no emend.yaml, no journal; a new directory is removed, an existing one left empty.
+        assert!(!dir.join("emend.yaml").exists() && !dir.join(".emend").exists(), "{err}");
+        assert_eq!(dir.exists(), dir_existed);
+        if dir_existed {
+            assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+            std::fs::remove_dir(&dir).unwrap();
+        }
+    }
+}

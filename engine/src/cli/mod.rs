@@ -61,7 +61,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Create a project: emend.yaml, strategies/served.yaml (v1) and the journal under .emend/.
+    /// Create a project: emend.yaml, strategies/served.yaml (v1) and the journal under .emend/
+    /// (a --harness-command is first run once, on one question, and refused if that fails).
     Init(evolve::InitArgs),
     /// Run the Observe -> Improve -> Verify loop for some rounds (the unattended main job).
     #[command(after_help = evolve::stopped_help())]
