@@ -249,9 +249,22 @@ fn init_writes_the_schema_a_gitignore_and_relative_paths() {
 
 #[test]
 fn harness_command_and_schema_paths_are_relative_to_emend_yaml() {
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: python3 is not available");
+        return;
+    }
     let tmp = tempfile::tempdir().unwrap();
     let schema = tmp.path().join("my.schema.json");
-    std::fs::write(tmp.path().join("adapter.py"), "").unwrap();
+    // init runs the command once: an adapter that answers every question of its shard (wrongly).
+    let adapter = r#"import json, sys
+shard = json.load(open(sys.argv[2]))
+with open(sys.argv[3], "w") as f:
+    for s in shard["samples"]:
+        for qa in s["qa"]:
+            f.write(json.dumps({"id": qa["id"], "conversation": s["sample_id"],
+                                "category": qa["category_name"], "correct": False}) + "\n")
+"#;
+    std::fs::write(tmp.path().join("adapter.py"), adapter).unwrap();
     std::fs::write(&schema, include_str!("../../schemas/strategy.schema.json")).unwrap();
     let (code, out, err) = emend(
         tmp.path(),
@@ -275,6 +288,17 @@ fn harness_command_and_schema_paths_are_relative_to_emend_yaml() {
     assert!(config.contains("schema: \"../my.schema.json\""), "{config}");
     assert!(config.contains(r#"argv: ["python3", "../adapter.py", "{strategy}", "{tasks}", "{out}"]"#), "{config}");
     assert!(!config.contains(tmp.path().to_str().unwrap()), "{config}");
+    // The built-in pipeline's judge and token ceiling mean nothing to a command: not written.
+    let harness: Vec<&str> = config
+        .lines()
+        .skip_while(|l| *l != "harness:")
+        .skip(1)
+        .take_while(|l| !l.starts_with(|c: char| c.is_alphabetic()))
+        .collect();
+    assert!(harness.iter().any(|l| l.starts_with("  kind: command")), "{config}");
+    for key in ["judge:", "f1_threshold:", "budget_ceiling:"] {
+        assert!(!harness.iter().any(|l| l.trim_start().starts_with(key)), "{key} under harness: {config}");
+    }
     // The served file's modeline names that schema, and init copied none of its own
     // (only emend.yaml's schema).
     let served = std::fs::read_to_string(tmp.path().join("p/strategies/served.yaml")).unwrap();

@@ -505,3 +505,173 @@ runpy.run_path(ADAPTER, run_name="__main__")
     // The failure keeps its typed cause as its source, and the line says it once.
     assert_eq!(err.matches("database unreachable").count(), 1, "{err}");
 }
+
+// --- the project's tools on a command harness ---
+
+/// Whether python3 runs here; the tests that need it skip (with a note) when not.
+fn python3() -> bool {
+    let ok = std::process::Command::new("python3").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("SKIPPED: python3 is not available");
+    }
+    ok
+}
+
+#[test]
+fn validate_in_a_command_project_uses_its_schema() {
+    if !python3() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = init_with_adapter(tmp.path(), &workspace().join("examples/python-bm25/adapter.py"));
+    // emend's own served file is legal under the project's schema (harness.schema).
+    let (code, out, err) = emend(&dir, &["validate", "strategies/served.yaml"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("ok ") && out.contains("examples/python-bm25/strategy.schema.json"), "{out}");
+    let v = support::json(&dir, &["validate", "--json", "strategies/served.yaml", "emend.yaml"]);
+    assert!(v["schema"].as_str().unwrap().ends_with("examples/python-bm25/strategy.schema.json"), "{v}");
+    assert_eq!(v["ok"], true, "{v}");
+    // From another directory, through --project.
+    let (code, out, err) = emend(tmp.path(), &["--project", "project", "validate", "project/strategies/served.yaml"]);
+    assert_eq!(code, 0, "{out}{err}");
+    // --no-project: the built-in schema, which refuses the adapter's fields; --schema wins over the project.
+    let (code, out, err) = emend(&dir, &["validate", "--no-project", "strategies/served.yaml"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(out.contains("strategies/served.yaml: index.k1: unknown field"), "{out}");
+    let builtin = workspace().join("schemas/strategy.schema.json");
+    let (code, out, err) = emend(&dir, &["validate", "--schema", builtin.to_str().unwrap(), "strategies/served.yaml"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(out.contains("index.k1: unknown field"), "{out}");
+    let v: Value = serde_json::from_str(&emend(&dir, &["validate", "--json", "--no-project", "x.yaml"]).1).unwrap();
+    assert_eq!(v["schema"], "builtin", "{v}");
+
+    // An invalid emend.yaml is an error naming it, not "no project"; checked as a
+    // configuration it needs no project to load.
+    let config = dir.join("emend.yaml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("{text}colour: red\n")).unwrap();
+    let (code, out, err) = emend(&dir, &["validate", "strategies/served.yaml"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.starts_with("error: ") && err.contains("emend.yaml") && err.contains("colour"), "{err}");
+    let (code, out, err) = emend(&dir, &["validate", "emend.yaml"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(out.starts_with("emend.yaml: ") && out.contains("colour"), "{out}");
+    let (code, out, err) = emend(&dir, &["validate", "--no-project", "strategies/served.yaml"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(out.contains("index.k1: unknown field"), "{out}");
+}
+
+#[test]
+fn eval_in_a_command_project_runs_its_command_on_its_task_set() {
+    if !python3() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = init_with_adapter(tmp.path(), &workspace().join("examples/python-bm25/adapter.py"));
+    let (code, out, err) = emend(&dir, &["eval", "--strategy", "strategies/served.yaml"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(": 348 questions in 4 conversations"), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("accuracy   ") && l.ends_with("/348)")), "{out}");
+    assert!(out.contains("single-hop"), "{out}");
+
+    let v = support::json(
+        &dir,
+        &[
+            "eval",
+            "--strategy",
+            "strategies/served.yaml",
+            "--json",
+            "--outcomes",
+            "out.jsonl",
+            "--conversations",
+            "syn-1",
+        ],
+    );
+    assert_eq!(v["harness_kind"], "command", "{v}");
+    assert_eq!(v["n"], 87, "{v}");
+    let accuracy = v["accuracy"].as_f64().unwrap();
+    assert!(accuracy > 0.0 && accuracy <= 1.0, "{v}");
+    assert!(v["per_category"]["single-hop"]["n"].as_u64().unwrap() > 0, "{v}");
+    let outcomes = std::fs::read_to_string(dir.join("out.jsonl")).unwrap();
+    assert_eq!(outcomes.lines().count(), 87);
+    assert!(outcomes.lines().all(|l| l.contains(r#""conversation":"syn-1""#)), "{outcomes}");
+
+    // What the command cannot do is refused with a reason (one line), before it runs.
+    for (extra, reason) in [
+        (["--tasks", "x.json"], "error: --tasks x.json: this project's harness is a command"),
+        (["--judge", "f1"], "error: --judge f1: this project's harness is a command"),
+        (["--protocol", "replay"], "error: --protocol replay: longitudinal replay runs on the built-in harness only"),
+    ] {
+        let mut args = vec!["eval", "--strategy", "strategies/served.yaml"];
+        args.extend(extra);
+        let (code, out, err) = emend(&dir, &args);
+        assert_eq!(code, 2, "{extra:?}: {out}{err}");
+        assert!(err.starts_with(reason) && err.lines().count() == 1, "{extra:?}: {err}");
+    }
+    // --no-project: the built-in harness and schema, which refuse the adapter's strategy.
+    let (code, _, err) = emend(&dir, &["eval", "--no-project", "--strategy", "strategies/served.yaml"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("index.k1: unknown field"), "{err}");
+}
+
+#[test]
+fn init_runs_the_harness_command_once_and_refuses_a_broken_one_writing_nothing() {
+    if !python3() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let crash = tmp.path().join("crash.py");
+    std::fs::write(&crash, "import sys\nprint('no index here', file=sys.stderr)\nsys.exit(3)\n").unwrap();
+    let garbage = tmp.path().join("garbage.py");
+    let script = r#"import json, sys
+shard = json.load(open(sys.argv[2]))
+with open(sys.argv[3], "w") as f:
+    for s in shard["samples"]:
+        for qa in s["qa"]:
+            f.write(json.dumps({"id": qa["id"], "conversation": s["sample_id"],
+                                "category": qa["category_name"], "correct": "yes"}) + "\n")
+"#;
+    std::fs::write(&garbage, script).unwrap();
+    let ex = workspace().join("examples/python-bm25");
+    let tasks = workspace().join("harness/data/synthetic-locomo.json");
+    let cases = [
+        (&crash, false, "shard 1/1: exit status 3 after retry; stderr: no index here"),
+        (&garbage, true, r#"shard 1/1: out.jsonl:1: field "correct": expected a boolean, got the string "yes""#),
+    ];
+    for (adapter, dir_existed, reason) in cases {
+        let dir = tmp.path().join("p");
+        if dir_existed {
+            std::fs::create_dir(&dir).unwrap();
+        }
+        let (code, out, err) = emend(
+            tmp.path(),
+            &[
+                "init",
+                "p",
+                "--tasks",
+                tasks.to_str().unwrap(),
+                "--schema",
+                ex.join("strategy.schema.json").to_str().unwrap(),
+                "--strategy",
+                ex.join("default.yaml").to_str().unwrap(),
+                "--harness-command",
+                "python3",
+                adapter.to_str().unwrap(),
+                "{strategy}",
+                "{tasks}",
+                "{out}",
+            ],
+        );
+        assert_eq!(code, 2, "{out}{err}");
+        let line = err.lines().find(|l| l.starts_with("error: ")).unwrap_or_else(|| panic!("{err}"));
+        assert!(line.starts_with(&format!("error: --harness-command `python3 {}", adapter.display())), "{line}");
+        assert!(line.ends_with(reason), "{line}");
+        // Nothing written: no emend.yaml, no journal; a new directory is removed, an existing one left empty.
+        assert!(!dir.join("emend.yaml").exists() && !dir.join(".emend").exists(), "{err}");
+        assert_eq!(dir.exists(), dir_existed);
+        if dir_existed {
+            assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+            std::fs::remove_dir(&dir).unwrap();
+        }
+    }
+}

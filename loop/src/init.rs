@@ -8,7 +8,8 @@
 //! are rewritten relative to the project (emend.yaml holds its paths relative
 //! to its own directory); the starting strategy is read with its bounds; the
 //! generated configuration is parsed back. Then the writing: the directory,
-//! the backend (the task set and harness checked), emend.yaml and its schema,
+//! the backend (the task set and harness checked; a harness command is run
+//! once, on one question, before anything is written), emend.yaml and its schema,
 //! the journal with v1, `.emend/.gitignore`, the copy of the built-in
 //! strategy schema (without `--schema`) and the served file. A failure once
 //! the directory exists removes what this workflow created ([`Created`]).
@@ -255,7 +256,7 @@ fn starting_strategy(strategy: Option<&Path>, schema: &StrategySchema) -> Result
 /// backend built) before anything is written. Returns the size of the task set.
 fn write_project(plan: &Plan, request: &InitRequest) -> Result<usize, InitError> {
     let (dir, project) = (&request.dir, &plan.project);
-    let questions = open_backend(project, &plan.schema, &request.tasks)?;
+    let questions = open_backend(project, &plan.schema, &plan.start, request)?;
     artifact::write_atomic(&project.config_path(), plan.config.as_bytes()).map_err(InitError::Io)?;
     // The schema emend.yaml's first line names, for editors; emend itself reads
     // emend.yaml with its own parser.
@@ -292,15 +293,37 @@ fn open_journal(project: &Project) -> Result<SledJournal, InitError> {
 }
 
 /// The backend a new project would use ([`emend_eval::open`]), its size in
-/// questions; its errors name the flags that gave the bad input.
-fn open_backend(project: &Project, schema: &StrategySchema, tasks: &str) -> Result<usize, InitError> {
+/// questions; its errors name the flags that gave the bad input. A harness
+/// command evaluates the starting strategy on the first question, so that a
+/// command that cannot run, or writes what the protocol refuses, is found now
+/// rather than by the first `emend evolve`.
+fn open_backend(
+    project: &Project,
+    schema: &StrategySchema,
+    start: &Artifact,
+    request: &InitRequest,
+) -> Result<usize, InitError> {
+    let tasks = &request.tasks;
     let backend = emend_eval::open(project, schema).map_err(|e| {
         InitError::BadInput(match project.config.harness.kind {
             HarnessKind::Builtin => format!("--tasks {tasks}: {e}"),
             HarnessKind::Command => format!("--tasks {tasks} / --harness-command: {e}"),
         })
     })?;
-    Ok(backend.questions().len())
+    let questions = backend.questions();
+    if let Some(argv) = &request.harness_command {
+        let command = argv.join(" ");
+        let Some((first, _)) = questions.first() else {
+            return Err(InitError::BadInput(format!("--tasks {tasks}: no questions for `{command}` to answer")));
+        };
+        backend.evaluate(start, Some(std::slice::from_ref(first))).map_err(|e| {
+            InitError::BadInput(format!(
+                "--harness-command `{command}` failed on question {first} (the starting strategy, \
+                 run once before anything is written): {e}"
+            ))
+        })?;
+    }
+    Ok(questions.len())
 }
 
 fn absolute(p: &Path) -> PathBuf {

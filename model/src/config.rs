@@ -169,6 +169,21 @@ mod tests {
     }
 
     #[test]
+    fn a_command_harness_gets_no_settings_of_the_builtin_pipeline() {
+        let cmd = vec!["python3".to_string(), "adapter.py".to_string()];
+        let text = render_config("t.json", Path::new("s.json"), Some(&cmd), Some(Path::new("schema.json")));
+        for key in ["judge:", "f1_threshold:", "budget_ceiling:"] {
+            assert!(!text.lines().any(|l| l.trim_start().starts_with(key)), "{key} in\n{text}");
+        }
+        // The parser fills them with its defaults, which the command never reads.
+        assert_eq!(parse_config(&text).unwrap().harness.budget_ceiling, defaults::default_ceiling());
+        let builtin = render_config("builtin", Path::new("s.json"), None, None);
+        for key in ["  judge: evidence", "  f1_threshold: 0.5", "  budget_ceiling: 2000"] {
+            assert!(builtin.lines().any(|l| l == key), "{key} missing from\n{builtin}");
+        }
+    }
+
+    #[test]
     fn step_bound_reads_off_schema_and_yaml_1_1_false() {
         let base = "harness:\n  tasks: builtin\ngates:\n  step_bound: ";
         for (v, want) in [("off", StepBound::Off), ("false", StepBound::Off), ("schema", StepBound::Schema)] {

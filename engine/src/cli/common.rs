@@ -27,6 +27,31 @@ pub fn project(dir: Option<&Path>) -> Result<Project, Failure> {
     result.map_err(Failure::bad_input)
 }
 
+/// For the commands that also work without a project (`validate`, `eval`): the
+/// project as [`project`] finds it, or None when there is none (no `--project`,
+/// no emend.yaml here or above) or `--no-project` asks for none. A project that
+/// is there but invalid is an error naming its emend.yaml, not "no project".
+pub fn optional_project(dir: Option<&Path>, no_project: bool) -> Result<Option<Project>, Failure> {
+    if no_project {
+        if let Some(d) = dir {
+            return Err(Failure::bad_input(anyhow::anyhow!(
+                "--no-project and --project {} contradict each other; give one of them",
+                d.display()
+            )));
+        }
+        return Ok(None);
+    }
+    let found = match dir {
+        Some(d) => Some(d.to_path_buf()),
+        None => {
+            let cwd = std::env::current_dir().map_err(Failure::failed)?;
+            cwd.ancestors().find(|d| d.join(engine::config::CONFIG_FILE).is_file()).map(Path::to_path_buf)
+        }
+    };
+    found.map(|d| Project::open(&d).map_err(Failure::bad_input)).transpose()
+}
+
+/// The project's strategy schema: `harness.schema`, resolved against the project, else the built-in one.
 pub fn schema(project: &Project) -> Result<StrategySchema, Failure> {
     match &project.config.harness.schema {
         Some(p) => StrategySchema::from_path(&project.resolve(p)).map_err(Failure::bad_input),

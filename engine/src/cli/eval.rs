@@ -5,22 +5,28 @@
 //! `harness::replay`): outcomes are then per observation (`<question>@<checkpoint>`),
 //! and the report adds accuracy and context tokens by checkpoint and the final accuracy.
 //!
-//! Standalone: no project or journal is needed, and the harness's model-free
-//! components run (extractive answers; a strategy that needs an LLM role is
-//! refused as bad input). Inside a project (`--project DIR`, or an
-//! `emend.yaml` here or above) its model roles plug in: the extractor, the
-//! answerer and the judge (`--judge llm`), with the project's reply cache.
+//! Standalone (no project, or `--no-project`): no journal is needed, and the
+//! harness's model-free components run (extractive answers; a strategy that
+//! needs an LLM role is refused as bad input). Inside a project (`--project
+//! DIR`, or an `emend.yaml` here or above) the strategy is checked against the
+//! project's schema (`harness.schema`) and its model roles plug in: the
+//! extractor, the answerer and the judge (`--judge llm`), with the project's
+//! reply cache. A project whose harness is a command evaluates with that
+//! command on its own task set ([`command`]).
 
+mod command;
+
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::anyhow;
 use harness::strategy::JudgeKind;
-use harness::{Category, Dataset, EvalError, Evaluation, Evaluator, HarnessSettings};
+use harness::{Category, CategoryScore, Dataset, EvalError, Evaluation, Evaluator, HarnessSettings};
 use serde_json::{Value, json};
 
-use engine::config::Project;
+use engine::config::{HarnessKind, Project};
 use engine::llm::{Models, Usage};
 
 use super::{CmdResult, Failure, common, term};
@@ -40,13 +46,18 @@ fn judge_parser() -> impl clap::builder::TypedValueParser<Value = JudgeKind> {
 
 #[derive(Debug, clap::Args)]
 pub struct EvalArgs {
-    /// The strategy file (YAML), checked against the schema.
+    /// The strategy file (YAML), checked against the project's schema (`harness.schema`) or the built-in one.
     #[arg(long, value_name = "PATH")]
     strategy: PathBuf,
-    /// A LoCoMo-format JSON file, or `builtin` for the embedded synthetic dataset.
-    #[arg(long, value_name = "PATH|builtin", default_value = harness::dataset::BUILTIN_NAME)]
-    tasks: String,
-    /// The judge (default: the strategy's `judge.kind`).
+    /// A LoCoMo-format JSON file, or `builtin` for the embedded synthetic dataset (the default).
+    /// Refused in a project whose harness is a command: it evaluates on its own task set.
+    #[arg(long, value_name = "PATH|builtin")]
+    tasks: Option<String>,
+    /// Ignore the project (--project, or an emend.yaml here or above): the built-in harness and
+    /// schema, without the project's model roles and caches.
+    #[arg(long)]
+    no_project: bool,
+    /// The judge (default: the strategy's `judge.kind`; not with a command harness, which judges its own answers).
     #[arg(long, value_parser = judge_parser())]
     judge: Option<JudgeKind>,
     /// Keep category 5 (adversarial) questions, excluded by default.
@@ -59,7 +70,7 @@ pub struct EvalArgs {
     #[arg(long, value_name = "OUT.jsonl")]
     outcomes: Option<PathBuf>,
     /// endpoint: every question once, after whole conversations; replay:
-    /// longitudinal, a checkpoint after every --every-sessions sessions.
+    /// longitudinal, a checkpoint after every --every-sessions sessions (built-in harness only).
     #[arg(long, value_enum, default_value_t = ProtocolArg::Endpoint)]
     protocol: ProtocolArg,
     /// Under --protocol replay: sessions between checkpoints.
@@ -85,14 +96,19 @@ struct Resolved {
     project: Option<WithModels>,
 }
 
-fn resolve(args: &EvalArgs, project_dir: Option<&Path>) -> Result<Resolved, Failure> {
-    let artifact = engine::artifact::load_strategy_file(&args.strategy).map_err(Failure::bad_input)?;
+fn resolve(args: &EvalArgs, project: Option<Project>) -> Result<Resolved, Failure> {
+    let schema = match &project {
+        Some(p) => common::schema(p)?,
+        None => engine::schema::StrategySchema::builtin(),
+    };
+    let artifact = engine::artifact::load_file(&args.strategy, &schema).map_err(Failure::bad_input)?;
     let strategy = artifact.typed().map_err(Failure::bad_input)?.clone();
-    let project = project(project_dir)?;
-    let dataset = if args.tasks == harness::dataset::BUILTIN_NAME {
+    let project = project.map(with_models).transpose()?;
+    let tasks = args.tasks.as_deref().unwrap_or(harness::dataset::BUILTIN_NAME);
+    let dataset = if tasks == harness::dataset::BUILTIN_NAME {
         Dataset::builtin()
     } else {
-        let path = Path::new(&args.tasks);
+        let path = Path::new(tasks);
         // Inside a project, a task set already parsed is decoded from its cache.
         let cache = match &project {
             Some((p, _)) => engine::setup::dataset_cache(p).map_err(Failure::failed)?,
@@ -123,25 +139,25 @@ fn resolve(args: &EvalArgs, project_dir: Option<&Path>) -> Result<Resolved, Fail
 /// A project and its model roles.
 type WithModels = (Project, Option<Arc<Models>>);
 
-/// The project, if there is one: `--project DIR`, or the nearest
-/// `emend.yaml` from here up; and its model roles.
-fn project(project_dir: Option<&Path>) -> Result<Option<WithModels>, Failure> {
-    let found = match project_dir {
-        Some(d) => Some(d.to_path_buf()),
-        None => std::env::current_dir().ok().and_then(|cwd| {
-            cwd.ancestors().find(|d| d.join(engine::config::CONFIG_FILE).is_file()).map(Path::to_path_buf)
-        }),
-    };
-    let Some(dir) = found else { return Ok(None) };
-    // A project that is there but invalid is an error, not "no project".
-    let project = Project::open(&dir).map_err(Failure::bad_input)?;
+/// The project and its model roles.
+fn with_models(project: Project) -> Result<WithModels, Failure> {
     let models = Models::from_project(&project).map_err(|e| common::setup_failure(&project, e))?;
-    Ok(Some((project, models)))
+    Ok((project, models))
 }
 
+/// The project, if there is one (`--project DIR`, or the nearest `emend.yaml`
+/// from here up; none with `--no-project`): a command harness evaluates with
+/// its command, anything else with the built-in harness.
 pub fn run(args: &EvalArgs, project_dir: Option<&Path>) -> CmdResult {
     let start = Instant::now();
-    let mut r = resolve(args, project_dir)?;
+    match common::optional_project(project_dir, args.no_project)? {
+        Some(p) if p.config.harness.kind == HarnessKind::Command => command::run(args, p, start),
+        project => run_builtin(args, project, start),
+    }
+}
+
+fn run_builtin(args: &EvalArgs, project: Option<Project>, start: Instant) -> CmdResult {
+    let mut r = resolve(args, project)?;
     let project = r.project.take();
     let models = project.as_ref().and_then(|p| p.1.clone());
     let dataset_hash = r.dataset.hash().to_string();
@@ -319,15 +335,7 @@ fn human_report(
         );
         out += "\n(below: over all observations)\n";
     }
-    out += &format!("accuracy   {}  ({}/{})\n\n", percent(s.accuracy, 1), s.correct, s.n);
-    // LoCoMo's order (1 to 5), not the map's alphabetical one.
-    let rows = Category::ALL
-        .iter()
-        .filter_map(|c| s.per_category.get(c.name()).map(|cs| (c, cs)))
-        .map(|(c, cs)| vec![c.name().to_string(), cs.n.to_string(), cs.correct.to_string(), percent(cs.accuracy, 1)])
-        .collect();
-    out += &term::table(&["category", "n", "correct", "accuracy"], rows, &[false, true, true, true]);
-    out += "\n";
+    out += &figures(s.accuracy, s.correct, s.n, &s.per_category);
     out += &format!("mean context tokens   {:.1}\n", s.mean_context_tokens);
     out += &format!(
         "unresolved evidence   {} questions ({} ids); {} without any resolvable evidence\n",
@@ -351,5 +359,19 @@ fn human_report(
     if let Some(p) = &args.outcomes {
         out += &format!("outcomes              {}\n", p.display());
     }
+    out
+}
+
+/// The accuracy line and the per-category table (LoCoMo's order, 1 to 5, not
+/// the map's alphabetical one), each followed by a blank line.
+fn figures(accuracy: f64, correct: usize, n: usize, per_category: &BTreeMap<String, CategoryScore>) -> String {
+    let mut out = format!("accuracy   {}  ({correct}/{n})\n\n", percent(accuracy, 1));
+    let rows = Category::ALL
+        .iter()
+        .filter_map(|c| per_category.get(c.name()).map(|cs| (c, cs)))
+        .map(|(c, cs)| vec![c.name().to_string(), cs.n.to_string(), cs.correct.to_string(), percent(cs.accuracy, 1)])
+        .collect();
+    out += &term::table(&["category", "n", "correct", "accuracy"], rows, &[false, true, true, true]);
+    out += "\n";
     out
 }

@@ -33,7 +33,8 @@ pub struct InitArgs {
     #[arg(long, value_delimiter = ',')]
     pub conversations: Option<Vec<String>>,
     /// Evaluate with an external command instead of the built-in harness
-    /// (argv after `--harness-command`, e.g. `--harness-command python3 adapter.py {strategy} {tasks} {out}`).
+    /// (argv after `--harness-command`, e.g. `--harness-command python3 adapter.py {strategy} {tasks} {out}`);
+    /// it is run once, on the starting strategy and one question, before anything is written.
     #[arg(long, num_args = 1.., allow_hyphen_values = true)]
     pub harness_command: Option<Vec<String>>,
     /// The strategy schema of an external system.

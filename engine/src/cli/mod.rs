@@ -61,7 +61,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Create a project: emend.yaml, strategies/served.yaml (v1) and the journal under .emend/.
+    /// Create a project: emend.yaml, strategies/served.yaml (v1) and the journal under .emend/
+    /// (a --harness-command is first run once, on one question, and refused if that fails).
     Init(evolve::InitArgs),
     /// Run the Observe -> Improve -> Verify loop for some rounds (the unattended main job).
     #[command(after_help = evolve::stopped_help())]
@@ -113,9 +114,11 @@ enum Command {
     Journal(inspect::JournalCommand),
     /// Compare two evaluation runs question by question (paired statistics and the acceptance verdict).
     Compare(compare::CompareArgs),
-    /// Evaluate one strategy on a task set and print accuracy, per-category figures and traces.
+    /// Evaluate one strategy on a task set and print accuracy, per-category figures and traces
+    /// (in a project with a command harness: with that command, on the project's task set).
     Eval(eval::EvalArgs),
-    /// Check strategy files (YAML syntax, the schema, unknown fields, invariants, prompt markers) or an emend.yaml.
+    /// Check strategy files (YAML syntax, the schema, unknown fields, invariants, prompt markers) or an emend.yaml;
+    /// in a project, against its strategy schema (harness.schema).
     Validate(validate::ValidateArgs),
     /// Mechanism fidelity: per mechanism of the served strategy, contributing, unexercised, defective or inconclusive.
     Audit(inspect::JsonArg),
@@ -181,7 +184,7 @@ pub fn main() -> ExitCode {
         Command::Journal(cmd) => inspect::journal(&cmd, project),
         Command::Compare(args) => compare::run(&args),
         Command::Eval(args) => eval::run(&args, project),
-        Command::Validate(args) => validate::run(&args),
+        Command::Validate(args) => validate::run(&args, project),
         Command::Worker(args) => worker::run(&args),
         Command::Schema => shell::schema(),
         Command::Completions(args) => shell::completions(&args, &mut Cli::command()),

@@ -113,12 +113,19 @@ fn render_harness(out: &mut String, tasks: &str, harness_command: Option<&[Strin
     k(out, doc, "tasks", &quote(tasks));
     k(out, "Only these conversations (sample ids) form the task set; null for all.", "conversations", &"null");
     k(out, "Keep LoCoMo category 5 (adversarial) questions.", "include_adversarial", &false);
-    k(out, "How answers are judged (locked): evidence (deterministic), f1 or llm.", "judge", &"evidence");
+    // The judge, its F1 threshold and the token ceiling are the built-in pipeline's; a
+    // command judges its own answers and keeps its own budget.
+    let builtin = harness_command.is_none();
+    if builtin {
+        k(out, "How answers are judged (locked): evidence (deterministic), f1 or llm.", "judge", &"evidence");
+    }
     let doc = "endpoint: every question once, after whole conversations; replay: longitudinal, a checkpoint\n\
                after every replay.every_sessions sessions, each question asked from the checkpoint its evidence is in.";
     k(out, doc, "protocol", &"endpoint");
-    k(out, "Token F1 at or above which an answer counts as correct (judge f1).", "f1_threshold", &0.5);
-    k(out, "Locked ceiling on context tokens (estimated as floor(1.33 x words)).", "budget_ceiling", &2000);
+    if builtin {
+        k(out, "Token F1 at or above which an answer counts as correct (judge f1).", "f1_threshold", &0.5);
+        k(out, "Locked ceiling on context tokens (estimated as floor(1.33 x words)).", "budget_ceiling", &2000);
+    }
     match schema {
         Some(s) => k(out, "The strategy schema of your system.", "schema", &quote(&s.display().to_string())),
         None => k(out, "The strategy schema; null for emend's built-in one.", "schema", &"null"),
