@@ -80,7 +80,7 @@ fn bad_input_and_missing_project_exit_2() {
     std::fs::write(dir.join("emend.yaml"), cfg.replace("alpha: 0.05", "alpha: 7")).unwrap();
     let (code, _, err) = emend(&dir, &["evolve"]);
     assert_eq!(code, 2);
-    assert!(err.contains("emend.yaml: gates.alpha: must be between"), "{err}");
+    assert!(err.contains("emend.yaml: line ") && err.contains(": gates.alpha: must be between"), "{err}");
     let (code, _, err) = emend(tmp.path(), &["init", dir.to_str().unwrap(), "--tasks", "builtin"]);
     assert_eq!(code, 2);
     assert!(err.contains("already exists"), "{err}");
