@@ -369,15 +369,16 @@ fn the_configuration_is_checked_and_the_hashes_notice_a_changed_system() {
 
 // --- end to end: the CLI and the reference adapter ---
 
-fn init_with_adapter(tmp: &Path, adapter: &Path) -> PathBuf {
+/// `emend init DIR` in `cwd` with the reference adapter's schema and default
+/// strategy, the synthetic task set and `python3 ADAPTER` as the harness command.
+fn init_command_project(cwd: &Path, dir: &str, adapter: &Path) -> (i32, String, String) {
     let ex = workspace().join("examples/python-bm25");
-    let dir = tmp.join("project");
     let tasks = workspace().join("harness/data/synthetic-locomo.json");
-    let (code, out, err) = emend(
-        tmp,
+    emend(
+        cwd,
         &[
             "init",
-            dir.to_str().unwrap(),
+            dir,
             "--tasks",
             tasks.to_str().unwrap(),
             "--schema",
@@ -391,7 +392,12 @@ fn init_with_adapter(tmp: &Path, adapter: &Path) -> PathBuf {
             "{tasks}",
             "{out}",
         ],
-    );
+    )
+}
+
+fn init_with_adapter(tmp: &Path, adapter: &Path) -> PathBuf {
+    let dir = tmp.join("project");
+    let (code, out, err) = init_command_project(tmp, dir.to_str().unwrap(), adapter);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("348 questions"), "{out}");
     dir
@@ -633,8 +639,6 @@ with open(sys.argv[3], "w") as f:
                                 "category": qa["category_name"], "correct": "yes"}) + "\n")
 "#;
     std::fs::write(&garbage, script).unwrap();
-    let ex = workspace().join("examples/python-bm25");
-    let tasks = workspace().join("harness/data/synthetic-locomo.json");
     let cases = [
         (&crash, false, "shard 1/1: exit status 3 after retry; stderr: no index here"),
         (&garbage, true, r#"shard 1/1: out.jsonl:1: field "correct": expected a boolean, got the string "yes""#),
@@ -644,25 +648,7 @@ with open(sys.argv[3], "w") as f:
         if dir_existed {
             std::fs::create_dir(&dir).unwrap();
         }
-        let (code, out, err) = emend(
-            tmp.path(),
-            &[
-                "init",
-                "p",
-                "--tasks",
-                tasks.to_str().unwrap(),
-                "--schema",
-                ex.join("strategy.schema.json").to_str().unwrap(),
-                "--strategy",
-                ex.join("default.yaml").to_str().unwrap(),
-                "--harness-command",
-                "python3",
-                adapter.to_str().unwrap(),
-                "{strategy}",
-                "{tasks}",
-                "{out}",
-            ],
-        );
+        let (code, out, err) = init_command_project(tmp.path(), "p", adapter);
         assert_eq!(code, 2, "{out}{err}");
         let line = err.lines().find(|l| l.starts_with("error: ")).unwrap_or_else(|| panic!("{err}"));
         assert!(line.starts_with(&format!("error: --harness-command `python3 {}", adapter.display())), "{line}");
