@@ -292,6 +292,11 @@ pub fn rolled_back_from(history: &[u64], served: u64, target: u64) -> Vec<u64> {
 
 /// The served pointer's destinations in journal order (from the `served_changed` events).
 pub fn served_history<L: EventLog + ?Sized>(log: &L) -> Result<Vec<u64>> {
+    Ok(served_changes(log)?.into_iter().filter_map(|p| p.get("to").and_then(Value::as_u64)).collect())
+}
+
+/// The payloads of every `served_changed` event, in journal order, read page by page.
+fn served_changes<L: EventLog + ?Sized>(log: &L) -> Result<Vec<Value>> {
     const PAGE: usize = 256;
     let mut out = Vec::new();
     let mut from = 0;
@@ -299,11 +304,7 @@ pub fn served_history<L: EventLog + ?Sized>(log: &L) -> Result<Vec<u64>> {
         let page = log.read_range(from, PAGE)?;
         let Some(last) = page.last() else { break };
         from = last.seq + 1;
-        out.extend(
-            page.iter()
-                .filter(|r| r.kind == "served_changed")
-                .filter_map(|r| r.payload.get("to").and_then(Value::as_u64)),
-        );
+        out.extend(page.iter().filter(|r| r.kind == "served_changed").map(|r| r.payload.clone()));
         if page.len() < PAGE {
             break;
         }
@@ -418,27 +419,13 @@ pub fn frozen_by_rollback<L: EventLog + ?Sized>(
 
 /// The version every operator rollback moved away from, in journal order.
 fn rollbacks<L: EventLog + ?Sized>(log: &L) -> Result<Vec<u64>> {
-    const PAGE: usize = 256;
-    let mut out = Vec::new();
-    let mut from = 0;
-    loop {
-        let page = log.read_range(from, PAGE)?;
-        let Some(last) = page.last() else { break };
-        from = last.seq + 1;
-        out.extend(
-            page.iter()
-                .filter(|r| {
-                    r.kind == "served_changed" && r.payload.get("cause").and_then(Value::as_str) == Some("rollback")
-                })
-                .filter_map(|r| Some((r.payload.get("from")?.as_u64()?, r.payload.get("to")?.as_u64()?)))
-                .filter(|(f, t)| f != t)
-                .map(|(f, _)| f),
-        );
-        if page.len() < PAGE {
-            break;
-        }
-    }
-    Ok(out)
+    Ok(served_changes(log)?
+        .into_iter()
+        .filter(|p| p.get("cause").and_then(Value::as_str) == Some("rollback"))
+        .filter_map(|p| Some((p.get("from")?.as_u64()?, p.get("to")?.as_u64()?)))
+        .filter(|(f, t)| f != t)
+        .map(|(f, _)| f)
+        .collect())
 }
 
 /// When the best-ever pointer names a version in `ineligible`, the event that
