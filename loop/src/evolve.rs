@@ -68,12 +68,15 @@ pub struct RunOptions {
     pub max_evals: Option<f64>,
     /// Stop before a round once this much time has passed (the round in flight finishes).
     pub max_time: Option<Duration>,
+    /// Start a new LORD++ sequence when the split changed since the journal's
+    /// last round (`evolve --new-split`); without it such a run is refused.
+    pub new_split: bool,
 }
 
 impl RunOptions {
     /// `rounds` rounds of `candidates` candidates, without budgets.
     pub fn rounds(rounds: u32, candidates: usize) -> RunOptions {
-        RunOptions { rounds, candidates, max_evals: None, max_time: None }
+        RunOptions { rounds, candidates, max_evals: None, max_time: None, new_split: false }
     }
 }
 
@@ -96,6 +99,8 @@ struct RoundInput<'r> {
     replay: &'r Replay,
     opts: &'r RunOptions,
     usage_before: Option<&'r llm::Usage>,
+    /// The first round of the LORD++ sequence (see [`RunState::lord_from`]).
+    lord_from: u64,
 }
 
 /// What the round updates as it goes: the hypothesis tree and the hashes seen.
@@ -176,6 +181,8 @@ struct RunState {
     parts: Option<Parts>,
     /// The served strategy's replay check; `None` once the served strategy changed.
     replay: Option<Replay>,
+    /// The first round of the LORD++ sequence the run's confirm tests belong to.
+    lord_from: u64,
 }
 
 /// Why the run stops before a round: `--max-evals` spent, or `--max-time` passed.
@@ -337,7 +344,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             accuracy: observed.summary.accuracy,
             reused: observed.reused,
         });
-        self.prepare(round, &observed, state, summary)?;
+        self.prepare(round, &observed, state, summary, opts.new_split)?;
         // A round needs at least one probe and one confirm test, and a
         // new served strategy its replay check: nothing is spent on a
         // round that cannot be paid for.
@@ -360,6 +367,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             replay: state.replay.as_ref().expect("set by prepare"),
             opts,
             usage_before: usage_before.as_ref(),
+            lord_from: state.lord_from,
         };
         let outcome = self.round(&input, proposers, opts.max_evals.map(|m| m - state.used), progress)?;
         if let Some(o) = &outcome {
@@ -412,9 +420,12 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         observed: &Observed,
         state: &mut RunState,
         summary: &mut RunSummary,
+        new_split: bool,
     ) -> Result<()> {
         if state.parts.is_none() {
-            state.parts = Some(Parts::of(&observed.results, &self.project.config.harness.split)?);
+            let parts = Parts::of(&observed.results, &self.project.config.harness.split)?;
+            state.lord_from = self.lord_sequence(round, &parts, new_split)?;
+            state.parts = Some(parts);
         }
         let p = state.parts.as_ref().expect("set above");
         if state.start.is_none() {
@@ -432,6 +443,23 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             state.start = Some(summarize(&p.confirm_of(&root_results)));
         }
         Ok(())
+    }
+
+    /// The first round of the LORD++ sequence this run's confirm tests join:
+    /// the last round's when the split is the one it recorded; this round's
+    /// when the split changed and the operator asked for a new sequence
+    /// (`new_split`); otherwise the run is refused, since questions the
+    /// search has read would be tested as fresh.
+    fn lord_sequence(&self, round: u64, parts: &Parts, new_split: bool) -> Result<u64> {
+        let now = split_record(&self.project.config.harness.split, parts, 0);
+        match self.store().last_split()? {
+            None => Ok(0),
+            Some((_, last)) if last.same_design(&now) => Ok(last.lord_from_round.unwrap_or(0)),
+            Some(_) if new_split => Ok(round),
+            Some((round, last)) => {
+                Err(EvolveError::SplitChanged { round, was: last.describe_design(), now: now.describe_design() })
+            }
+        }
     }
 
     /// The served strategy's replay check, once per served strategy; its
@@ -461,7 +489,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         let mut history = History { tree: store.tree()?, seen: store.seen_hashes()? };
         let pinned = store.served()?.ok_or_else(|| missing(input.observed.version))?.pinned;
         let cfg = &self.project.config;
-        let mut confirm = ConfirmState::replay(&cfg.gates, &store.candidates()?);
+        let mut confirm = ConfirmState::replay_from(&cfg.gates, &store.candidates()?, input.lord_from);
         let past = Past {
             effects: store.effects()?,
             rejected_moves: store.rejected_moves()?,
@@ -520,7 +548,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             p.tell(&told);
         }
         self.batch(&mut events, &screening, completed.as_ref(), &history.tree)?;
-        let split = split_record(&cfg.harness.split, input.parts);
+        let split = split_record(&cfg.harness.split, input.parts, input.lord_from);
         let (applied, hook_failures) =
             self.apply(input, events, &screening, &decision, &best, &rejected_by, split, used)?;
         progress(decided(input.round, &screening.trials, &decision, served));

@@ -141,6 +141,13 @@ impl Scored {
         self.correct[..k].iter().filter(|c| **c).count() as i64
     }
 
+    /// On the first `k` questions: those it answers and `other` does not,
+    /// and the other way round.
+    fn discordant(&self, other: &Scored, k: usize) -> (u64, u64) {
+        let pairs = self.correct[..k].iter().zip(&other.correct[..k]);
+        pairs.fold((0, 0), |(i, r), (a, b)| (i + u64::from(*a && !*b), r + u64::from(!*a && *b)))
+    }
+
     /// What the sampler learns from it on a search part of `n` questions:
     /// a complete trial's score; a raced-out trial's estimate when it has
     /// one, else its accuracy on the questions it got through, ranked as

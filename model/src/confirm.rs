@@ -22,11 +22,16 @@ pub struct Parts {
     pub confirm_ids: Vec<String>,
     /// Questions in the whole task set.
     pub n: usize,
+    /// The design the parts were drawn with (`auto` resolved).
+    pub design: stats::SplitDesign,
+    /// Conversations in the task set, and in the confirm part.
+    pub conversations: usize,
+    pub confirm_conversations: usize,
 }
 
 impl Parts {
     /// Splits the task set given by `results` (id, conversation, category);
-    /// a question without a conversation is its own stratum's conversation `""`.
+    /// a question without a conversation belongs to conversation `""`.
     /// Under longitudinal replay the results are observations
     /// (`<question>@<checkpoint>`): the split is drawn over the probes, and
     /// every observation of a probe goes to its probe's part (on endpoint
@@ -44,17 +49,33 @@ impl Parts {
                 )
             })
             .collect();
-        let s = stats::split(&keys, config.confirm_fraction, config.seed)?;
+        let conversations = keys.iter().map(|k| k.conversation.as_str()).collect::<BTreeSet<_>>().len();
+        let design = stats::SplitDesign {
+            unit: config.unit.resolve(conversations),
+            confirm_fraction: config.confirm_fraction,
+            seed: config.seed,
+        };
+        let s = stats::split_by(&keys, &design)?;
         let confirm_probes: BTreeSet<&str> = s.confirm.iter().map(String::as_str).collect();
         let (mut search, mut confirm) = (BTreeSet::new(), BTreeSet::new());
+        let mut confirm_convs = BTreeSet::new();
         for q in results {
             if confirm_probes.contains(harness::replay::probe_of(&q.id)) {
                 confirm.insert(q.id.clone());
+                confirm_convs.insert(q.conversation.as_deref().unwrap_or(""));
             } else {
                 search.insert(q.id.clone());
             }
         }
-        Ok(Parts { search, confirm_ids: confirm.iter().cloned().collect(), confirm, n: results.len() })
+        Ok(Parts {
+            search,
+            confirm_ids: confirm.iter().cloned().collect(),
+            confirm,
+            n: results.len(),
+            design,
+            conversations,
+            confirm_conversations: confirm_convs.len(),
+        })
     }
 
     /// The results on the search part, in their order.
@@ -96,9 +117,16 @@ pub struct ConfirmState {
 impl ConfirmState {
     /// Replays the journal's confirm tests (candidate records in journal order).
     pub fn replay(g: &GateConfig, records: &[CandidateRecord]) -> ConfirmState {
+        Self::replay_from(g, records, 0)
+    }
+
+    /// Replays the confirm tests of the LORD++ sequence that starts at round
+    /// `from_round` (a new split starts a new sequence: see
+    /// [`SplitRecord::lord_from_round`](crate::events::SplitRecord)).
+    pub fn replay_from(g: &GateConfig, records: &[CandidateRecord], from_round: u64) -> ConfirmState {
         let mut lord = Lord::new(lord_config(g));
         let (mut discordant, mut questions, mut last_unit) = (0, 0, None);
-        for full in records.iter().filter_map(|r| r.full.as_ref()) {
+        for full in records.iter().filter(|r| r.round >= from_round).filter_map(|r| r.full.as_ref()) {
             if let Some(t) = &full.lord {
                 lord.tests = lord.tests.max(t.index);
                 if t.accepted {

@@ -286,6 +286,10 @@ pub struct Credit {
     /// Questions of the search part that measurement evaluated (a
     /// reversion that is clearly worse is stopped early).
     pub questions: usize,
+    /// On those questions: how many only the candidate answers and how many
+    /// only the reverted strategy does (absent in older journals).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discordant: Option<(u64, u64)>,
     /// True when the contribution was measured before later reversions of
     /// fields within the pruning tolerance (the budget left none to measure
     /// it again against the proposed strategy).
@@ -302,16 +306,39 @@ impl Credit {
         })
     }
 
-    /// The line a reviewer reads: `retrieve.top_k 5 -> 40 (+6.2 pp on 193 search questions)`.
+    /// The line a reviewer reads: `retrieve.top_k 5 -> 40 (+6.2 pp on 193
+    /// search questions, 95% interval +1.9 to +10.6 pp)`. The interval says
+    /// how little a contribution measured on few questions (a reversion
+    /// raced out after 24) pins down.
     pub fn describe(&self) -> String {
         let measured = match self.delta {
-            Some(d) if self.earlier => {
-                format!("{} pp on {} search questions, before later reversions", points(d, 1), self.questions)
+            Some(d) => {
+                let mut s = format!("{} pp on {} search questions", points(d, 1), self.questions);
+                if let Some((low, high)) = self.interval() {
+                    s.push_str(&format!(", 95% interval {} to {} pp", points(low, 1), points(high, 1)));
+                }
+                if self.earlier {
+                    s.push_str(", before later reversions");
+                }
+                s
             }
-            Some(d) => format!("{} pp on {} search questions", points(d, 1), self.questions),
             None => "not measured".to_string(),
         };
         format!("{} {} -> {} ({measured})", self.path, self.from, self.to)
+    }
+
+    /// The two-sided 95% interval of the contribution: exact (Clopper-Pearson
+    /// on the discordant questions, each side at 2.5%), conditional on their
+    /// number; None without recorded counts.
+    pub fn interval(&self) -> Option<(f64, f64)> {
+        let (only_kept, only_reverted) = self.discordant?;
+        let n = self.questions as u64;
+        (n > 0).then(|| {
+            (
+                crate::stats::lower_bound(only_kept, only_reverted, n, 0.025),
+                -crate::stats::lower_bound(only_reverted, only_kept, n, 0.025),
+            )
+        })
     }
 }
 
@@ -407,7 +434,7 @@ pub struct RoundRecord {
     pub evaluations_used: f64,
 }
 
-/// The split a round used: derived from the task keys, the fraction and the seed.
+/// The split a round used: derived from the task keys, the unit, the fraction and the seed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SplitRecord {
     pub confirm_fraction: f64,
@@ -416,6 +443,80 @@ pub struct SplitRecord {
     pub confirm: usize,
     /// Hash of the confirm part's sorted ids.
     pub confirm_hash: String,
+    /// The unit the split assigned; absent in journals of the stratified
+    /// split (before each unit's part was derived from a hash).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<crate::stats::SplitUnit>,
+    /// `hash`: each unit's part from a hash of (seed, unit id); absent: the
+    /// seeded stratified shuffle of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assignment: Option<String>,
+    /// Conversations in the task set and in the confirm part.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversations: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirm_conversations: Option<usize>,
+    /// The first round of the LORD++ sequence this round's confirm tests
+    /// belong to (a new split starts a new one); absent: the journal's first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lord_from_round: Option<u64>,
+}
+
+/// The `assignment` of the hash-derived split.
+pub const HASH_ASSIGNMENT: &str = "hash";
+
+impl SplitRecord {
+    /// The configuration that reproduces this split (the stratified split
+    /// of older journals is not reproduced: its confirm hash will not match).
+    pub fn config(&self) -> crate::config::SplitConfig {
+        let unit = match self.unit {
+            Some(crate::stats::SplitUnit::Conversation) => crate::config::SplitUnitChoice::Conversation,
+            _ => crate::config::SplitUnitChoice::Question,
+        };
+        crate::config::SplitConfig { unit, confirm_fraction: self.confirm_fraction, seed: self.seed }
+    }
+
+    /// Whether `self` and `other` assign every question the same way: the
+    /// same assignment, unit, share and seed (the task set may have grown).
+    pub fn same_design(&self, other: &SplitRecord) -> bool {
+        self.assignment == other.assignment
+            && self.unit == other.unit
+            && self.confirm_fraction == other.confirm_fraction
+            && self.seed == other.seed
+    }
+
+    /// `question split at 0.4, seed 0` / `stratified split (before hash assignment) at 0.5, seed 0`.
+    pub fn describe_design(&self) -> String {
+        match (self.assignment.as_deref(), self.unit) {
+            (Some(HASH_ASSIGNMENT), Some(unit)) => {
+                format!("{} split at {}, seed {}", unit.name(), self.confirm_fraction, self.seed)
+            }
+            _ => format!("stratified split of an older version at {}, seed {}", self.confirm_fraction, self.seed),
+        }
+    }
+
+    /// The one sentence saying which population a confirm test's guarantee
+    /// covers under this split.
+    pub fn population(&self) -> String {
+        let convs = |n: Option<usize>| match n {
+            Some(1) => "this conversation".to_string(),
+            Some(n) => format!("these {n} conversations"),
+            None => "these conversations".to_string(),
+        };
+        match self.unit {
+            Some(crate::stats::SplitUnit::Conversation) => format!(
+                "the confirm test's guarantee covers new conversations like these {} (the split is by conversation: \
+                 {} of them are in the confirm part, none in both parts)",
+                self.conversations.map_or("ones".to_string(), |n| n.to_string()),
+                self.confirm_conversations.map_or("some".to_string(), |n| n.to_string())
+            ),
+            _ => format!(
+                "the confirm test's guarantee covers new questions about {} only, not new conversations (the split \
+                 is by question: every conversation is in both parts)",
+                convs(self.conversations)
+            ),
+        }
+    }
 }
 
 impl Event {
@@ -783,6 +884,33 @@ fn stamp_actor(m: &mut serde_json::Map<String, Value>) {
 mod tests {
     use super::*;
     use journal::{EventLog, MemoryJournal};
+
+    #[test]
+    fn a_contribution_measured_on_few_questions_shows_how_little_it_pins_down() {
+        let credit = |questions: usize, discordant: Option<(u64, u64)>| Credit {
+            key: "retrieve.top_k::increase".into(),
+            path: "retrieve.top_k".into(),
+            from: serde_json::json!(5),
+            to: serde_json::json!(40),
+            delta: Some(0.25),
+            questions,
+            discordant,
+            earlier: false,
+        };
+        // Raced out after 24 questions: 6 only the kept strategy answers, none the other way.
+        let few = credit(24, Some((6, 0)));
+        let (low, high) = few.interval().unwrap();
+        // Conditional on 6 discordant questions the upper end is 6 / 24: the lower end is what is in doubt.
+        assert!(low > 0.0 && low < 0.05 && (high - 0.25).abs() < 1e-12, "[{low}, {high}]");
+        let line = few.describe();
+        assert!(line.starts_with("retrieve.top_k 5 -> 40 (+25.0 pp on 24 search questions, 95% interval +"), "{line}");
+        // The same gain on eight times the questions pins it down far better.
+        let many = credit(192, Some((48, 0)));
+        let (l2, h2) = many.interval().unwrap();
+        assert!(h2 - l2 < (high - low) / 2.0, "[{l2}, {h2}] against [{low}, {high}]");
+        // An older record without counts says what it has and no interval.
+        assert_eq!(credit(24, None).describe(), "retrieve.top_k 5 -> 40 (+25.0 pp on 24 search questions)");
+    }
 
     #[test]
     fn a_change_summary_counts_the_fields_beyond_the_first() {

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::candidate::Resolution;
-use crate::events::{CandidateRecord, SearchRecord, T_LAYER_A, T_SEARCHES};
+use crate::events::{CandidateRecord, SearchRecord, SplitRecord, T_LAYER_A, T_SEARCHES};
 use crate::events::{
     EvalSummary, QuestionResult, T_CANDIDATES, T_EFFECTS, T_ESCALATIONS, T_EVALUATIONS, T_POINTERS, T_ROUNDS,
     T_STRATEGIES, T_TREE, evaluation_key, hash_key, version_key,
@@ -231,6 +231,17 @@ impl<'a, L: EventLog + ?Sized> Store<'a, L> {
 
     pub fn rounds(&self) -> Result<Vec<Value>> {
         Ok(self.log.scan(T_ROUNDS, "")?.into_iter().map(|(_, v)| v).collect())
+    }
+
+    /// The split the journal's last round recorded, with that round's number.
+    pub fn last_split(&self) -> Result<Option<(u64, SplitRecord)>> {
+        for (k, v) in self.log.scan(T_ROUNDS, "")?.into_iter().rev() {
+            if let Some(split) = v.get("split").filter(|s| !s.is_null()) {
+                let split = decode(&format!("round {k}"), split.clone())?;
+                return Ok(Some((k.parse().unwrap_or(0), split)));
+            }
+        }
+        Ok(None)
     }
 
     pub fn escalations(&self) -> Result<Vec<Value>> {

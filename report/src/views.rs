@@ -632,6 +632,7 @@ mod tests {
             to: json!(40),
             delta,
             questions,
+            discordant: None,
             earlier: false,
         }
     }

@@ -61,6 +61,9 @@ pub use onesided::{BetterTest, better_p_value, better_test, lower_bound, minimum
 pub use pairing::{CategoryDelta, Outcome, Pair, Paired, PairingError, Side, pair};
 pub use probe::{ProbeCounts, better_test_by_probe, gate_test, has_observation_ids, mcnemar_by_probe, probe_counts};
 pub use race::{race_drops, race_looks};
-pub use split::{DEFAULT_CONFIRM_FRACTION, Split, SplitError, TaskKey, split};
+pub use split::{
+    CONVERSATION_UNIT_MIN, DEFAULT_CONFIRM_FRACTION, Split, SplitDesign, SplitError, SplitUnit, TaskKey, split,
+    split_by, unit_position,
+};
 pub use unit::{ProbeDetail, TestUnit};
 pub use verdict::{Cost, Rule, RuleKind, ThresholdError, Thresholds, Verdict, category_floor, keeps_category, verdict};

@@ -6,18 +6,26 @@
 //! alone, never by outcomes, keeps the confirm part independent of anything
 //! the search learns.
 //!
-//! Stratified by (conversation, category): each stratum of n_s questions
-//! sends `floor(f * n_s)` or `ceil(f * n_s)` of them to the confirm part, and
-//! the strata that round up are chosen (largest fractional part first, ties in
-//! a seeded order) so that the confirm part holds `round(f * n)` questions in
-//! all. Within a stratum, which questions go is a seeded shuffle of the ids in
-//! sorted order: the split does not depend on the order of the input.
+//! One design ([`SplitDesign`]): the *unit* (a question, or a whole
+//! conversation), the confirm *share* and the *seed*. Each unit's part is
+//! derived from a hash of (seed, unit id) alone: the unit goes to the confirm
+//! part when `hash(seed, id) / 2^64 < share`. So a unit's part never depends on
+//! which other units exist: adding questions (or conversations) to a task set
+//! never moves an existing one between parts, and removing some moves none
+//! of the others. The price is that the parts' sizes are binomial around
+//! `share * units` rather than exact (with 762 questions at 0.4, 305 ± 14).
+//!
+//! Under `question` every conversation is in both parts, so a confirm test's
+//! guarantee covers new questions about these conversations; under
+//! `conversation` the parts share no conversation, and the confirm test (a
+//! test over conversations) speaks for new conversations like these.
+//!
+//! The hash is FNV-1a 64 over the id's bytes, mixed with the seed by
+//! SplitMix64's finalizer: fixed here, so a split does not change with the
+//! compiler, the platform or a dependency's version.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
-use rand::rngs::ChaCha8Rng;
-use rand::seq::SliceRandom;
-use rand::{RngExt, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 /// The keys of one question that the split may look at.
@@ -41,6 +49,33 @@ pub struct Split {
     pub confirm: Vec<String>,
 }
 
+/// What the split assigns to a part as a whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SplitUnit {
+    /// Each question on its own: every conversation is in both parts.
+    Question,
+    /// Whole conversations: the parts share no conversation.
+    Conversation,
+}
+
+impl SplitUnit {
+    pub fn name(self) -> &'static str {
+        match self {
+            SplitUnit::Question => "question",
+            SplitUnit::Conversation => "conversation",
+        }
+    }
+}
+
+/// The split's design: unit, confirm share and seed.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SplitDesign {
+    pub unit: SplitUnit,
+    pub confirm_fraction: f64,
+    pub seed: u64,
+}
+
 /// Why a split could not be made.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SplitError {
@@ -50,9 +85,14 @@ pub enum SplitError {
     Duplicate(String),
     #[error("harness.split: the task set is empty")]
     Empty,
+    #[error(
+        "harness.split: with unit {unit} and seed {seed}, all {units} {unit}s went to the {part} part; \
+         the other part would be empty (try another harness.split.seed, or unit question)"
+    )]
+    EmptyPart { unit: &'static str, units: usize, seed: u64, part: &'static str },
 }
 
-/// The default share of each stratum in the confirm part
+/// The default share of the task set in the confirm part
 /// (`harness.split.confirm_fraction`). Chosen on the peer benchmark
 /// (docs/benchmarks.md: 0.5, 0.4, 0.3 and 0.25 measured on five held-out
 /// conversations): the first jump is +15 to +29 pp, which 40% of the
@@ -60,51 +100,67 @@ pub enum SplitError {
 /// the pruned winner less. The null simulations in `sim.rs` run at it.
 pub const DEFAULT_CONFIRM_FRACTION: f64 = 0.4;
 
-/// Splits `tasks` so that about `confirm_fraction` of each (conversation,
-/// category) stratum goes to the confirm part. Same tasks (in any order),
-/// fraction and seed: same split.
+/// The fewest conversations for which `harness.split.unit: auto` splits by
+/// conversation. Below it the conversation-level test has too little power
+/// (see `sim_conversation.rs`), and the split is by question, whose
+/// guarantee covers new questions about the task set's conversations only.
+pub const CONVERSATION_UNIT_MIN: usize = 20;
+
+/// The unit's position in [0, 1): FNV-1a 64 of the id, mixed with the seed
+/// by SplitMix64's finalizer.
+pub fn unit_position(seed: u64, id: &str) -> f64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in id.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    let mut z = h ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Splits `tasks` by question: each question goes to the confirm part when
+/// its hash position is below `confirm_fraction`. Same tasks (in any
+/// order), fraction and seed: same split.
 pub fn split(tasks: &[TaskKey], confirm_fraction: f64, seed: u64) -> Result<Split, SplitError> {
-    if !(confirm_fraction > 0.0 && confirm_fraction < 1.0) {
-        return Err(SplitError::Fraction(confirm_fraction));
+    split_by(tasks, &SplitDesign { unit: SplitUnit::Question, confirm_fraction, seed })
+}
+
+/// Splits `tasks` by the design's unit. A unit's part depends only on the
+/// seed, the share and its own id. Fails when either part would be empty.
+pub fn split_by(tasks: &[TaskKey], design: &SplitDesign) -> Result<Split, SplitError> {
+    let f = design.confirm_fraction;
+    if !(f > 0.0 && f < 1.0) {
+        return Err(SplitError::Fraction(f));
     }
     if tasks.is_empty() {
         return Err(SplitError::Empty);
     }
     let mut seen = BTreeSet::new();
-    let mut strata: BTreeMap<(&str, &str), Vec<&str>> = BTreeMap::new();
+    let mut out = Split { search: Vec::new(), confirm: Vec::new() };
     for t in tasks {
         if !seen.insert(t.id.as_str()) {
             return Err(SplitError::Duplicate(t.id.clone()));
         }
-        strata.entry((t.conversation.as_str(), t.category.as_str())).or_default().push(t.id.as_str());
-    }
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    // Quotas: floor for every stratum, then the remaining ones to the largest
-    // fractional parts (seeded tie-break), so the total is round(f * n).
-    let mut quotas: Vec<(usize, f64, u64)> = strata
-        .values()
-        .map(|ids| {
-            let exact = confirm_fraction * ids.len() as f64;
-            (exact.floor() as usize, exact - exact.floor(), rng.random::<u64>())
-        })
-        .collect();
-    let target = (confirm_fraction * tasks.len() as f64).round() as usize;
-    let floor_sum: usize = quotas.iter().map(|q| q.0).sum();
-    let mut order: Vec<usize> = (0..quotas.len()).collect();
-    order.sort_by(|&a, &b| quotas[b].1.total_cmp(&quotas[a].1).then(quotas[a].2.cmp(&quotas[b].2)));
-    for &i in order.iter().take(target.saturating_sub(floor_sum)) {
-        if quotas[i].1 > 0.0 {
-            quotas[i].0 += 1;
+        let unit = match design.unit {
+            SplitUnit::Question => &t.id,
+            SplitUnit::Conversation => &t.conversation,
+        };
+        if unit_position(design.seed, unit) < f {
+            out.confirm.push(t.id.clone());
+        } else {
+            out.search.push(t.id.clone());
         }
     }
-    let mut out = Split { search: Vec::new(), confirm: Vec::new() };
-    for (ids, quota) in strata.into_values().zip(quotas) {
-        let mut ids = ids;
-        ids.sort_unstable();
-        ids.shuffle(&mut rng);
-        let (confirm, search) = ids.split_at(quota.0);
-        out.confirm.extend(confirm.iter().map(|s| s.to_string()));
-        out.search.extend(search.iter().map(|s| s.to_string()));
+    if out.search.is_empty() || out.confirm.is_empty() {
+        let units = match design.unit {
+            SplitUnit::Question => tasks.len(),
+            SplitUnit::Conversation => tasks.iter().map(|t| &t.conversation).collect::<BTreeSet<_>>().len(),
+        };
+        let part = if out.search.is_empty() { "confirm" } else { "search" };
+        return Err(SplitError::EmptyPart { unit: design.unit.name(), units, seed: design.seed, part });
     }
     out.search.sort();
     out.confirm.sort();
@@ -113,13 +169,15 @@ pub fn split(tasks: &[TaskKey], confirm_fraction: f64, seed: u64) -> Result<Spli
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
-    fn tasks() -> Vec<TaskKey> {
+    fn tasks(conversations: usize) -> Vec<TaskKey> {
         let mut out = Vec::new();
-        for conv in 0..5 {
+        for conv in 0..conversations {
             for cat in 1..=4 {
-                for q in 0..(3 + conv * 2 + cat) {
+                for q in 0..(3 + (conv % 5) * 2 + cat) {
                     out.push(TaskKey::new(format!("c{conv}-k{cat}-q{q}"), format!("c{conv}"), format!("{cat}")));
                 }
             }
@@ -127,45 +185,89 @@ mod tests {
         out
     }
 
+    fn design(unit: SplitUnit, confirm_fraction: f64, seed: u64) -> SplitDesign {
+        SplitDesign { unit, confirm_fraction, seed }
+    }
+
     #[test]
-    fn every_stratum_is_split_as_evenly_as_possible_and_the_total_is_rounded() {
-        let tasks = tasks();
-        for (f, seed) in [(0.5, 1), (0.3, 2), (0.25, 3), (0.7, 4)] {
+    fn the_confirm_share_is_binomial_around_the_fraction() {
+        let tasks = tasks(40);
+        for (f, seed) in [(0.5, 1), (0.4, 2), (0.25, 3), (0.7, 4)] {
             let s = split(&tasks, f, seed).unwrap();
             assert_eq!(s.search.len() + s.confirm.len(), tasks.len());
-            assert_eq!(s.confirm.len(), (f * tasks.len() as f64).round() as usize, "f = {f}");
-            let confirm: BTreeSet<&str> = s.confirm.iter().map(String::as_str).collect();
-            let mut strata: BTreeMap<(&str, &str), (usize, usize)> = BTreeMap::new();
-            for t in &tasks {
-                let e = strata.entry((&t.conversation, &t.category)).or_default();
-                e.0 += 1;
-                e.1 += usize::from(confirm.contains(t.id.as_str()));
-            }
-            for ((c, k), (n, in_confirm)) in strata {
-                let exact = f * n as f64;
-                assert!(
-                    in_confirm == exact.floor() as usize || in_confirm == exact.ceil() as usize,
-                    "stratum ({c}, {k}): {in_confirm} of {n} at f = {f}"
-                );
-            }
+            let n = tasks.len() as f64;
+            let sd = (n * f * (1.0 - f)).sqrt();
+            assert!((s.confirm.len() as f64 - f * n).abs() < 4.0 * sd, "f = {f}: {} of {n}", s.confirm.len());
         }
     }
 
     #[test]
     fn the_split_depends_on_the_seed_but_not_on_input_order() {
-        let tasks = tasks();
-        let a = split(&tasks, 0.5, 7).unwrap();
-        let mut reversed = tasks.clone();
-        reversed.reverse();
-        assert_eq!(split(&reversed, 0.5, 7).unwrap(), a);
-        assert_ne!(split(&tasks, 0.5, 8).unwrap(), a);
-        let ids: BTreeSet<&String> = a.search.iter().chain(&a.confirm).collect();
-        assert_eq!(ids.len(), tasks.len(), "the parts are disjoint and cover the task set");
+        let tasks = tasks(5);
+        for unit in [SplitUnit::Question, SplitUnit::Conversation] {
+            let a = split_by(&tasks, &design(unit, 0.5, 7)).unwrap();
+            let mut reversed = tasks.clone();
+            reversed.reverse();
+            assert_eq!(split_by(&reversed, &design(unit, 0.5, 7)).unwrap(), a);
+            let ids: BTreeSet<&String> = a.search.iter().chain(&a.confirm).collect();
+            assert_eq!(ids.len(), tasks.len(), "the parts are disjoint and cover the task set");
+        }
+        assert_ne!(split(&tasks, 0.5, 8).unwrap(), split(&tasks, 0.5, 7).unwrap());
     }
 
     #[test]
+    fn adding_ten_percent_new_questions_never_moves_an_existing_one() {
+        let old = tasks(20);
+        let mut grown = old.clone();
+        // 10% more: new questions in existing conversations and two new conversations.
+        for i in 0..old.len() / 10 {
+            let conv = if i % 3 == 0 { format!("new{}", i % 2) } else { format!("c{}", i % 20) };
+            grown.push(TaskKey::new(format!("added-{i}"), conv, "2"));
+        }
+        for unit in [SplitUnit::Question, SplitUnit::Conversation] {
+            for seed in 0..5 {
+                let d = design(unit, DEFAULT_CONFIRM_FRACTION, seed);
+                let (before, after) = (split_by(&old, &d).unwrap(), split_by(&grown, &d).unwrap());
+                let confirm: BTreeSet<&String> = after.confirm.iter().collect();
+                let search: BTreeSet<&String> = after.search.iter().collect();
+                assert!(before.confirm.iter().all(|id| confirm.contains(id)), "{unit:?} seed {seed}");
+                assert!(before.search.iter().all(|id| search.contains(id)), "{unit:?} seed {seed}");
+                // And removing the added ones gives the old split back.
+                assert_eq!(split_by(&grown[..old.len()], &d).unwrap(), before);
+            }
+        }
+    }
+
+    #[test]
+    fn by_conversation_the_parts_share_no_conversation() {
+        let tasks = tasks(30);
+        let s = split_by(&tasks, &design(SplitUnit::Conversation, 0.4, 3)).unwrap();
+        let part: BTreeMap<&str, bool> = s.confirm.iter().map(|id| (id.as_str(), true)).collect();
+        let mut convs: BTreeMap<&str, BTreeSet<bool>> = BTreeMap::new();
+        for t in &tasks {
+            convs.entry(&t.conversation).or_default().insert(part.contains_key(t.id.as_str()));
+        }
+        assert!(convs.values().all(|parts| parts.len() == 1), "a conversation in both parts");
+        let confirm = convs.values().filter(|p| p.contains(&true)).count();
+        assert!((6..=18).contains(&confirm), "{confirm} of 30 conversations in the confirm part");
+    }
+
+    #[test]
+    fn the_hash_is_pinned() {
+        // A changed hash would move every project's questions between parts:
+        // these values must never change.
+        let got: Vec<String> = [(0, "conv-26_q0"), (0, "conv-30"), (7, "conv-26_q0"), (u64::MAX, "")]
+            .iter()
+            .map(|&(s, id)| format!("{:.12}", unit_position(s, id)))
+            .collect();
+        assert_eq!(got, PINNED);
+    }
+
+    const PINNED: [&str; 4] = ["0.957071320062", "0.280044264388", "0.249500003198", "0.355403845919"];
+
+    #[test]
     fn bad_input_is_named() {
-        let tasks = tasks();
+        let tasks = tasks(5);
         assert_eq!(split(&tasks, 0.0, 1), Err(SplitError::Fraction(0.0)));
         assert_eq!(split(&tasks, 1.0, 1), Err(SplitError::Fraction(1.0)));
         assert!(matches!(split(&tasks, f64::NAN, 1), Err(SplitError::Fraction(_))));
@@ -173,5 +275,9 @@ mod tests {
         let mut dup = tasks.clone();
         dup.push(tasks[3].clone());
         assert_eq!(split(&dup, 0.5, 1), Err(SplitError::Duplicate(tasks[3].id.clone())));
+        let one = vec![TaskKey::new("a", "c", "1"), TaskKey::new("b", "c", "1")];
+        let err = split_by(&one, &design(SplitUnit::Conversation, 0.4, 0)).unwrap_err();
+        assert!(matches!(err, SplitError::EmptyPart { units: 1, .. }), "{err}");
+        assert!(err.to_string().contains("all 1 conversations"), "{err}");
     }
 }

@@ -117,6 +117,11 @@ pub struct EvolveArgs {
     /// in flight finishes and the summary is printed.
     #[arg(long, value_parser = engine::config::parse_duration)]
     pub max_time: Option<std::time::Duration>,
+    /// The split changed since the journal's last round (harness.split, or
+    /// the unit `auto` resolved to): start a new LORD++ sequence on it, whose
+    /// confirm tests start again at W0. Without it such a run is refused (exit 2).
+    #[arg(long)]
+    pub new_split: bool,
     /// Print the run's summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -181,6 +186,7 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
         candidates: args.candidates.unwrap_or(project.config.loop_.candidates),
         max_evals: args.max_evals,
         max_time: args.max_time,
+        new_split: args.new_split,
     };
     // One limit for the flag and the setting.
     config::check_candidates("--candidates", opts.candidates).map_err(|m| Failure::bad_input(anyhow::anyhow!(m)))?;

@@ -179,6 +179,9 @@ fn render_confirm(out: &mut String, c: &ConfirmView) {
         ),
         _ => writeln!(out, "minimum detectable effect: unknown until a confirm test has observed a discordance rate"),
     };
+    if let (Some(split), Some(guarantee)) = (&c.split, &c.guarantee) {
+        let _ = writeln!(out, "split: {split}; {guarantee}");
+    }
     let _ = writeln!(out, "confirm-part reuse: {}", c.reuse);
 }
 

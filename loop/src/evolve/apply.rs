@@ -192,12 +192,17 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
 }
 
 /// The split the round ran on, for its round record.
-pub(super) fn split_record(split: &SplitConfig, parts: &Parts) -> SplitRecord {
+pub(super) fn split_record(split: &SplitConfig, parts: &Parts, lord_from: u64) -> SplitRecord {
     SplitRecord {
         confirm_fraction: split.confirm_fraction,
         seed: split.seed,
         search: parts.search.len(),
         confirm: parts.confirm.len(),
         confirm_hash: emend_model::artifact::sha256_hex(parts.confirm_ids.join("\n").as_bytes()),
+        unit: Some(parts.design.unit),
+        assignment: Some(emend_model::events::HASH_ASSIGNMENT.to_string()),
+        conversations: Some(parts.conversations),
+        confirm_conversations: Some(parts.confirm_conversations),
+        lord_from_round: (lord_from > 0).then_some(lord_from),
     }
 }

@@ -25,6 +25,14 @@ pub enum EvolveError {
     /// The task set cannot be split into search and confirm parts.
     #[error("emend.yaml: {0}")]
     Split(#[from] stats::SplitError),
+    /// The split assigns questions differently from the journal's last round:
+    /// questions the search has read would be tested as fresh.
+    #[error(
+        "emend.yaml: harness.split: the journal's round {round} used a {was}; this run would use a {now}, which moves \
+         questions the search has read into the confirm part. Restore the recorded harness.split settings, or run \
+         `emend evolve --new-split` to start a new LORD++ sequence on the new split (its confirm tests start again at W0)"
+    )]
+    SplitChanged { round: u64, was: String, now: String },
     /// The winner's search part could not be evaluated.
     #[error("evaluating the accepted candidate on the search part failed: {0}")]
     Winner(BackendError),
@@ -43,7 +51,7 @@ impl EvolveError {
             EvolveError::Journal(j) => j.exit_class(),
             EvolveError::Store(s) => s.exit_class(),
             EvolveError::ServedFile(s) => s.exit_class(),
-            EvolveError::Split(_) => ErrorClass::BadInput,
+            EvolveError::Split(_) | EvolveError::SplitChanged { .. } => ErrorClass::BadInput,
             EvolveError::Served { .. }
             | EvolveError::Winner(_)
             | EvolveError::Interrupted { .. }

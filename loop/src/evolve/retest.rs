@@ -38,7 +38,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         let observed = self.observe()?;
         let round = self.store().last_round()?;
         let (mut state, mut summary) = (RunState::default(), RunSummary::default());
-        self.prepare(round.max(1), &observed, &mut state, &mut summary)?;
+        self.prepare(round.max(1), &observed, &mut state, &mut summary, false)?;
         let (artifact, _) = self.load_version(version)?;
         let (results, _) = self.ensure_evaluated(&artifact, version)?;
         let parts = state.parts.as_ref().expect("set by prepare");
@@ -54,7 +54,8 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             known: None,
             node: Hypothesis::new(RETEST, Direction::Toggle),
         };
-        let mut confirm = ConfirmState::replay(&self.project.config.gates, &self.store().candidates()?);
+        let mut confirm =
+            ConfirmState::replay_from(&self.project.config.gates, &self.store().candidates()?, state.lord_from);
         let base_results = parts.confirm_of(&observed.results);
         let base: Vec<stats::Outcome> = base_results.iter().map(stats::Outcome::from).collect();
         let input = super::RoundInput {
@@ -66,6 +67,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             replay: &emend_model::gates::Replay { mismatches: 0, n: 0, example: None },
             opts: &super::RunOptions::rounds(1, 1),
             usage_before: None,
+            lord_from: state.lord_from,
         };
         self.compare(&input, &base, &summarize(&base_results), &mut trial, &mut confirm);
         let mut record = trial.record;

@@ -311,6 +311,7 @@ fn diff_credits(plan: &Plan, changes: &[planner::Change]) -> Vec<emend_model::ev
             to: c.to.clone(),
             delta: None,
             questions: 0,
+            discordant: None,
             earlier: false,
         })
         .collect()

@@ -6,8 +6,9 @@ use super::*;
 
 /// A field pruning keeps, with its loss when reverted alone: (share of the
 /// search part, questions evaluated, the hash of the strategy it was reverted
-/// from); None when it could not be measured.
-pub(super) type Kept = (String, Option<(f64, usize, String)>);
+/// from, the questions only the kept / only the reverted strategy answers);
+/// None when it could not be measured.
+pub(super) type Kept = (String, Option<(f64, usize, String, (u64, u64))>);
 
 /// A pruned winner: the strategy, its search-part results and its credits.
 pub(super) struct Pruned {
@@ -94,7 +95,8 @@ impl JumpProposer {
                 cur = r;
                 queue.drain(..g.len());
             } else if g.len() == 1 {
-                kept.push((queue.remove(0), Some((lost as f64 / k as f64, k, self.scored[cur].hash.clone()))));
+                let counts = self.scored[cur].discordant(&self.scored[r], k);
+                kept.push((queue.remove(0), Some((lost as f64 / k as f64, k, self.scored[cur].hash.clone(), counts))));
             } else {
                 group = (g.len() / 2).max(1);
             }
@@ -128,7 +130,8 @@ impl JumpProposer {
                     let r = self.race(ask, &test, cur, "prune")?;
                     let k = self.scored[r].correct.len();
                     let lost = self.scored[cur].hits(k) - self.scored[r].hits(k);
-                    measured = Some((lost as f64 / k as f64, k, final_hash.clone()));
+                    let counts = self.scored[cur].discordant(&self.scored[r], k);
+                    measured = Some((lost as f64 / k as f64, k, final_hash.clone(), counts));
                     earlier = false;
                 }
             }
@@ -140,6 +143,7 @@ impl JumpProposer {
                 to: to.clone(),
                 delta: measured.as_ref().map(|m| m.0),
                 questions: measured.as_ref().map_or(0, |m| m.1),
+                discordant: measured.as_ref().map(|m| m.3),
                 earlier,
             });
         }

@@ -131,10 +131,15 @@ fn render_harness(out: &mut String, tasks: &str, harness_command: Option<&[Strin
         None => k(out, "The strategy schema; null for emend's built-in one.", "schema", &"null"),
     }
     k(out, "Part of the harness hash: change it whenever the evaluated system changes.", "version", &"null");
-    let doc = "Seeded split by (conversation, category): the search part feeds diagnosis, probes and\n\
-               proposals; only the confirm test reads the confirm part.";
+    let doc = "Seeded split: the search part feeds diagnosis, probes and proposals; only the confirm\n\
+               test reads the confirm part. unit: question (the guarantee covers new questions about\n\
+               these conversations), conversation (new conversations), or auto (conversation from\n\
+               20 conversations on).";
     comment(out, "  ", doc);
-    out.push_str(&format!("  split:\n    confirm_fraction: {}\n    seed: 0\n", crate::stats::DEFAULT_CONFIRM_FRACTION));
+    out.push_str(&format!(
+        "  split:\n    unit: auto\n    confirm_fraction: {}\n    seed: 0\n",
+        crate::stats::DEFAULT_CONFIRM_FRACTION
+    ));
     if let Some(argv) = harness_command {
         let k =
             |out: &mut String, doc: &str, name: &str, value: &dyn std::fmt::Display| key(out, "    ", doc, name, value);

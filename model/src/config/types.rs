@@ -187,11 +187,14 @@ impl Default for RayConfig {
     }
 }
 
-/// `harness.split`: which share of every (conversation, category) stratum
-/// goes to the confirm part, which only the confirm test reads.
+/// `harness.split`: the unit the split assigns (a question or a whole
+/// conversation), the share of units in the confirm part (which only the
+/// confirm test reads) and the seed of the hash that assigns them.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SplitConfig {
+    #[serde(default)]
+    pub unit: SplitUnitChoice,
     #[serde(default = "d_confirm_fraction")]
     pub confirm_fraction: f64,
     #[serde(default)]
@@ -200,7 +203,32 @@ pub struct SplitConfig {
 
 impl Default for SplitConfig {
     fn default() -> Self {
-        SplitConfig { confirm_fraction: d_confirm_fraction(), seed: 0 }
+        SplitConfig { unit: SplitUnitChoice::Auto, confirm_fraction: d_confirm_fraction(), seed: 0 }
+    }
+}
+
+/// `harness.split.unit`: `auto` (by conversation when the task set has at
+/// least [`crate::stats::CONVERSATION_UNIT_MIN`] conversations, by question
+/// otherwise), `question` or `conversation`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SplitUnitChoice {
+    #[default]
+    Auto,
+    Question,
+    Conversation,
+}
+
+impl SplitUnitChoice {
+    /// The unit for a task set of `conversations` conversations.
+    pub fn resolve(self, conversations: usize) -> crate::stats::SplitUnit {
+        use crate::stats::SplitUnit;
+        match self {
+            SplitUnitChoice::Question => SplitUnit::Question,
+            SplitUnitChoice::Conversation => SplitUnit::Conversation,
+            SplitUnitChoice::Auto if conversations >= crate::stats::CONVERSATION_UNIT_MIN => SplitUnit::Conversation,
+            SplitUnitChoice::Auto => SplitUnit::Question,
+        }
     }
 }
 

@@ -8,7 +8,6 @@ use journal::EventLog;
 use serde::Serialize;
 use serde_json::Value;
 
-use emend_model::config::SplitConfig;
 use emend_model::confirm::Parts;
 use emend_model::events::{QuestionResult, SplitRecord, T_EVALUATIONS};
 use emend_model::store::{Best, Store, StoreError};
@@ -56,8 +55,7 @@ impl Figures {
     pub fn of(evaluation: String, results: &[QuestionResult], split: Option<&SplitRecord>) -> Option<Figures> {
         let whole = PartFigure::of(results.iter())?;
         let parts = split.and_then(|s| {
-            let config = SplitConfig { confirm_fraction: s.confirm_fraction, seed: s.seed };
-            let parts = Parts::of(results, &config).ok()?;
+            let parts = Parts::of(results, &s.config()).ok()?;
             let hash = emend_model::artifact::sha256_hex(parts.confirm_ids.join("\n").as_bytes());
             (hash == s.confirm_hash).then_some(parts)
         });
@@ -99,6 +97,5 @@ pub fn recorded_figures<L: EventLog + ?Sized>(
 
 /// The split the journal's last round recorded.
 pub fn last_split<L: EventLog + ?Sized>(log: &L) -> Result<Option<SplitRecord>, StoreError> {
-    let rounds = Store::new(log).rounds()?;
-    Ok(rounds.iter().rev().find_map(|r| serde_json::from_value(r.get("split")?.clone()).ok()))
+    Ok(Store::new(log).last_split()?.map(|(_, s)| s))
 }

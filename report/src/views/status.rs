@@ -22,6 +22,12 @@ pub struct ConfirmView {
     /// replay) and how many.
     pub mde_unit: &'static str,
     pub mde_n: Option<u64>,
+    /// The split's design (`question split at 0.4, seed 0`), once a round drew it.
+    pub split: Option<String>,
+    /// Which population a confirm test's guarantee covers under that split.
+    pub guarantee: Option<String>,
+    /// The first round of the current LORD++ sequence (a new split starts one).
+    pub lord_from_round: Option<u64>,
 }
 
 /// Model usage of the last round and of all rounds.
@@ -114,7 +120,8 @@ impl StatusView {
             }
         }
         let confirm_size = rounds.iter().rev().find_map(|r| r["split"]["confirm"].as_u64());
-        let confirm = confirm_view(project, &store.candidates()?, confirm_size);
+        let lord_from = split.as_ref().and_then(|s| s.lord_from_round).unwrap_or(0);
+        let confirm = confirm_view(project, &store.candidates()?, confirm_size, lord_from, split.as_ref());
         let quarantined = store.quarantined()?;
         let reviews = store.reviews()?;
         let pending_versions: Vec<u64> =
@@ -164,9 +171,15 @@ fn file_state(file: &FileState) -> String {
     }
 }
 
-fn confirm_view(project: &Project, candidates: &[CandidateRecord], questions: Option<u64>) -> ConfirmView {
+fn confirm_view(
+    project: &Project,
+    candidates: &[CandidateRecord],
+    questions: Option<u64>,
+    lord_from: u64,
+    split: Option<&emend_model::events::SplitRecord>,
+) -> ConfirmView {
     let cfg = &project.config;
-    let state = ConfirmState::replay(&cfg.gates, candidates);
+    let state = ConfirmState::replay_from(&cfg.gates, candidates, lord_from);
     let (unit, mde_n) = state.test_units(questions);
     let reuse = format!(
         "only each confirm test's verdict reaches the search, so under the global null the chance of any false \
@@ -184,6 +197,9 @@ fn confirm_view(project: &Project, candidates: &[CandidateRecord], questions: Op
         mde_80: mde_n.and_then(|n| state.next_mde(n)),
         mde_unit: unit.plural(),
         mde_n,
+        split: split.map(emend_model::events::SplitRecord::describe_design),
+        guarantee: split.map(emend_model::events::SplitRecord::population),
+        lord_from_round: split.and_then(|s| s.lord_from_round),
     }
 }
 
