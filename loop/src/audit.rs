@@ -513,7 +513,9 @@ fn compare(
     (c, t)
 }
 
-/// One-sided level of the exact McNemar test that gives a changed outcome a direction.
+/// Level of the two-sided exact McNemar test ([`contrast_p`], Holm-adjusted
+/// across the audited mechanisms) that gives a changed outcome a direction:
+/// the direction is the sign of the contrast once that test rejects.
 pub const ALPHA: f64 = 0.05;
 
 /// The outcome of a mechanism that ran, from its trace alone: `unexercised`
