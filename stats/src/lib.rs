@@ -45,6 +45,8 @@ mod race;
 #[cfg(test)]
 mod sim;
 #[cfg(test)]
+mod sim_conversation;
+#[cfg(test)]
 mod sim_replay;
 mod split;
 #[cfg(test)]
