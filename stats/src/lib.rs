@@ -20,6 +20,8 @@
 //! [`Lord`] (LORD++ online error control indexed by tests run),
 //! [`Holdout`] (Thresholdout for numbers fed back from the confirm part) and
 //! [`cluster_check`] (CR2 with Bell-McCaffrey degrees of freedom, or "too few clusters to tell").
+//! When the split's unit is the conversation, the confirm test is
+//! [`conversation_test`] (an exact sign-flip test over conversation totals).
 //! Under longitudinal replay the confirm test takes the probe as its unit
 //! ([`better_test_by_probe`]: the final checkpoint's exact test and a
 //! probe-clustered test across checkpoints).
@@ -43,6 +45,8 @@ mod race;
 #[cfg(test)]
 mod sim;
 #[cfg(test)]
+mod sim_conversation;
+#[cfg(test)]
 mod sim_replay;
 mod split;
 #[cfg(test)]
@@ -52,7 +56,10 @@ mod verdict;
 
 pub use alpha::AlphaSchedule;
 pub use bootstrap::{BootstrapCi, BootstrapConfig, BootstrapError, BootstrapUnit, paired_bootstrap};
-pub use cluster::{ClusterCheck, MIN_CLUSTERS, bell_mccaffrey_df, cluster_check};
+pub use cluster::{
+    ClusterCheck, ConversationTest, EXACT_SIGN_FLIPS_UP_TO, MIN_CLUSTERS, SIGN_FLIP_DRAWS, bell_mccaffrey_df,
+    cluster_check, conversation_test,
+};
 pub use comparison::{CompareConfig, Comparison, StatsError, compare};
 pub use holdout::{Holdout, HoldoutAnswer, HoldoutConfig};
 pub use lord::{Gamma, JM_CONSTANT, Lord, LordConfig, LordError, LordTest};
