@@ -51,7 +51,7 @@ impl Parts {
             .collect();
         let conversations = keys.iter().map(|k| k.conversation.as_str()).collect::<BTreeSet<_>>().len();
         let design = stats::SplitDesign {
-            unit: config.unit.resolve(conversations),
+            unit: config.unit.resolve(&keys, config),
             confirm_fraction: config.confirm_fraction,
             seed: config.seed,
         };

@@ -69,8 +69,8 @@ pub use pairing::{CategoryDelta, Outcome, Pair, Paired, PairingError, Side, pair
 pub use probe::{ProbeCounts, better_test_by_probe, gate_test, has_observation_ids, mcnemar_by_probe, probe_counts};
 pub use race::{race_drops, race_looks};
 pub use split::{
-    CONVERSATION_UNIT_MIN, DEFAULT_CONFIRM_FRACTION, Split, SplitDesign, SplitError, SplitUnit, TaskKey, split,
-    split_by, unit_position,
+    DEFAULT_CONFIRM_FRACTION, MIN_CONFIRM_CONVERSATIONS, Split, SplitDesign, SplitError, SplitUnit, TaskKey, auto_unit,
+    split, split_by, unit_position,
 };
 pub use unit::{ProbeDetail, TestUnit};
 pub use verdict::{Cost, Rule, RuleKind, ThresholdError, Thresholds, Verdict, category_floor, keeps_category, verdict};

@@ -90,6 +90,12 @@ pub enum SplitError {
          the other part would be empty (try another harness.split.seed, or unit question)"
     )]
     EmptyPart { unit: &'static str, units: usize, seed: u64, part: &'static str },
+    #[error(
+        "harness.split.unit: conversation put {confirm} conversations in the confirm part with seed {seed}; the \
+         test over conversations needs at least {MIN_CONFIRM_CONVERSATIONS} to be able to accept (use unit auto or \
+         question, or a task set with more conversations)"
+    )]
+    TooFewConversations { confirm: usize, seed: u64 },
 }
 
 /// The default share of the task set in the confirm part
@@ -100,11 +106,15 @@ pub enum SplitError {
 /// the pruned winner less. The null simulations in `sim.rs` run at it.
 pub const DEFAULT_CONFIRM_FRACTION: f64 = 0.4;
 
-/// The fewest conversations for which `harness.split.unit: auto` splits by
-/// conversation. Below it the conversation-level test has too little power
-/// (see `sim_conversation.rs`), and the split is by question, whose
-/// guarantee covers new questions about the task set's conversations only.
-pub const CONVERSATION_UNIT_MIN: usize = 20;
+/// The fewest conversations a split by conversation puts in the confirm
+/// part. The test over conversations (an exact sign-flip test) cannot
+/// reach a p-value below `2^-k` with k conversations, so with 6 it cannot
+/// accept at LORD++'s first alpha (0.0152) at all; with 7 its power for a
+/// +10 pp step is 0.61 there (`sim_conversation.rs`). `unit: auto` splits
+/// by conversation only when the split puts at least this many
+/// conversations in the confirm part (at share 0.4 that needs about 17 or
+/// more in the task set); `unit: conversation` with fewer is refused.
+pub const MIN_CONFIRM_CONVERSATIONS: usize = 7;
 
 /// The unit's position in [0, 1): FNV-1a 64 of the id, mixed with the seed
 /// by SplitMix64's finalizer.
@@ -119,6 +129,19 @@ pub fn unit_position(seed: u64, id: &str) -> f64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^= z >> 31;
     (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// The unit `harness.split.unit: auto` picks: conversation when splitting
+/// by conversation puts at least [`MIN_CONFIRM_CONVERSATIONS`] conversations
+/// in the confirm part and at least one in the search part; question otherwise.
+pub fn auto_unit(tasks: &[TaskKey], confirm_fraction: f64, seed: u64) -> SplitUnit {
+    let conversations: BTreeSet<&str> = tasks.iter().map(|t| t.conversation.as_str()).collect();
+    let confirm = conversations.iter().filter(|c| unit_position(seed, c) < confirm_fraction).count();
+    if confirm >= MIN_CONFIRM_CONVERSATIONS && confirm < conversations.len() {
+        SplitUnit::Conversation
+    } else {
+        SplitUnit::Question
+    }
 }
 
 /// Splits `tasks` by question: each question goes to the confirm part when
@@ -154,6 +177,16 @@ pub fn split_by(tasks: &[TaskKey], design: &SplitDesign) -> Result<Split, SplitE
             out.search.push(t.id.clone());
         }
     }
+    if design.unit == SplitUnit::Conversation {
+        let confirm: BTreeSet<&str> = tasks
+            .iter()
+            .filter(|t| unit_position(design.seed, &t.conversation) < f)
+            .map(|t| t.conversation.as_str())
+            .collect();
+        if !confirm.is_empty() && confirm.len() < MIN_CONFIRM_CONVERSATIONS {
+            return Err(SplitError::TooFewConversations { confirm: confirm.len(), seed: design.seed });
+        }
+    }
     if out.search.is_empty() || out.confirm.is_empty() {
         let units = match design.unit {
             SplitUnit::Question => tasks.len(),
@@ -174,6 +207,7 @@ mod tests {
     use super::*;
 
     fn tasks(conversations: usize) -> Vec<TaskKey> {
+        // Conversations of 16 to 32 questions, in four categories.
         let mut out = Vec::new();
         for conv in 0..conversations {
             for cat in 1..=4 {
@@ -203,7 +237,7 @@ mod tests {
 
     #[test]
     fn the_split_depends_on_the_seed_but_not_on_input_order() {
-        let tasks = tasks(5);
+        let tasks = tasks(40);
         for unit in [SplitUnit::Question, SplitUnit::Conversation] {
             let a = split_by(&tasks, &design(unit, 0.5, 7)).unwrap();
             let mut reversed = tasks.clone();
@@ -217,11 +251,11 @@ mod tests {
 
     #[test]
     fn adding_ten_percent_new_questions_never_moves_an_existing_one() {
-        let old = tasks(20);
+        let old = tasks(40);
         let mut grown = old.clone();
         // 10% more: new questions in existing conversations and two new conversations.
         for i in 0..old.len() / 10 {
-            let conv = if i % 3 == 0 { format!("new{}", i % 2) } else { format!("c{}", i % 20) };
+            let conv = if i % 3 == 0 { format!("new{}", i % 2) } else { format!("c{}", i % 40) };
             grown.push(TaskKey::new(format!("added-{i}"), conv, "2"));
         }
         for unit in [SplitUnit::Question, SplitUnit::Conversation] {
@@ -253,6 +287,25 @@ mod tests {
     }
 
     #[test]
+    fn auto_splits_by_conversation_only_with_enough_confirm_conversations() {
+        let d = |g: usize, seed: u64| auto_unit(&tasks(g), DEFAULT_CONFIRM_FRACTION, seed);
+        assert!((0..20).all(|seed| d(5, seed) == SplitUnit::Question), "5 conversations: by question");
+        assert!((0..20).all(|seed| d(60, seed) == SplitUnit::Conversation), "60 conversations: by conversation");
+        for g in [12, 17, 20, 25] {
+            for seed in 0..20 {
+                let convs = tasks(g).into_iter().map(|t| t.conversation).collect::<BTreeSet<_>>();
+                let confirm = convs.iter().filter(|c| unit_position(seed, c) < DEFAULT_CONFIRM_FRACTION).count();
+                let want =
+                    if confirm >= MIN_CONFIRM_CONVERSATIONS { SplitUnit::Conversation } else { SplitUnit::Question };
+                assert_eq!(d(g, seed), want, "{g} conversations, seed {seed}: {confirm} in the confirm part");
+                if want == SplitUnit::Conversation {
+                    split_by(&tasks(g), &design(SplitUnit::Conversation, DEFAULT_CONFIRM_FRACTION, seed)).unwrap();
+                }
+            }
+        }
+    }
+
+    #[test]
     fn the_hash_is_pinned() {
         // A changed hash would move every project's questions between parts:
         // these values must never change.
@@ -275,6 +328,9 @@ mod tests {
         let mut dup = tasks.clone();
         dup.push(tasks[3].clone());
         assert_eq!(split(&dup, 0.5, 1), Err(SplitError::Duplicate(tasks[3].id.clone())));
+        let few = split_by(&tasks, &design(SplitUnit::Conversation, 0.4, 1)).unwrap_err();
+        assert!(matches!(few, SplitError::TooFewConversations { .. }), "{few}");
+        assert!(few.to_string().contains("needs at least 7"), "{few}");
         let one = vec![TaskKey::new("a", "c", "1"), TaskKey::new("b", "c", "1")];
         let err = split_by(&one, &design(SplitUnit::Conversation, 0.4, 0)).unwrap_err();
         assert!(matches!(err, SplitError::EmptyPart { units: 1, .. }), "{err}");

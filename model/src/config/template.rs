@@ -133,8 +133,8 @@ fn render_harness(out: &mut String, tasks: &str, harness_command: Option<&[Strin
     k(out, "Part of the harness hash: change it whenever the evaluated system changes.", "version", &"null");
     let doc = "Seeded split: the search part feeds diagnosis, probes and proposals; only the confirm\n\
                test reads the confirm part. unit: question (the guarantee covers new questions about\n\
-               these conversations), conversation (new conversations), or auto (conversation from\n\
-               20 conversations on).";
+               these conversations), conversation (new conversations), or auto (conversation when\n\
+               that puts at least 7 conversations in the confirm part).";
     comment(out, "  ", doc);
     out.push_str(&format!(
         "  split:\n    unit: auto\n    confirm_fraction: {}\n    seed: 0\n",

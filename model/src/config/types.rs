@@ -207,9 +207,9 @@ impl Default for SplitConfig {
     }
 }
 
-/// `harness.split.unit`: `auto` (by conversation when the task set has at
-/// least [`crate::stats::CONVERSATION_UNIT_MIN`] conversations, by question
-/// otherwise), `question` or `conversation`.
+/// `harness.split.unit`: `auto` (by conversation when that puts at least
+/// [`crate::stats::MIN_CONFIRM_CONVERSATIONS`] conversations in the confirm
+/// part, by question otherwise), `question` or `conversation`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SplitUnitChoice {
@@ -220,14 +220,13 @@ pub enum SplitUnitChoice {
 }
 
 impl SplitUnitChoice {
-    /// The unit for a task set of `conversations` conversations.
-    pub fn resolve(self, conversations: usize) -> crate::stats::SplitUnit {
+    /// The unit for the task set `tasks` under `split`.
+    pub fn resolve(self, tasks: &[crate::stats::TaskKey], split: &SplitConfig) -> crate::stats::SplitUnit {
         use crate::stats::SplitUnit;
         match self {
             SplitUnitChoice::Question => SplitUnit::Question,
             SplitUnitChoice::Conversation => SplitUnit::Conversation,
-            SplitUnitChoice::Auto if conversations >= crate::stats::CONVERSATION_UNIT_MIN => SplitUnit::Conversation,
-            SplitUnitChoice::Auto => SplitUnit::Question,
+            SplitUnitChoice::Auto => crate::stats::auto_unit(tasks, split.confirm_fraction, split.seed),
         }
     }
 }
