@@ -163,6 +163,8 @@ impl ConfirmState {
     pub fn test_units(&self, part_size: Option<u64>) -> (stats::TestUnit, Option<u64>) {
         match self.last_unit {
             Some((stats::TestUnit::Probe, probes)) => (stats::TestUnit::Probe, Some(probes)),
+            // The sign-flip test's power is not the question-level formula's.
+            Some((stats::TestUnit::Conversation, _)) => (stats::TestUnit::Conversation, None),
             _ => (stats::TestUnit::Question, part_size),
         }
     }

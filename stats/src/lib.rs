@@ -66,7 +66,10 @@ pub use lord::{Gamma, JM_CONSTANT, Lord, LordConfig, LordError, LordTest};
 pub use mcnemar::{EXACT_BELOW, McNemar, McNemarTest, mcnemar};
 pub use onesided::{BetterTest, better_p_value, better_test, lower_bound, minimum_detectable_effect, power};
 pub use pairing::{CategoryDelta, Outcome, Pair, Paired, PairingError, Side, pair};
-pub use probe::{ProbeCounts, better_test_by_probe, gate_test, has_observation_ids, mcnemar_by_probe, probe_counts};
+pub use probe::{
+    ProbeCounts, better_test_by_conversation, better_test_by_probe, gate_test, has_observation_ids, mcnemar_by_probe,
+    probe_counts,
+};
 pub use race::{race_drops, race_looks};
 pub use split::{
     DEFAULT_CONFIRM_FRACTION, MIN_CONFIRM_CONVERSATIONS, Split, SplitDesign, SplitError, SplitUnit, TaskKey, auto_unit,

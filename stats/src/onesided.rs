@@ -53,6 +53,11 @@ pub struct BetterTest {
     /// test (`p_value` is the larger of the two).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe: Option<ProbeDetail>,
+    /// Under the conversation unit, the confirm part's conversations:
+    /// `p_value`, `lower_bound` and `better` are the sign-flip test's
+    /// ([`crate::conversation_test`]); the counts stay question counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversations: Option<u64>,
 }
 
 /// `P(X >= improved)`, X ~ Bin(improved + regressed, 1/2).
@@ -100,6 +105,7 @@ pub fn better_test(improved: u64, regressed: u64, questions: u64, alpha: f64) ->
         better: p_value <= alpha,
         unit: TestUnit::Question,
         probe: None,
+        conversations: None,
     }
 }
 

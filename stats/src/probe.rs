@@ -115,6 +115,28 @@ pub fn better_test_by_probe(paired: &Paired, alpha: f64) -> BetterTest {
     }
 }
 
+/// The confirm test under `harness.split.unit: conversation`: the exact
+/// sign-flip test over the conversations of `diffs` ((conversation,
+/// candidate - served) per confirm question) decides; the record keeps the
+/// question counts of `paired` beside it.
+pub fn better_test_by_conversation<'a>(
+    paired: &Paired,
+    diffs: impl IntoIterator<Item = (&'a str, i8)>,
+    alpha: f64,
+) -> BetterTest {
+    let counts = better_test(paired.improved().len() as u64, paired.regressed().len() as u64, paired.n() as u64, alpha);
+    let c = crate::cluster::conversation_test(diffs, alpha);
+    BetterTest {
+        p_value: c.p_value,
+        delta: c.estimate,
+        lower_bound: c.lower_bound,
+        better: c.better,
+        unit: TestUnit::Conversation,
+        conversations: Some(c.conversations as u64),
+        ..counts
+    }
+}
+
 /// The two-sided McNemar test on the probes' last observations (for information).
 pub fn mcnemar_by_probe(paired: &Paired) -> McNemar {
     let c = probe_counts(paired);

@@ -14,6 +14,9 @@ pub enum TestUnit {
     Question,
     /// A probe's whole trajectory over the checkpoints (longitudinal replay).
     Probe,
+    /// A conversation (`harness.split.unit: conversation`): the exact
+    /// sign-flip test over the confirm part's conversations decides.
+    Conversation,
 }
 
 impl TestUnit {
@@ -26,6 +29,7 @@ impl TestUnit {
         match self {
             TestUnit::Question => "questions",
             TestUnit::Probe => "probes",
+            TestUnit::Conversation => "conversations",
         }
     }
 }

@@ -177,6 +177,11 @@ fn render_confirm(out: &mut String, c: &ConfirmView) {
             "the next confirm test cannot see any gain up to the discordance rate ({:.1}%) with 80% power at its alpha",
             q * 100.0
         ),
+        _ if c.mde_unit == "conversations" => writeln!(
+            out,
+            "minimum detectable effect: not computed for the test over conversations (its power by simulation: \
+             README, error control)"
+        ),
         _ => writeln!(out, "minimum detectable effect: unknown until a confirm test has observed a discordance rate"),
     };
     if let (Some(split), Some(guarantee)) = (&c.split, &c.guarantee) {

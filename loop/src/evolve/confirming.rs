@@ -47,6 +47,17 @@ fn start_rules(start: &EvalSummary, cand: &EvalSummary, epsilon: f64) -> Vec<Rul
 /// probe-clustered test across checkpoints, the larger p deciding).
 fn confirm_rule(t: &stats::BetterTest) -> RuleRecord {
     let detail = match &t.probe {
+        None if t.unit == stats::TestUnit::Conversation => format!(
+            "unit conversation: exact sign-flip p = {:.4} vs alpha {:.3e} over {} conversations ({} improved, {} \
+             regressed of {} questions; lower bound {:+.4})",
+            t.p_value,
+            t.alpha,
+            t.conversations.unwrap_or(0),
+            t.improved,
+            t.regressed,
+            t.questions,
+            t.lower_bound
+        ),
         None => format!(
             "one-sided exact p = {:.4} vs alpha {:.3e} ({} improved, {} regressed of {}; lower bound {:+.4})",
             t.p_value, t.alpha, t.improved, t.regressed, t.questions, t.lower_bound
@@ -262,8 +273,6 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         if by_probe {
             cmp.mcnemar = stats::mcnemar_by_probe(&cmp.paired);
         }
-        let test = stats::gate_test(&cmp.paired, alpha, by_probe);
-        let lord = confirm.lord.test(test.p_value);
         let conv: BTreeMap<&str, &str> =
             full.iter().map(|q| (q.id.as_str(), q.conversation.as_deref().unwrap_or(""))).collect();
         let was: BTreeMap<&str, bool> = base.iter().map(|o| (o.id.as_str(), o.correct)).collect();
@@ -274,6 +283,14 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
                 (conv[q.id.as_str()], i8::from(q.correct) - i8::from(w))
             })
             .collect();
+        // Split by conversation, the test over conversations decides: its
+        // guarantee covers new conversations, the question-level one's does not.
+        let test = if input.parts.design.unit == stats::SplitUnit::Conversation && !by_probe {
+            stats::better_test_by_conversation(&cmp.paired, diffs.iter().copied(), alpha)
+        } else {
+            stats::gate_test(&cmp.paired, alpha, by_probe)
+        };
+        let lord = confirm.lord.test(test.p_value);
         let cluster = stats::cluster_check(diffs, alpha);
         let mut extra = vec![confirm_rule(&test)];
         if gates.cluster_check == ClusterMode::Require {
