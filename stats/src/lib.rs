@@ -19,7 +19,9 @@
 //! bound at the test's own alpha) and [`minimum_detectable_effect`],
 //! [`Lord`] (LORD++ online error control indexed by tests run),
 //! [`Holdout`] (Thresholdout for numbers fed back from the confirm part) and
-//! [`cluster_check`] (CR2 with Bell-McCaffrey degrees of freedom, or "too few clusters to tell").
+//! [`cluster_check`] (CR2 with Bell-McCaffrey degrees of freedom, or "too few clusters to tell"),
+//! and [`adjusted_gain`] (an accepted candidate's gain adjusted for the
+//! winner's curse of being reported because the test accepted).
 //! Under longitudinal replay the confirm test takes the probe as its unit
 //! ([`better_test_by_probe`]: the final checkpoint's exact test and a
 //! probe-clustered test across checkpoints).
@@ -33,6 +35,7 @@ mod bootstrap;
 mod calibration;
 mod cluster;
 mod comparison;
+mod curse;
 mod holdout;
 mod lord;
 mod mcnemar;
@@ -42,6 +45,8 @@ mod probe;
 mod race;
 #[cfg(test)]
 mod sim;
+#[cfg(test)]
+mod sim_curse;
 #[cfg(test)]
 mod sim_replay;
 mod split;
@@ -54,6 +59,7 @@ pub use alpha::AlphaSchedule;
 pub use bootstrap::{BootstrapCi, BootstrapConfig, BootstrapError, BootstrapUnit, paired_bootstrap};
 pub use cluster::{ClusterCheck, MIN_CLUSTERS, bell_mccaffrey_df, cluster_check};
 pub use comparison::{CompareConfig, Comparison, StatsError, compare};
+pub use curse::adjusted_gain;
 pub use holdout::{Holdout, HoldoutAnswer, HoldoutConfig};
 pub use lord::{Gamma, JM_CONSTANT, Lord, LordConfig, LordError, LordTest};
 pub use mcnemar::{EXACT_BELOW, McNemar, McNemarTest, mcnemar};
