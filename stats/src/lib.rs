@@ -61,7 +61,7 @@ pub use cluster::{ClusterCheck, MIN_CLUSTERS, bell_mccaffrey_df, cluster_check};
 pub use comparison::{CompareConfig, Comparison, StatsError, compare};
 pub use curse::adjusted_gain;
 pub use holdout::{Holdout, HoldoutAnswer, HoldoutConfig};
-pub use lord::{Gamma, JM_CONSTANT, Lord, LordConfig, LordError, LordTest};
+pub use lord::{Deployment, Gamma, JM_CONSTANT, Lord, LordConfig, LordError, LordTest};
 pub use mcnemar::{EXACT_BELOW, McNemar, McNemarTest, mcnemar};
 pub use onesided::{BetterTest, better_p_value, better_test, lower_bound, minimum_detectable_effect, power};
 pub use pairing::{CategoryDelta, Outcome, Pair, Paired, PairingError, Side, pair};
