@@ -48,6 +48,8 @@ mod sim;
 #[cfg(test)]
 mod sim_curse;
 #[cfg(test)]
+mod sim_lord;
+#[cfg(test)]
 mod sim_replay;
 mod split;
 #[cfg(test)]
