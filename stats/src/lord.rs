@@ -26,15 +26,17 @@
 //!
 //! What it controls, exactly. Write D(T) for the deployments among the first
 //! T tests. Whatever the data, the alphas spent satisfy
-//! `sum_{t <= T} alpha_t <= W0 + (alpha - W0) [|D| >= 1] + alpha (|D| - 1)_+ = alpha * max(|D(T)|, 1)`
-//! (at most `W0 <= alpha` without a deployment), because each deployment's
+//! `sum_{t <= T} alpha_t <= W0 + (alpha - W0) [|D| >= 1] + alpha (|D| - 1)_+ <= alpha * max(|D(T)|, 1)`
+//! (the middle expression is `alpha * |D|` with a deployment, `W0` without), because each deployment's
 //! weight is spread by gamma over the tests after it and gamma sums to at
 //! most 1. A deployment needs a rejection, so the false deployments are
 //! among the false rejections V(T). Then:
 //! - mFDR over deployed changes: if each null p-value is valid given
 //!   everything before its test (earlier tests, verdicts and deployments,
 //!   which fix `alpha_t`), `E[V(T)] <= sum_t E[alpha_t] <= alpha E[max(|D(T)|, 1)]`,
-//!   so `E[false deployments] <= E[V(T)] <= alpha E[max(|D(T)|, 1)]`.
+//!   so `E[false deployments] <= E[V(T)] <= alpha E[max(|D(T)|, 1)]`: the
+//!   mFDR over deployed changes, `E[false deployments] / E[max(|D|, 1)]`, is
+//!   at most alpha.
 //! - Under the global null (no candidate of the run is truly better than the
 //!   strategy it is tested against), until the first deployment every test
 //!   runs at `gamma_t * W0`, and a false deployment needs a rejection at one
