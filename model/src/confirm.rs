@@ -8,6 +8,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::candidate::Resolution;
 use crate::config::GateConfig;
 use crate::config::SplitConfig;
 use crate::events::{CandidateRecord, QuestionResult};
@@ -126,17 +127,32 @@ impl ConfirmState {
     pub fn replay_from(g: &GateConfig, records: &[CandidateRecord], from_round: u64) -> ConfirmState {
         let mut lord = Lord::new(lord_config(g));
         let (mut discordant, mut questions, mut last_unit) = (0, 0, None);
-        for full in records.iter().filter(|r| r.round >= from_round).filter_map(|r| r.full.as_ref()) {
-            if let Some(t) = &full.lord {
-                lord.tests = lord.tests.max(t.index);
-                if t.accepted {
-                    lord.accepts.push(t.index);
+        let records: Vec<&CandidateRecord> = records.iter().filter(|r| r.round >= from_round).collect();
+        // A round's tests all run before its decision: its deployment (the
+        // accepted candidate, served or pending approval) earns from the
+        // test after the round's last one.
+        for round in records.chunk_by(|a, b| a.round == b.round) {
+            let mut deployed = Vec::new();
+            for r in round {
+                let Some(full) = r.full.as_ref() else { continue };
+                if let Some(t) = &full.lord {
+                    lord.tests = lord.tests.max(t.index);
+                    if t.accepted {
+                        lord.rejections.push(t.index);
+                        if r.outcome == Resolution::Accepted {
+                            deployed.push(t.index);
+                        }
+                    }
+                }
+                if let Some(c) = &full.confirm {
+                    discordant += c.improved + c.regressed;
+                    questions += c.questions;
+                    last_unit = Some((c.unit, c.questions));
                 }
             }
-            if let Some(c) = &full.confirm {
-                discordant += c.improved + c.regressed;
-                questions += c.questions;
-                last_unit = Some((c.unit, c.questions));
+            for index in deployed {
+                // Recorded once per test; a journal holding it twice would be corrupt.
+                let _ = lord.deployed(index);
             }
         }
         ConfirmState { lord, discordant, questions, last_unit }
@@ -187,24 +203,34 @@ mod tests {
         }
     }
 
-    /// A confirm share of one half, so that the part sizes below are round numbers.
+    /// A confirm share of one half.
     fn half() -> SplitConfig {
         SplitConfig { confirm_fraction: 0.5, ..SplitConfig::default() }
     }
 
     #[test]
-    fn the_split_is_seeded_disjoint_and_stratified() {
+    fn the_split_is_seeded_and_disjoint_and_auto_keeps_few_conversations_by_question() {
         let rs: Vec<QuestionResult> =
             (0..40).map(|i| result(&format!("q{i:02}"), &format!("c{}", i % 2), ["a", "b"][i / 20])).collect();
         let p = Parts::of(&rs, &half()).unwrap();
         assert_eq!(p.search.len() + p.confirm.len(), 40);
         assert!(p.search.is_disjoint(&p.confirm));
-        assert_eq!(p.confirm.len(), 20);
+        assert_eq!(p.confirm.len(), 19, "binomial around 20 (pinned by the hash)");
+        assert_eq!((p.design.unit, p.conversations, p.confirm_conversations), (stats::SplitUnit::Question, 2, 2));
         assert_eq!(p, Parts::of(&rs, &half()).unwrap());
         let other = Parts::of(&rs, &SplitConfig { seed: 7, ..half() }).unwrap();
         assert_ne!(p.confirm, other.confirm);
-        assert_eq!(p.confirm_of(&rs).len(), 20);
+        assert_eq!(p.confirm_of(&rs).len(), 19);
         assert!((p.cost(10) - 0.25).abs() < 1e-12);
+        // Forty conversations of three questions: auto splits them whole.
+        let many: Vec<QuestionResult> =
+            (0..120).map(|i| result(&format!("q{i:03}"), &format!("c{}", i / 3), "a")).collect();
+        let p = Parts::of(&many, &half()).unwrap();
+        assert_eq!(p.design.unit, stats::SplitUnit::Conversation);
+        let conv = |id: &String| many.iter().find(|q| &q.id == id).unwrap().conversation.clone();
+        let confirm: BTreeSet<_> = p.confirm.iter().map(conv).collect();
+        assert!(p.search.iter().all(|id| !confirm.contains(&conv(id))), "no conversation in both parts");
+        assert_eq!(p.confirm_conversations, confirm.len());
     }
 
     #[test]
@@ -250,21 +276,36 @@ mod tests {
     }
 
     #[test]
-    fn the_state_replays_lord_tests_and_accepts() {
+    fn the_state_replays_lord_tests_and_earns_only_on_deployments() {
         let g = GateConfig::default();
-        let mut live = Lord::new(lord_config(&g));
-        let mut records = Vec::new();
+        // One round of three tests: the second rejects and is deployed.
+        let (mut live, mut records) = (Lord::new(lord_config(&g)), Vec::new());
         for (i, p) in [0.5, 0.0001, 0.3].into_iter().enumerate() {
             let t = live.test(p);
             let mut full = sample_full(0.0, t.accepted, &[]);
             full.lord = Some(t);
             full.confirm = Some(stats::better_test(3, 1, 40, t.alpha));
-            records.push(record(&format!("c{i}"), full));
+            let mut r = record(&format!("c{i}"), full);
+            r.outcome = if t.accepted { Resolution::Accepted } else { Resolution::Rejected };
+            records.push(r);
         }
+        live.deployed(2).unwrap();
         let s = ConfirmState::replay(&g, &records);
         assert_eq!(s.lord, live);
         assert_eq!(s.discordance(), Some(0.1));
         assert!(s.next_mde(200).is_some());
+        // The same rejection lost to another passer (not deployed): it earns nothing.
+        records[1].outcome = Resolution::Rejected;
+        let undeployed = ConfirmState::replay(&g, &records);
+        assert_eq!(undeployed.lord.rejections, vec![2]);
+        assert!(undeployed.lord.deployments.is_empty());
+        let spent: f64 = [0.5, 0.0001, 0.3]
+            .iter()
+            .enumerate()
+            .map(|(i, _)| records[i].full.as_ref().unwrap().lord.unwrap().alpha)
+            .sum();
+        assert!((undeployed.lord.wealth() - (undeployed.lord.config.w0 - spent)).abs() < 1e-15);
+        assert!(s.lord.wealth() > undeployed.lord.wealth());
         let empty = ConfirmState::replay(&g, &[]);
         assert_eq!(empty.lord.next_alpha(), 6.0 / std::f64::consts::PI.powi(2) * 0.025);
         assert_eq!(empty.next_mde(200), None);

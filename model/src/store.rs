@@ -233,6 +233,15 @@ impl<'a, L: EventLog + ?Sized> Store<'a, L> {
         Ok(self.log.scan(T_ROUNDS, "")?.into_iter().map(|(_, v)| v).collect())
     }
 
+    /// The split round `round` recorded (None for a round without one).
+    pub fn split_of_round(&self, round: u64) -> Result<Option<SplitRecord>> {
+        let Some(v) = self.log.get(T_ROUNDS, &crate::events::round_key(round))? else { return Ok(None) };
+        match v.get("split").filter(|s| !s.is_null()) {
+            Some(split) => Ok(Some(decode(&format!("round {round}"), split.clone())?)),
+            None => Ok(None),
+        }
+    }
+
     /// The split the journal's last round recorded, with that round's number.
     pub fn last_split(&self) -> Result<Option<(u64, SplitRecord)>> {
         for (k, v) in self.log.scan(T_ROUNDS, "")?.into_iter().rev() {

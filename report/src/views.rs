@@ -176,6 +176,10 @@ pub struct ShowView {
     /// A version's serving state: its review (pending, approved, rejected) and quarantine.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub serving: Option<Value>,
+    /// Which population the candidate's confirm test speaks for, under the
+    /// split of its round.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guarantee: Option<String>,
 }
 
 /// Examples of improved and regressed questions `show` lists per side.
@@ -235,6 +239,7 @@ impl ShowView {
             hypothesis_now: None,
             examples: Examples::default(),
             serving: None,
+            guarantee: None,
         }
     }
 
@@ -264,6 +269,9 @@ impl ShowView {
                 q.after = Some(stage_of(log, &q.id, hash));
             }
             self.examples = examples;
+        }
+        if rec.full.is_some() {
+            self.guarantee = store.split_of_round(rec.round)?.map(|s| s.population());
         }
         self.candidate = Some(rec);
         Ok(())
@@ -362,6 +370,9 @@ pub struct LogCandidate {
     pub rejected_by: Option<StoppedBy>,
     pub reason: String,
     pub delta: Option<f64>,
+    /// Beside an accepted candidate's raw confirm delta: the selection-adjusted gain.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adjusted: Option<emend_model::candidate::AdjustedGain>,
     /// A searched candidate's kept fields and their search-part contributions, as recorded.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub credits: Vec<Credit>,
@@ -464,6 +475,7 @@ impl LogView {
                         rejected_by: c.rejected_by,
                         reason: c.reason,
                         delta: c.delta,
+                        adjusted: c.full.as_ref().and_then(|f| f.adjusted_gain()),
                         credits: c.credits,
                         version: c.accepted_version,
                         review: None,

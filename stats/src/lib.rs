@@ -19,7 +19,9 @@
 //! bound at the test's own alpha) and [`minimum_detectable_effect`],
 //! [`Lord`] (LORD++ online error control indexed by tests run),
 //! [`Holdout`] (Thresholdout for numbers fed back from the confirm part) and
-//! [`cluster_check`] (CR2 with Bell-McCaffrey degrees of freedom, or "too few clusters to tell").
+//! [`cluster_check`] (CR2 with Bell-McCaffrey degrees of freedom, or "too few clusters to tell"),
+//! and [`adjusted_gain`] (an accepted candidate's gain adjusted for the
+//! winner's curse of being reported because the test accepted).
 //! When the split's unit is the conversation, the confirm test is
 //! [`conversation_test`] (an exact sign-flip test over conversation totals).
 //! Under longitudinal replay the confirm test takes the probe as its unit
@@ -35,6 +37,7 @@ mod bootstrap;
 mod calibration;
 mod cluster;
 mod comparison;
+mod curse;
 mod holdout;
 mod lord;
 mod mcnemar;
@@ -46,6 +49,10 @@ mod race;
 mod sim;
 #[cfg(test)]
 mod sim_conversation;
+#[cfg(test)]
+mod sim_curse;
+#[cfg(test)]
+mod sim_lord;
 #[cfg(test)]
 mod sim_replay;
 mod split;
@@ -61,8 +68,9 @@ pub use cluster::{
     cluster_check, conversation_test,
 };
 pub use comparison::{CompareConfig, Comparison, StatsError, compare};
+pub use curse::adjusted_gain;
 pub use holdout::{Holdout, HoldoutAnswer, HoldoutConfig};
-pub use lord::{Gamma, JM_CONSTANT, Lord, LordConfig, LordError, LordTest};
+pub use lord::{Deployment, Gamma, JM_CONSTANT, Lord, LordConfig, LordError, LordTest};
 pub use mcnemar::{EXACT_BELOW, McNemar, McNemarTest, mcnemar};
 pub use onesided::{BetterTest, better_p_value, better_test, lower_bound, minimum_detectable_effect, power};
 pub use pairing::{CategoryDelta, Outcome, Pair, Paired, PairingError, Side, pair};

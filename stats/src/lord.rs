@@ -1,37 +1,68 @@
 //! Online error control across a run: LORD++ (Ramdas, Yang, Wainwright and
 //! Jordan 2017, "Online control of the false discovery rate with decaying
-//! memory"), indexed by confirm tests actually run, never by rounds.
+//! memory"), indexed by confirm tests actually run, never by rounds, and
+//! earning wealth only for what was served.
 //!
 //! Test t (from 1) runs at
 //!
-//! `alpha_t = gamma_t * W0 + (alpha - W0) * gamma_{t - tau_1} + alpha * sum_{j >= 2} gamma_{t - tau_j}`
+//! `alpha_t = gamma_t * W0 + (alpha - W0) * gamma_{t - s_1} + alpha * sum_{j >= 2} gamma_{t - s_j}`
 //!
-//! where `tau_j` is the test of the j-th accept (discovery), `gamma_k = 0` for
-//! `k <= 0`, and `gamma` is a non-increasing sequence summing to at most 1;
-//! the default is Javanmard and Montanari's
-//! `gamma_j = C * ln(max(j, 2)) / (j * exp(sqrt(ln j)))` with C = 0.07720838
-//! as published (and used by the onlineFDR package); the infinite sum is then
-//! 0.9763 (a test bounds it by a partial sum plus integral bounds of the
-//! tail), so the sequence is valid and about 2% conservative. Every accept earns alpha
-//! back, so a run that keeps finding real improvements does not starve; a run
-//! that finds nothing spends its initial wealth `W0` ever more slowly.
+//! where `s_j` is the number of tests run when the j-th deployment was
+//! recorded ([`Lord::deployed`]), `gamma_k = 0` for `k <= 0`, and `gamma` is
+//! a non-increasing sequence summing to at most 1. The paper's `tau_j` is the
+//! j-th rejection; here a rejection (`p_t <= alpha_t`, [`LordTest::accepted`])
+//! earns nothing by itself: a round may test several candidates and deploy
+//! at most one (the best that passes every rule), and only a deployment
+//! earns. Its wealth is spent from the test after it was recorded, so the
+//! alpha of a test never changes once it has run (a round's later tests run
+//! before its deployment is decided). The default gamma is Javanmard and
+//! Montanari's `gamma_j = C * ln(max(j, 2)) / (j * exp(sqrt(ln j)))` with
+//! C = 0.07720838 as published (and used by the onlineFDR package); the
+//! infinite sum is then 0.9763 (a test bounds it by a partial sum plus
+//! integral bounds of the tail), so the sequence is valid and about 2%
+//! conservative. Every deployment earns alpha back, so a run that keeps
+//! deploying real improvements does not starve; a run that deploys nothing
+//! spends its initial wealth `W0` ever more slowly.
 //!
-//! What it controls, exactly:
+//! What it controls, exactly. Write D(T) for the deployments among the first
+//! T tests. Whatever the data, the alphas spent satisfy
+//! `sum_{t <= T} alpha_t <= W0 + (alpha - W0) [|D| >= 1] + alpha (|D| - 1)_+ <= alpha * max(|D(T)|, 1)`
+//! (the middle expression is `alpha * |D|` with a deployment, `W0` without), because each deployment's
+//! weight is spread by gamma over the tests after it and gamma sums to at
+//! most 1. A deployment needs a rejection, so the false deployments are
+//! among the false rejections V(T). Then:
+//! - mFDR over deployed changes: if each null p-value is valid given
+//!   everything before its test (earlier tests, verdicts and deployments,
+//!   which fix `alpha_t`), `E[V(T)] <= sum_t E[alpha_t] <= alpha E[max(|D(T)|, 1)]`,
+//!   so `E[false deployments] <= E[V(T)] <= alpha E[max(|D(T)|, 1)]`: the
+//!   mFDR over deployed changes, `E[false deployments] / E[max(|D|, 1)]`, is
+//!   at most alpha.
 //! - Under the global null (no candidate of the run is truly better than the
-//!   strategy it is tested against), until the first accept every test runs at
-//!   `gamma_t * W0`, so by the union bound the probability that the run
-//!   accepts anything is at most `W0 * sum_t gamma_t <= W0 <= alpha`. This
-//!   needs only that each p-value is valid given the earlier verdicts (all
-//!   rejections, a fixed transcript), not independence. Here FDR control and
-//!   "the probability of any false accept" are the same thing.
-//! - Otherwise it controls the false discovery rate (the expected share of
-//!   false accepts among accepts) at `alpha` when the null p-values are
-//!   independent of each other and of the non-null ones (the paper's
-//!   assumption), and the modified FDR likewise. It does NOT bound the
-//!   probability of any false accept once real improvements are accepted.
+//!   strategy it is tested against), until the first deployment every test
+//!   runs at `gamma_t * W0`, and a false deployment needs a rejection at one
+//!   of those tests, so by the union bound the probability that the run
+//!   deploys anything is at most `W0 * sum_t gamma_t <= W0 <= alpha`. This
+//!   needs only that each p-value is valid given the earlier verdicts, not
+//!   independence.
+//! - FDR over deployed changes (`E[false deployments / max(|D|, 1)]`): the
+//!   paper proves FDR control for LORD++ when the null p-values are
+//!   independent of each other and of the non-null ones and the alphas are
+//!   monotone in the earlier rejections. Deployments are monotone in
+//!   rejections only if whether a rejected test is deployed does not depend
+//!   on its data otherwise; the round's best passer is chosen by its confirm
+//!   delta, a function of the same answers as its p-value, so the paper's
+//!   theorem does not carry over as is. `sim_lord.rs` measures the FDR over
+//!   deployed changes of the gate's rule (one deployment per round, the best
+//!   passer) and finds it within alpha. It does NOT bound the probability of
+//!   any false deployment once real improvements are deployed.
 //!
-//! The state is the configuration, the number of tests run and the tests that
-//! accepted: serializable, so the journal can hold it and replay it.
+//! With several tests per round the tests of a round share the served
+//! strategy's answers on the confirm questions, so their p-values are not
+//! independent; the global-null bound above does not need independence.
+//!
+//! The state is the configuration, the number of tests run, the tests that
+//! rejected and the deployments: serializable, so the journal can hold it and
+//! replay it.
 
 use serde::{Deserialize, Serialize};
 
@@ -119,8 +150,22 @@ pub struct Lord {
     pub config: LordConfig,
     /// Confirm tests run so far.
     pub tests: u64,
-    /// The (1-based) tests that accepted, in order.
-    pub accepts: Vec<u64>,
+    /// The (1-based) tests whose p-value was at most their alpha, in order.
+    pub rejections: Vec<u64>,
+    /// The deployed tests, in the order they were recorded.
+    pub deployments: Vec<Deployment>,
+}
+
+/// A deployed test and when its deployment was recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Deployment {
+    /// The deployed test's index (from 1); it rejected.
+    pub test: u64,
+    /// The number of tests run when the deployment was recorded: its wealth
+    /// is spent from test `after + 1` on. A replay sets it to the last test
+    /// of the deployed candidate's round (the deployment is decided after
+    /// every test of the round has run).
+    pub after: u64,
 }
 
 /// One test's record.
@@ -130,23 +175,27 @@ pub struct LordTest {
     pub index: u64,
     pub alpha: f64,
     pub p_value: f64,
+    /// The test's own rejection: `p_value <= alpha`. It earns nothing until
+    /// the candidate is deployed ([`Lord::deployed`]).
     pub accepted: bool,
-    /// Wealth after the test.
+    /// Wealth after the test (before any deployment of its round).
     pub wealth: f64,
 }
 
 impl Lord {
     pub fn new(config: LordConfig) -> Self {
-        Lord { config, tests: 0, accepts: Vec::new() }
+        Lord { config, tests: 0, rejections: Vec::new(), deployments: Vec::new() }
     }
 
-    /// The alpha of test `t` (1-based) given the accepts before it.
+    /// The alpha of test `t` (1-based) given the deployments recorded before it.
     fn alpha_at(&self, t: u64) -> f64 {
         let LordConfig { alpha, w0, gamma } = self.config;
         let mut a = gamma.at(t) * w0;
-        for (j, &tau) in self.accepts.iter().filter(|&&tau| tau < t).enumerate() {
-            let weight = if j == 0 { alpha - w0 } else { alpha };
-            a += weight * gamma.at(t - tau);
+        for (j, d) in self.deployments.iter().enumerate() {
+            if d.after < t {
+                let weight = if j == 0 { alpha - w0 } else { alpha };
+                a += weight * gamma.at(t - d.after);
+            }
         }
         a
     }
@@ -156,26 +205,48 @@ impl Lord {
         self.alpha_at(self.tests + 1)
     }
 
-    /// Wealth: `W0 - sum of alphas spent + (alpha - W0) at the first accept + alpha at each later one`.
+    /// Wealth: `W0 - sum of alphas spent + (alpha - W0) at the first deployment + alpha at each later one`.
     pub fn wealth(&self) -> f64 {
         let LordConfig { alpha, w0, .. } = self.config;
         let spent: f64 = (1..=self.tests).map(|t| self.alpha_at(t)).sum();
-        let earned = match self.accepts.len() {
+        let earned = match self.deployments.len() {
             0 => 0.0,
             k => (alpha - w0) + alpha * (k - 1) as f64,
         };
         w0 - spent + earned
     }
 
-    /// Runs the next test on `p_value`: accepts when `p_value <= alpha_t`.
+    /// Runs the next test on `p_value` and records it: it rejects when
+    /// `p_value <= alpha_t`, and earns nothing (see [`Lord::deployed`]).
     pub fn test(&mut self, p_value: f64) -> LordTest {
         let alpha = self.next_alpha();
         self.tests += 1;
         let accepted = p_value <= alpha;
         if accepted {
-            self.accepts.push(self.tests);
+            self.rejections.push(self.tests);
         }
         LordTest { index: self.tests, alpha, p_value, accepted, wealth: self.wealth() }
+    }
+
+    /// Records that the candidate of test `index` was deployed (served, or
+    /// accepted pending approval): it earns `alpha - W0` if it is the run's
+    /// first deployment and `alpha` otherwise, spent from the next test on.
+    ///
+    /// # Errors
+    /// When test `index` has not run, did not reject, or was already recorded
+    /// as deployed; the state is then unchanged.
+    pub fn deployed(&mut self, index: u64) -> Result<(), LordError> {
+        if index == 0 || index > self.tests {
+            return Err(LordError(format!("LORD++ test {index} has not run ({} tests so far)", self.tests)));
+        }
+        if !self.rejections.contains(&index) {
+            return Err(LordError(format!("LORD++ test {index} did not reject: it cannot be deployed")));
+        }
+        if self.deployments.iter().any(|d| d.test == index) {
+            return Err(LordError(format!("LORD++ test {index} is already deployed")));
+        }
+        self.deployments.push(Deployment { test: index, after: self.tests });
+        Ok(())
     }
 }
 
@@ -220,22 +291,78 @@ mod tests {
     }
 
     #[test]
-    fn an_accept_earns_alpha_back() {
+    fn a_deployment_earns_alpha_back() {
         let mut lord = Lord::new(LordConfig::new(0.05).unwrap());
         lord.test(1.0);
         let before = lord.next_alpha();
         let t = lord.test(0.0);
         assert!(t.accepted && t.index == 2);
+        lord.deployed(2).unwrap();
         // Test 3 gets gamma_3 W0 + (alpha - W0) gamma_1: much more than before.
         let expected = Gamma::JavanmardMontanari.at(3) * 0.025 + 0.025 * Gamma::JavanmardMontanari.at(1);
         assert!((lord.next_alpha() - expected).abs() < 1e-15);
         assert!(lord.next_alpha() > 5.0 * before);
         lord.test(0.0);
+        lord.deployed(3).unwrap();
         let expected = Gamma::JavanmardMontanari.at(4) * 0.025
             + 0.025 * Gamma::JavanmardMontanari.at(2)
             + 0.05 * Gamma::JavanmardMontanari.at(1);
         assert!((lord.next_alpha() - expected).abs() < 1e-15);
         assert!(lord.wealth() > 0.0);
+    }
+
+    /// The wealth rule as documented: a rejection that is not deployed earns
+    /// nothing; a deployment earns `alpha - W0` the first time and `alpha`
+    /// afterwards, and its wealth is spent from the test after it was
+    /// recorded, so no test's alpha changes once it has run.
+    #[test]
+    fn only_deployments_earn_and_each_earns_what_the_doc_says() {
+        let config = LordConfig { alpha: 0.05, w0: 0.025, gamma: Gamma::Basel };
+        let (mut lord, mut never) = (Lord::new(config), Lord::new(config));
+        // A round of 4 tests: 1 and 3 reject, 3 is deployed (the best passer).
+        let round: Vec<LordTest> = [0.0, 0.9, 0.0, 0.5].iter().map(|&p| lord.test(p)).collect();
+        for &p in &[0.0, 0.9, 0.0, 0.5] {
+            never.test(p);
+        }
+        assert_eq!(lord.rejections, vec![1, 3]);
+        // Rejected but not (yet) deployed: nothing earned, the same state as a run that never deploys.
+        assert!((lord.wealth() - never.wealth()).abs() < 1e-15);
+        assert!((lord.wealth() - (0.025 - round.iter().map(|t| t.alpha).sum::<f64>())).abs() < 1e-15);
+        let before = lord.wealth();
+        lord.deployed(3).unwrap();
+        assert!((lord.wealth() - before - (0.05 - 0.025)).abs() < 1e-15, "the first deployment earns alpha - W0");
+        assert_eq!(lord.deployments, vec![Deployment { test: 3, after: 4 }]);
+        // The round's alphas are unchanged: the earning is spent from test 5 on.
+        let spent: f64 = (1..=4).map(|t| lord.alpha_at(t)).sum();
+        assert!((spent - round.iter().map(|t| t.alpha).sum::<f64>()).abs() < 1e-15);
+        let six_over_pi2 = 6.0 / std::f64::consts::PI.powi(2);
+        assert!((lord.next_alpha() - six_over_pi2 * (0.025 / 25.0 + 0.025)).abs() < 1e-15);
+        // Test 1 also rejected; it was not deployed, and it never earns.
+        assert!((never.next_alpha() - six_over_pi2 * 0.025 / 25.0).abs() < 1e-15);
+        let t = lord.test(0.0);
+        let before = lord.wealth();
+        lord.deployed(t.index).unwrap();
+        assert!((lord.wealth() - before - 0.05).abs() < 1e-15, "a later deployment earns alpha");
+        // What cannot be deployed, with the state unchanged.
+        let state = lord.clone();
+        assert!(lord.deployed(2).unwrap_err().0.contains("did not reject"));
+        assert!(lord.deployed(3).unwrap_err().0.contains("already deployed"));
+        assert!(lord.deployed(9).unwrap_err().0.contains("has not run"));
+        assert!(lord.deployed(0).is_err());
+        assert_eq!(lord, state);
+    }
+
+    /// The shipped settings (Basel, W0 = 0.5 * 0.05, 4 tests per round): the
+    /// first test gets 61% of W0, a first round without a deployment spends
+    /// 86% of it, and test 5 runs at 0.0006.
+    #[test]
+    fn four_tests_a_round_spend_most_of_the_initial_wealth_in_the_first_round() {
+        let config = LordConfig { alpha: 0.05, w0: 0.025, gamma: Gamma::Basel };
+        let mut lord = Lord::new(config);
+        assert!((lord.next_alpha() / 0.025 - 0.6079).abs() < 1e-4);
+        let spent: f64 = (0..4).map(|_| lord.test(1.0).alpha).sum();
+        assert!((spent / 0.025 - 0.8654).abs() < 1e-4, "{}", spent / 0.025);
+        assert!((lord.next_alpha() - 0.000608).abs() < 1e-6, "{}", lord.next_alpha());
     }
 
     #[test]

@@ -110,7 +110,7 @@ pub fn better_test(improved: u64, regressed: u64, questions: u64, alpha: f64) ->
 }
 
 /// The smallest `k` with `P(X >= k) <= alpha`, X ~ Bin(d, 1/2); `d + 1` when none.
-fn critical(d: u64, alpha: f64) -> u64 {
+pub(crate) fn critical(d: u64, alpha: f64) -> u64 {
     let (mut lo, mut hi) = (0u64, d + 1);
     // P(X >= k) decreases in k; binary search the first k where it is <= alpha.
     while lo < hi {

@@ -217,7 +217,7 @@ fn a_fifty_test_run_under_the_global_null_stays_within_its_level() {
 
 /// An honest +5 pp candidate (5 pp in every conversation) on 500 confirm
 /// questions, tested at LORD++'s first alpha (0.025 * gamma_1 = 0.00134) and
-/// at the alpha after one earlier accept. The simulated rate matches the
+/// at the alpha after one earlier deployment. The simulated rate matches the
 /// analytic power at the pooled discordance rate within 0.04.
 #[test]
 fn an_honest_five_point_step_is_accepted_at_the_reported_rate() {
@@ -226,9 +226,10 @@ fn an_honest_five_point_step_is_accepted_at_the_reported_rate() {
     let first = Lord::new(LordConfig::new(0.05).unwrap());
     let mut after_accept = first.clone();
     after_accept.test(0.0);
+    after_accept.deployed(1).expect("test 1 rejected");
     let n = confirm_size();
     let q = CONVERSATIONS.iter().map(|c| c.1 as f64 * c.2).sum::<f64>() / n as f64;
-    for (name, lord) in [("first test", first), ("after one accept", after_accept)] {
+    for (name, lord) in [("first test", first), ("after one deployment", after_accept)] {
         let alpha = lord.next_alpha();
         let mut hits = 0;
         for _ in 0..reps {

@@ -451,11 +451,13 @@ pub fn render_log(view: &LogView) -> String {
                     let what = c.change.as_deref().unwrap_or(&c.hypothesis);
                     // ACCEPTED only for a version the loop served; a version that
                     // waited for approval says where it stands now.
+                    let gain = match &c.adjusted {
+                        Some(a) => format!("{:+.4}; {}", c.delta.unwrap_or(0.0), a.describe()),
+                        None => format!("{:+.4}", c.delta.unwrap_or(0.0)),
+                    };
                     let verdict = match (c.rejected_by, &c.review, c.version) {
-                        (None, Some(review), Some(v)) => {
-                            format!("{} as v{v} ({:+.4})", review.to_uppercase(), c.delta.unwrap_or(0.0))
-                        }
-                        (None, ..) => format!("ACCEPTED ({:+.4})", c.delta.unwrap_or(0.0)),
+                        (None, Some(review), Some(v)) => format!("{} as v{v} ({gain})", review.to_uppercase()),
+                        (None, ..) => format!("ACCEPTED ({gain})"),
                         (Some(by), ..) => format!("{} by {by}: {}", c.outcome, c.reason),
                     };
                     let _ = writeln!(out, "  {} {what}: {verdict}", c.id);

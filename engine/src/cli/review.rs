@@ -187,6 +187,9 @@ pub fn render_show(v: &ShowView) -> String {
             render_kept(&mut out, c);
             render_screens(&mut out, c);
             render_full(&mut out, c);
+            if let Some(g) = &v.guarantee {
+                out.push_str(&format!("  guarantee: {g}\n"));
+            }
         }
         None => match v.version.as_ref().map(|i| i.origin.as_str()) {
             Some("init") => out.push_str("no gate record: the starting point\n"),
@@ -383,6 +386,19 @@ fn render_full(out: &mut String, c: &CandidateRecord) {
         fu.unit,
         fu.resamples
     ));
+    if let Some(a) = fu.adjusted_gain() {
+        out.push_str(&format!(
+            "  gain: {}; the raw delta {:+.4} is reported because the test accepted, which overstates it \
+             ({})\n",
+            a.describe(),
+            fu.delta,
+            if a.method == "median_unbiased" {
+                "median-unbiased given acceptance"
+            } else {
+                "the test's one-sided lower bound"
+            }
+        ));
+    }
     out.push_str(&format!(
         "  McNemar ({}) p = {:.3e} at alpha {:.3e}\n",
         fu.mcnemar_test.name(),
@@ -746,6 +762,7 @@ mod tests {
             hypothesis_now: None,
             examples: Examples::default(),
             serving: None,
+            guarantee: None,
         }
     }
 

@@ -120,6 +120,11 @@ fn cost_v1_rule(v1: f64, cand: f64, bound: f64) -> RuleRecord {
     }
 }
 
+/// ` (selection-adjusted +5.1 pp)` beside an accepted candidate's raw delta.
+fn adjusted_note(record: &CandidateRecord) -> String {
+    record.full.as_ref().and_then(|f| f.adjusted_gain()).map_or(String::new(), |a| format!(" ({})", a.describe()))
+}
+
 /// Writes what a tested candidate was told into its record.
 fn apply_verdict(record: &mut CandidateRecord, verdict: &Verdict) {
     match verdict {
@@ -128,10 +133,11 @@ fn apply_verdict(record: &mut CandidateRecord, verdict: &Verdict) {
             record.outcome = Resolution::Accepted;
             record.rejected_by = None;
             record.accepted_version = Some(*version);
+            let adjusted = adjusted_note(record);
             record.reason = match record.full.as_ref().and_then(|f| f.lord) {
                 Some(l) => format!(
-                    "accepted as v{version}: confirm-part delta {delta:+.4}, tested at alpha {:.3e} \
-                     (LORD++ test {}), wealth left {:.3e}",
+                    "accepted as v{version}: confirm-part delta {delta:+.4}{adjusted}, tested at alpha {:.3e} \
+                     (LORD++ test {}), wealth left {:.3e} before this deployment earns",
                     l.alpha, l.index, l.wealth
                 ),
                 None => format!("accepted as v{version}: paired delta {delta:+.4}"),
@@ -143,8 +149,9 @@ fn apply_verdict(record: &mut CandidateRecord, verdict: &Verdict) {
             record.outcome = Resolution::Accepted;
             record.rejected_by = None;
             record.accepted_version = Some(*version);
+            let adjusted = adjusted_note(record);
             record.reason = format!(
-                "pending approval as v{version} (serve.approval: manual): confirm-part delta {delta:+.4}{}",
+                "pending approval as v{version} (serve.approval: manual): confirm-part delta {delta:+.4}{adjusted}{}",
                 record
                     .full
                     .as_ref()

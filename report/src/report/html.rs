@@ -549,6 +549,13 @@ fn facts(c: &CandidateRecord) -> Vec<String> {
             f.mcnemar_p,
             f.alpha
         ));
+        if let Some(a) = f.adjusted_gain() {
+            facts.push(format!(
+                "gain: {} (the raw {} pp above is reported because the test accepted, which overstates it)",
+                a.describe(),
+                points(f.delta, 1)
+            ));
+        }
     }
     facts
 }
