@@ -217,7 +217,7 @@ fn init_writes_the_schema_a_gitignore_and_relative_paths() {
         &tasks,
         r#"[{"sample_id": "c1", "conversation": {"speaker_a": "A", "speaker_b": "B",
             "session_1_date_time": "1 May 2023", "session_1": [{"speaker": "A", "dia_id": "D1:1", "text": "I adopted a cat named Miso."}]},
-            "qa": [{"question": "What is the cat's name?", "answer": "Miso", "evidence": ["D1:1"], "category": 1}]}]"#,
+            "qa": [{"question": "What is the cat's name?", "answer": "Miso", "evidence": ["D1:1"], "category": 1}, {"question": "What is the cat's name (1)?", "answer": "Miso", "evidence": ["D1:1"], "category": 1}, {"question": "What is the cat's name (2)?", "answer": "Miso", "evidence": ["D1:1"], "category": 1}, {"question": "What is the cat's name (3)?", "answer": "Miso", "evidence": ["D1:1"], "category": 1}, {"question": "What is the cat's name (4)?", "answer": "Miso", "evidence": ["D1:1"], "category": 1}, {"question": "What is the cat's name (5)?", "answer": "Miso", "evidence": ["D1:1"], "category": 1}, {"question": "What is the cat's name (6)?", "answer": "Miso", "evidence": ["D1:1"], "category": 1}, {"question": "What is the cat's name (7)?", "answer": "Miso", "evidence": ["D1:1"], "category": 1}, {"question": "What is the cat's name (8)?", "answer": "Miso", "evidence": ["D1:1"], "category": 1}, {"question": "What is the cat's name (9)?", "answer": "Miso", "evidence": ["D1:1"], "category": 1}, {"question": "What is the cat's name (10)?", "answer": "Miso", "evidence": ["D1:1"], "category": 1}, {"question": "What is the cat's name (11)?", "answer": "Miso", "evidence": ["D1:1"], "category": 1}]}]"#,
     )
     .unwrap();
     let (code, out, err) = emend(tmp.path(), &["init", "work/p", "--tasks", "data/tasks.json"]);

@@ -338,3 +338,69 @@ fn a_repeated_notice_is_printed_once_per_run() {
     let segments = export.lines().filter(|l| l.contains("\"kind\":\"searched\"")).count();
     assert!(segments > 1, "{segments} searched segments");
 }
+
+/// The rounds' split records, in journal order.
+fn split_records(dir: &Path) -> Vec<serde_json::Value> {
+    normalized_events(dir)
+        .into_iter()
+        .filter(|e| e["kind"] == "round_finished")
+        .filter_map(|e| e["payload"].get("split").cloned())
+        .collect()
+}
+
+#[test]
+fn a_changed_split_is_refused_until_new_split_starts_a_new_lord_sequence() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    init(&dir);
+    // The rule evolver proposes every round, so every run below journals a round.
+    let config = std::fs::read_to_string(dir.join("emend.yaml")).unwrap();
+    std::fs::write(dir.join("emend.yaml"), config.replace("  search: true\n", "  search: false\n")).unwrap();
+    let (code, _, err) = emend(&dir, &["evolve", "--rounds", "2", "--quiet"]);
+    assert_eq!(code, 0, "{err}");
+    let first = split_records(&dir);
+    assert!(!first.is_empty(), "a round recorded its split");
+    assert_eq!(first[0]["assignment"], "hash");
+    assert_eq!(first[0]["unit"], "question", "the embedded set has too few conversations for a conversation split");
+    assert!(first[0].get("lord_from_round").is_none(), "{}", first[0]);
+    let (code, out, _) = emend(&dir, &["status", "--json"]);
+    assert_eq!(code, 0);
+    let status: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let guarantee = status["confirm"]["guarantee"].as_str().unwrap();
+    assert!(
+        guarantee.contains("new questions about these") && guarantee.contains("not new conversations"),
+        "{guarantee}"
+    );
+    let tests_before = status["confirm"]["tests"].as_u64().unwrap();
+    assert!(tests_before > 0, "{status}");
+    let (code, human, _) = emend(&dir, &["status"]);
+    assert_eq!(code, 0);
+    assert!(human.contains("split: question split at 0.4, seed 0; the confirm test's guarantee covers"), "{human}");
+
+    // Another split seed would move searched questions into the confirm part.
+    let config = std::fs::read_to_string(dir.join("emend.yaml")).unwrap();
+    let changed = config.replace("confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.4\n    seed: 7");
+    assert_ne!(changed, config, "the template's split block");
+    std::fs::write(dir.join("emend.yaml"), changed).unwrap();
+    let before = normalized_events(&dir);
+    let (code, _, err) = emend(&dir, &["evolve", "--rounds", "1", "--quiet"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("harness.split") && err.contains("--new-split") && err.contains("seed 7"), "{err}");
+    assert_eq!(normalized_events(&dir), before, "a refused run journals nothing");
+
+    let (code, _, err) = emend(&dir, &["evolve", "--rounds", "1", "--new-split", "--quiet"]);
+    assert_eq!(code, 0, "{err}");
+    let after = split_records(&dir);
+    assert_eq!(after.len(), first.len() + 1, "the run on the new split journaled its round");
+    let last = after.last().unwrap();
+    assert_eq!(last["seed"], 7);
+    let from = last["lord_from_round"].as_u64().expect("a new sequence starts at this round");
+    let (_, out, _) = emend(&dir, &["status", "--json"]);
+    let status: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(status["confirm"]["lord_from_round"], from);
+    assert_eq!(status["confirm"]["tests"], 1, "the new sequence counts only its own test: {status}");
+    // The next run on the same split joins that sequence without the flag.
+    let (code, _, err) = emend(&dir, &["evolve", "--rounds", "1", "--quiet"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(split_records(&dir).last().unwrap()["lord_from_round"], from);
+}

@@ -53,6 +53,12 @@
 //! search's draws, its parts and every search-proposed candidate were meant
 //! to change.
 //!
+//! Both files were re-recorded when each question's part came from a hash
+//! of (seed, id) instead of a stratified shuffle (`harness.split.unit`,
+//! adding questions never moves one), and LORD++ earned wealth only on
+//! deployments: the parts, the search on them and the confirm tests were
+//! meant to change, and the round records carry the split's design.
+//!
 //! To re-record (only when a decision is meant to change, and say why in
 //! the commit): `EMEND_GOLDEN_UPDATE=1 cargo test --release -p emend --test golden`.
 //! `EMEND_GOLDEN_BIN` runs another `emend` binary (how the files were first

@@ -73,7 +73,7 @@ fn slow_project(tmp: &Path, pause: &str) -> PathBuf {
     // The rule evolver: a round is a few evaluations (the global search makes hundreds).
     configure(&dir, "  search: true", "  search: false");
     // The rule evolver's bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
-    configure(&dir, "confirm_fraction: 0.4", "confirm_fraction: 0.5");
+    configure(&dir, "confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
     dir
 }
 
@@ -340,7 +340,7 @@ fn an_approval_is_of_a_tested_pair_a_stale_one_needs_a_passed_retest_or_force() 
     configure(&dir, "  step_bound: off\n", "  step_bound: schema\n");
     configure(&dir, "  cost_bound: null\n", "  cost_bound: 1.5\n");
     // The bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
-    configure(&dir, "confirm_fraction: 0.4", "confirm_fraction: 0.5");
+    configure(&dir, "confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
     ok(&dir, &["evolve", "--rounds", "10", "--quiet"]);
     let top = served(&dir);
     assert!(top > 2, "the run must serve something after v2");
@@ -455,7 +455,7 @@ fn superseded_pair(tmp: &Path) -> (PathBuf, u64, u64) {
     configure(&dir, "  max_pending: null", "  max_pending: 1");
     configure(&dir, "  search: true", "  search: false");
     // The rule evolver's bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
-    configure(&dir, "confirm_fraction: 0.4", "confirm_fraction: 0.5");
+    configure(&dir, "confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
     ok(&dir, &["evolve", "--rounds", "1", "--quiet"]);
     hand_edit(&dir, "rrf_kappa:", "61");
     ok(&dir, &["rollback", "--to", "v1", "--force", "--reason", "journal the edit"]);

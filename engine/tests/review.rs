@@ -53,6 +53,8 @@ fn json(dir: &Path, args: &[&str]) -> Value {
 /// The shared run: `emend init` + 3 rounds of `emend evolve` on the embedded
 /// dataset, with the rule evolver (`loop.search: false`), whose candidates
 /// stop at every stage (gates, probe, full test) for the snapshots to show.
+/// Split seed 4 at share 0.5: a split on which the rule evolver accepts
+/// within three rounds (on seed 0 its small steps all fail the confirm test).
 /// Even readers lock the journal, so tests take turns on it: hold the guard
 /// while using the directory.
 fn base() -> (MutexGuard<'static, ()>, &'static Path) {
@@ -69,7 +71,7 @@ fn base() -> (MutexGuard<'static, ()>, &'static Path) {
             dir.join("emend.yaml"),
             config
                 .replace("  search: true\n", "  search: false\n")
-                .replace("confirm_fraction: 0.4", "confirm_fraction: 0.5"),
+                .replace("confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4"),
         )
         .unwrap();
         ok(&dir, &["evolve", "--rounds", "3", "--quiet"]);

@@ -81,7 +81,7 @@ fn manual_approval_leaves_pending_versions_and_approve_serves_one_with_the_hook(
     // The rule evolver: its one-field candidates are what the pending list shows below.
     configure(&dir, "  search: true", "  search: false");
     // The rule evolver's bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
-    configure(&dir, "confirm_fraction: 0.4", "confirm_fraction: 0.5");
+    configure(&dir, "confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
     configure(&dir, "  on_pending: null", "  on_pending: [\"./pending.sh\"]");
     std::fs::write(
         dir.join("pending.sh"),
@@ -197,7 +197,7 @@ fn a_rejected_pending_version_is_closed_and_never_served() {
     configure(&dir, "  approval: auto", "  approval: manual");
     configure(&dir, "  search: true", "  search: false");
     // The rule evolver's bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
-    configure(&dir, "confirm_fraction: 0.4", "confirm_fraction: 0.5");
+    configure(&dir, "confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
     ok(&dir, &["evolve", "--rounds", "1", "--quiet"]);
     let pending = json(&dir, &["pending", "--json"]);
     let Some(v) = pending["pending"][0]["version"].as_u64() else { panic!("no pending version: {pending}") };
@@ -231,7 +231,7 @@ fn a_rollback_sticks_the_version_rolled_back_from_is_never_served_again() {
     configure(&dir, "  step_bound: off\n", "  step_bound: schema\n");
     configure(&dir, "  cost_bound: null\n", "  cost_bound: 1.5\n");
     // The bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
-    configure(&dir, "confirm_fraction: 0.4", "confirm_fraction: 0.5");
+    configure(&dir, "confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
     ok(&dir, &["evolve", "--rounds", "10", "--quiet"]);
     let before = json(&dir, &["status", "--json"]);
     let rolled_from = before["served_version"].as_u64().unwrap();
@@ -363,7 +363,7 @@ fn a_rollback_freezes_the_rolled_back_fields_until_unquarantine() {
     let dir = project(tmp.path());
     configure(&dir, "  search: true", "  search: false");
     // The rule evolver's bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
-    configure(&dir, "confirm_fraction: 0.4", "confirm_fraction: 0.5");
+    configure(&dir, "confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
     // Runs until a version is accepted, then rolls back from it.
     let mut accepted = None;
     for _ in 0..4 {

@@ -87,9 +87,9 @@ pub enum SplitError {
     Empty,
     #[error(
         "harness.split: with unit {unit} and seed {seed}, all {units} {unit}s went to the {part} part; \
-         the other part would be empty (try another harness.split.seed, or unit question)"
+         the other part would be empty and no confirm test could run ({hint})"
     )]
-    EmptyPart { unit: &'static str, units: usize, seed: u64, part: &'static str },
+    EmptyPart { unit: &'static str, units: usize, seed: u64, part: &'static str, hint: &'static str },
     #[error(
         "harness.split.unit: conversation put {confirm} conversations in the confirm part with seed {seed}; the \
          test over conversations needs at least {MIN_CONFIRM_CONVERSATIONS} to be able to accept (use unit auto or \
@@ -193,7 +193,11 @@ pub fn split_by(tasks: &[TaskKey], design: &SplitDesign) -> Result<Split, SplitE
             SplitUnit::Conversation => tasks.iter().map(|t| &t.conversation).collect::<BTreeSet<_>>().len(),
         };
         let part = if out.search.is_empty() { "confirm" } else { "search" };
-        return Err(SplitError::EmptyPart { unit: design.unit.name(), units, seed: design.seed, part });
+        let hint = match design.unit {
+            SplitUnit::Question => "add questions to the task set, or try another harness.split.seed",
+            SplitUnit::Conversation => "try another harness.split.seed, or unit question",
+        };
+        return Err(SplitError::EmptyPart { unit: design.unit.name(), units, seed: design.seed, part, hint });
     }
     out.search.sort();
     out.confirm.sort();
