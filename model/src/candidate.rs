@@ -260,6 +260,10 @@ pub struct FullRecord {
     /// an accept. Never written now and never read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub holdout: Option<stats::HoldoutAnswer>,
+    /// Mean context tokens a question of the baseline and the candidate on
+    /// the confirm part: the cost change the record accepted or refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<stats::Cost>,
 }
 
 /// An accepted candidate's confirm-part gain adjusted for the winner's
@@ -338,6 +342,7 @@ impl FullRecord {
             lord: None,
             cluster: None,
             holdout: None,
+            cost: None,
         }
     }
 
@@ -416,6 +421,7 @@ pub fn sample_full(delta: f64, accept: bool, failed: &[Rule]) -> FullRecord {
         lord: None,
         cluster: None,
         holdout: None,
+        cost: None,
     }
 }
 

@@ -9,7 +9,7 @@
 //! - The pure decisions: the search space and samplers ([`search`]), moves
 //!   of at most one step ([`steps`]), Layer A
 //!   ([`layer_a`]), planning ([`planner`]), gates ([`gates`]), candidates
-//!   ([`candidate`]), the accept/reject decision ([`decide`]), the confirm
+//!   ([`candidate`]), what a version costs ([`cost`]), the accept/reject decision ([`decide`]), the confirm
 //!   part and its tests ([`confirm`]).
 //! - The journal model: events and their projections ([`events`]), records
 //!   ([`records`]), reading state back ([`store`]), the served file and
@@ -25,6 +25,7 @@ pub mod artifact;
 pub mod candidate;
 pub mod config;
 pub mod confirm;
+pub mod cost;
 pub mod decide;
 pub mod events;
 pub mod exit;

@@ -125,6 +125,12 @@ fn adjusted_note(record: &CandidateRecord) -> String {
     record.full.as_ref().and_then(|f| f.adjusted_gain()).map_or(String::new(), |a| format!(" ({})", a.describe()))
 }
 
+/// `; context tokens 259 -> 1573 a question (6.07x) on the confirm part`: the cost change a record accepts.
+fn cost_note(record: &CandidateRecord) -> String {
+    let cost = record.full.as_ref().and_then(|f| f.cost);
+    cost.map_or(String::new(), |c| format!("; {} on the confirm part", emend_model::cost::describe_change(&c)))
+}
+
 /// Writes what a tested candidate was told into its record.
 fn apply_verdict(record: &mut CandidateRecord, verdict: &Verdict) {
     match verdict {
@@ -137,10 +143,13 @@ fn apply_verdict(record: &mut CandidateRecord, verdict: &Verdict) {
             record.reason = match record.full.as_ref().and_then(|f| f.lord) {
                 Some(l) => format!(
                     "accepted as v{version}: confirm-part delta {delta:+.4}{adjusted}, tested at alpha {:.3e} \
-                     (LORD++ test {}), wealth left {:.3e} before this deployment earns",
-                    l.alpha, l.index, l.wealth
+                     (LORD++ test {}), wealth left {:.3e} before this deployment earns{}",
+                    l.alpha,
+                    l.index,
+                    l.wealth,
+                    cost_note(record)
                 ),
-                None => format!("accepted as v{version}: paired delta {delta:+.4}"),
+                None => format!("accepted as v{version}: paired delta {delta:+.4}{}", cost_note(record)),
             };
         }
         Verdict::Pending { version } => {
@@ -151,12 +160,13 @@ fn apply_verdict(record: &mut CandidateRecord, verdict: &Verdict) {
             record.accepted_version = Some(*version);
             let adjusted = adjusted_note(record);
             record.reason = format!(
-                "pending approval as v{version} (serve.approval: manual): confirm-part delta {delta:+.4}{adjusted}{}",
+                "pending approval as v{version} (serve.approval: manual): confirm-part delta {delta:+.4}{adjusted}{}{}",
                 record
                     .full
                     .as_ref()
                     .and_then(|f| f.lord)
-                    .map_or(String::new(), |l| format!(", tested at alpha {:.3e} (LORD++ test {})", l.alpha, l.index))
+                    .map_or(String::new(), |l| format!(", tested at alpha {:.3e} (LORD++ test {})", l.alpha, l.index)),
+                cost_note(record)
             );
         }
         Verdict::NotBest => {
@@ -311,7 +321,9 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         }
         t.record.delta = Some(cmp.paired.delta());
         t.record.alpha = Some(alpha);
-        t.record.full = Some(FullRecord::confirm(&cmp, &extra, test, lord, cluster));
+        let mut record = FullRecord::confirm(&cmp, &extra, test, lord, cluster);
+        record.cost = cost;
+        t.record.full = Some(record);
     }
 }
 

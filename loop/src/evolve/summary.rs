@@ -47,6 +47,8 @@ pub struct RunSummary {
     /// Mean context tokens of the strategy served at the start and at the end.
     pub start_mean_tokens: Option<f64>,
     pub served_mean_tokens: Option<f64>,
+    /// The served version's mean context tokens beside its parent's and v1's (as `status` prints them).
+    pub served_cost: Option<emend_model::cost::VersionCost>,
     /// Versions that passed every gate and wait for approval (serve.approval: manual).
     pub pending_versions: Vec<u64>,
     /// Hooks that failed after a change was committed (journaled as `hook_failed`).
@@ -264,6 +266,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         let served_eval = store.evaluation(&served.hash, &h, &d)?;
         summary.served_accuracy = served_eval.as_ref().map_or(0.0, |r| r.summary.accuracy);
         summary.served_mean_tokens = served_eval.as_ref().and_then(|r| r.summary.mean_context_tokens);
+        summary.served_cost = store.version_cost(served.version)?;
         if let Some(best) = store.best()? {
             summary.best_version = best.version;
             // Its recorded whole-set evaluation, as `status` and `show` print it.
