@@ -3,7 +3,8 @@
 # fresh 10-round run on the embedded dataset (plus a rollback and a
 # restore-best, so every kind of chart marker is drawn), renders it with
 # headless Chromium, and checks that the screenshot shows a chart (not a blank
-# page) and that the rendered DOM holds the chart's SVG.
+# page) and that the rendered DOM holds the charts' SVG: the trajectory, and the
+# accuracy-cost chart with its front and the served version ringed on it.
 #
 # Installs Debian's chromium when it is missing (needs root or sudo and the
 # Debian mirror). Leaves report.html, report.png and dom.html in
@@ -50,6 +51,15 @@ echo "== a 10-round run on the embedded dataset in $work"
     "$EMEND" journal verify >/dev/null
     "$EMEND" report --out "$out/report.html"
 )
+echo "== a run under manual approval, until a version waits for approval"
+"$EMEND" init "$work/q" --tasks builtin >/dev/null
+(
+    cd "$work/q"
+    sed -i 's/^  approval: auto/  approval: manual/' emend.yaml
+    "$EMEND" evolve --rounds 30 --quiet >/dev/null
+    "$EMEND" pending --json | grep -q '"state": "pending"' || { echo "error: no version waits for approval" >&2; exit 1; }
+    "$EMEND" report --out "$out/pending.html"
+)
 
 echo "== rendering with headless chromium"
 flags=(--headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking
@@ -61,9 +71,15 @@ timeout 180 "$browser" "${flags[@]}" --screenshot="$out/report.png" --window-siz
 timeout 180 "$browser" "${flags[@]}" --dump-dom "file://$out/report.html" >"$out/dom.html" 2>"$work/chromium-dom.log" \
     || { cat "$work/chromium-dom.log" >&2; exit 1; }
 
+timeout 180 "$browser" "${flags[@]}" --dump-dom "file://$out/pending.html" >"$out/pending-dom.html" \
+    2>"$work/chromium-dom.log" || { cat "$work/chromium-dom.log" >&2; exit 1; }
+
 echo "== checking the rendered DOM"
+grep -qF 'class="front-point pending"' "$out/pending-dom.html" \
+    || { echo "error: the accuracy-cost chart does not mark the pending version" >&2; exit 1; }
 for needle in '<svg id="trajectory-chart"' '<polyline class="served"' 'class="point accepted"' \
-    'class="point rollback"' '<table class="funnel">' '<table class="hypotheses">' '<pre class="diff">'; do
+    'class="point rollback"' '<table class="funnel">' '<table class="hypotheses">' '<pre class="diff">' \
+    '<svg id="front-chart"' '<polyline class="front"' 'class="front-point served"' 'cost: '; do
     grep -qF "$needle" "$out/dom.html" || { echo "error: the rendered DOM lacks $needle" >&2; exit 1; }
 done
 if grep -qiE '<script|https?://' "$out/report.html"; then

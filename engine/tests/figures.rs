@@ -1,6 +1,8 @@
 //! One honest number per version: after a real `emend evolve`, `status`,
 //! `log`, `show vN --json`, `evolve --json`, `hypotheses` and the report
-//! print the same measured figure for the same version and data part; a
+//! print the same measured figure for the same version and data part, and
+//! the same cost (mean context tokens, from the recorded evaluation, with the
+//! ratios to the parent's and v1's; `diff` and `pending` too); a
 //! version's confirm-part figure is the one its gate record tested; and every
 //! hypothesis node a candidate is credited to names a field its diff changes,
 //! in the global search and in the conservative mode. The LoCoMo test skips
@@ -43,6 +45,73 @@ fn versions(dir: &Path) -> BTreeMap<u64, (Option<u64>, Value)> {
             (p["version"].as_u64().unwrap(), (p["parent"].as_u64(), p["document"].clone()))
         })
         .collect()
+}
+
+/// Each strategy hash's mean context tokens in its last recorded whole-set evaluation.
+fn recorded_tokens(dir: &Path) -> BTreeMap<String, f64> {
+    let (code, out, err) = emend(dir, &["journal", "export"]);
+    assert_eq!(code, 0, "{err}");
+    out.lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["kind"] == "evaluated")
+        .filter_map(|e| {
+            let p = &e["payload"];
+            Some((p["strategy_hash"].as_str()?.to_string(), p["summary"]["mean_context_tokens"].as_f64()?))
+        })
+        .collect()
+}
+
+/// Every view prints each version's cost as `show` does, and `show`'s is
+/// the recorded evaluation's mean context tokens with the ratios to the
+/// parent's and v1's recorded tokens.
+fn check_costs(dir: &Path, run: &Value, shows: &BTreeMap<u64, Value>) {
+    let recorded = recorded_tokens(dir);
+    let tokens = |v: u64| recorded[shows[&v]["version"]["hash"].as_str().unwrap()];
+    for (v, show) in shows {
+        let cost = &show["version"]["cost"];
+        assert!(close(cost["mean_context_tokens"].as_f64().unwrap(), tokens(*v)), "v{v}: {cost}");
+        let relative = |key: &str, other: u64| {
+            let r = &cost[key];
+            assert_eq!(r["version"].as_u64(), Some(other), "v{v} {key}: {cost}");
+            assert!(close(r["mean_context_tokens"].as_f64().unwrap(), tokens(other)), "v{v} {key}: {cost}");
+            assert!(close(r["ratio"].as_f64().unwrap(), tokens(*v) / tokens(other)), "v{v} {key}: {cost}");
+        };
+        match show["version"]["parent"].as_u64() {
+            Some(p) => relative("parent", p),
+            None => assert!(cost["parent"].is_null(), "v{v}: {cost}"),
+        }
+        if *v == 1 {
+            assert!(cost["first"].is_null(), "{cost}")
+        } else {
+            relative("first", 1)
+        }
+        // A version's gate record names the cost change on the confirm part it was tested on.
+        if let Some(c) = show["candidate"]["full"]["cost"].as_object() {
+            assert!(c["baseline_mean_tokens"].is_f64() && c["candidate_mean_tokens"].is_f64(), "v{v}: {c:?}");
+            assert!(show["candidate"]["reason"].as_str().unwrap().contains("context tokens"), "v{v}: {show}");
+        }
+        let (a, b) = (format!("v{}", show["version"]["parent"].as_u64().unwrap_or(1)), format!("v{v}"));
+        let diff = json(dir, &["diff", &a, &b, "--json"]);
+        assert!(close(diff["tokens"]["b"].as_f64().unwrap(), tokens(*v)), "diff {a} {b}: {diff}");
+    }
+    let status = json(dir, &["status", "--json"]);
+    for key in ["served", "best"] {
+        let v = status[format!("{key}_version")].as_u64().unwrap();
+        assert_eq!(status[format!("{key}_cost")], shows[&v]["version"]["cost"], "status {key}_cost against show v{v}");
+    }
+    let served = run["served_version"].as_u64().unwrap();
+    assert_eq!(run["served_cost"], shows[&served]["version"]["cost"], "evolve --json against show v{served}");
+    let log = json(dir, &["log", "--json"]);
+    for r in log["entries"].as_array().unwrap().iter().filter(|e| e["kind"] == "round") {
+        let v = r["served_after"].as_u64().unwrap();
+        assert_eq!(r["served_cost"], shows[&v]["version"]["cost"], "log round {r} against show v{v}");
+    }
+    let html = std::fs::read_to_string(dir.join("r.html")).unwrap();
+    for (v, show) in shows {
+        let c = &show["version"]["cost"];
+        let needle = format!("cost: {:.0} context tokens a question", c["mean_context_tokens"].as_f64().unwrap());
+        assert!(html.contains(&needle), "the report lacks v{v}'s {needle:?}");
+    }
 }
 
 /// The dotted paths of the leaves where `a` and `b` differ.
@@ -147,6 +216,7 @@ fn check_views(dir: &Path, run: &Value) {
             assert!(node["best_delta"].as_f64().unwrap() >= d - 1e-12, "{node} against {c}");
         }
     }
+    check_costs(dir, run, &shows);
 }
 
 /// Every candidate's credited nodes and hypothesis name fields its diff
@@ -187,6 +257,23 @@ fn one_figure_per_version_and_part_on_the_embedded_dataset() {
     assert!(run["accepted"].as_u64().unwrap() >= 1, "{run}");
     check_views(&dir, &run);
     assert!(check_credits(&dir) > 0);
+}
+
+/// A version waiting for approval shows its cost in `pending` as `show` does.
+#[test]
+fn a_pending_version_shows_its_cost() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = project(tmp.path(), "builtin", |t| t.replace("  approval: auto", "  approval: manual"));
+    let run = json(&dir, &["evolve", "--rounds", "60", "--json", "--quiet"]);
+    let v = run["pending_versions"][0].as_u64().unwrap_or_else(|| panic!("no pending version: {run}"));
+    let pending = json(&dir, &["pending", "--json"]);
+    let p = pending["pending"].as_array().unwrap().iter().find(|p| p["version"] == v).unwrap().clone();
+    let show = json(&dir, &["show", &format!("v{v}"), "--json"]);
+    assert!(show["version"]["cost"]["mean_context_tokens"].is_f64(), "{show}");
+    assert_eq!(p["cost"], show["version"]["cost"], "pending v{v} against show");
+    let (code, out, err) = emend(&dir, &["pending"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&format!("  cost: {}", p["cost_text"].as_str().unwrap())), "{out}");
 }
 
 #[test]

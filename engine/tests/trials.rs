@@ -71,6 +71,35 @@ fn part_size(dir: &Path, rows: &[Value]) -> u64 {
     status["last_round"]["split"]["search"].as_u64().unwrap_or(most)
 }
 
+/// `trials --front`: complete strategies with their tokens, none beaten by
+/// another complete one (as accurate with fewer tokens, or more accurate with
+/// as few), and every complete strategy left out is beaten by one on it.
+fn check_front(dir: &Path, rows: &[Value]) {
+    let point = |r: &Value| (r["score"].as_f64(), r["tokens"].as_f64());
+    let beats = |(s2, t2): (f64, f64), (s, t): (f64, f64)| s2 >= s && t2 <= t && (s2 > s || t2 < t);
+    let mut latest: std::collections::BTreeMap<&str, (f64, f64)> = Default::default();
+    for r in rows.iter().filter(|r| r["state"] == "complete") {
+        if let (Some(h), (Some(s), Some(t))) = (r["hash"].as_str(), point(r)) {
+            latest.insert(h, (s, t));
+        }
+    }
+    let front = json_of(dir, &["trials", "--front", "--json"]);
+    let front = front["trials"].as_array().unwrap();
+    assert!(!front.is_empty() && front.len() <= latest.len(), "{front:?}");
+    let on: Vec<(f64, f64)> =
+        front.iter().map(|r| (r["score"].as_f64().unwrap(), r["tokens"].as_f64().unwrap())).collect();
+    assert!(on.windows(2).all(|w| w[0].1 <= w[1].1), "by tokens: {on:?}");
+    for p in &on {
+        assert!(!latest.values().any(|q| beats(*q, *p)), "{p:?} on the front is beaten");
+    }
+    for (h, p) in &latest {
+        let listed = front.iter().any(|r| r["hash"] == *h);
+        assert!(listed || on.iter().any(|q| beats(*q, *p)), "{h} {p:?} is neither on the front nor beaten by it");
+    }
+    let text = ok(dir, &["trials", "--front"]);
+    assert!(text.contains("the accuracy-cost front:"), "{text}");
+}
+
 #[test]
 fn trials_export_every_strategy_the_searches_scored() {
     let (_tmp, dir) = project("auto");
@@ -158,12 +187,14 @@ fn trials_export_every_strategy_the_searches_scored() {
             "correct",
             "score",
             "estimate",
+            "tokens",
             "hash",
             "proposed",
             "changed"
         ]
     );
-    assert_eq!(text.lines().count(), rows.len() + 4, "header, rows, three closing lines:\n{text}");
+    assert_eq!(text.lines().count(), rows.len() + 5, "header, rows, four closing lines:\n{text}");
+    check_front(&dir, rows);
     let one = json_of(&dir, &["trials", "--search", "1", "--json"]);
     let firsts: Vec<&Value> = rows.iter().filter(|r| r["search"] == 1).collect();
     assert_eq!(one["trials"].as_array().unwrap().iter().collect::<Vec<_>>(), firsts);

@@ -103,6 +103,8 @@ pub struct VersionSection {
     pub accuracy: Option<f64>,
     /// Its measured accuracies on the whole set and each part (as `show` prints them).
     pub figures: Option<crate::views::Figures>,
+    /// Its mean context tokens beside its parent's and v1's (as `show` prints them).
+    pub cost: Option<emend_model::cost::VersionCost>,
     pub candidate: Option<CandidateRecord>,
     /// The full test's improved and regressed questions (the same view `show` lists).
     pub examples: Examples,
@@ -153,6 +155,8 @@ pub struct ReportData {
     pub hypotheses: Vec<Hypothesis>,
     pub versions: Vec<VersionSection>,
     pub moves: Vec<ServedMove>,
+    /// Versions waiting for approval: (version, hash).
+    pub pending: Vec<(u64, String)>,
     /// When the served evaluation is a longitudinal replay: its results by checkpoint.
     pub checkpoints: Vec<harness::replay::CheckpointSummary>,
 }
@@ -191,6 +195,7 @@ pub fn gather<L: EventLog + ?Sized>(log: &L, texts: &BTreeMap<String, QuestionTe
         // The figures `show` prints for this version (the current harness's evaluation first).
         s.figures = crate::views::recorded_figures(log, &s.hash, best.as_ref(), split.as_ref())?;
         s.accuracy = s.figures.as_ref().map(|f| f.whole.accuracy);
+        s.cost = store.version_cost(s.version)?;
         s.candidate = walk.all_cands.iter().find(|c| c.accepted_version == Some(s.version)).cloned();
         s.attach_examples(texts);
     }
@@ -208,7 +213,10 @@ pub fn gather<L: EventLog + ?Sized>(log: &L, texts: &BTreeMap<String, QuestionTe
     };
     let search = TrialsView::build(log)?;
     let search_funnel = search.funnel(&walk.all_cands);
+    let pending =
+        store.live_pending()?.into_keys().filter_map(|v| walk.version_hash.get(&v).map(|h| (v, h.clone()))).collect();
     Ok(ReportData {
+        pending,
         search,
         search_funnel,
         checkpoints,
@@ -413,6 +421,7 @@ impl VersionSection {
             diff,
             accuracy: None,
             figures: None,
+            cost: None,
             candidate: None,
             examples: Examples::default(),
             serving: if origin_is_pending { vec!["pending approval".to_string()] } else { vec![] },

@@ -15,6 +15,7 @@ use crate::texts::{self, QuestionText};
 use emend_model::candidate::{FullRecord, Resolution, StoppedBy};
 use emend_model::config::Project;
 use emend_model::confirm::ConfirmState;
+use emend_model::cost::VersionCost;
 use emend_model::events::{CandidateRecord, Credit, Event, T_QUESTIONS};
 use emend_model::percent::points;
 use emend_model::served::FileState;
@@ -130,6 +131,8 @@ pub struct VersionView {
     pub accuracy: Option<f64>,
     /// Its measured accuracies on the whole set and on each part.
     pub figures: Option<Figures>,
+    /// Its mean context tokens a question on the whole set, beside its parent's and v1's.
+    pub cost: Option<VersionCost>,
 }
 
 /// The parent's Layer A diagnosis that motivated a candidate.
@@ -300,6 +303,7 @@ fn version_view<L: EventLog + ?Sized>(log: &L, info: VersionInfo) -> Result<Vers
         if tags.is_empty() { format!("v{}", info.version) } else { format!("v{} ({})", info.version, tags.join(", ")) };
     let figures = recorded_figures(log, &info.hash, best.as_ref(), last_split(log)?.as_ref())?;
     let accuracy = figures.as_ref().map(|f| f.whole.accuracy);
+    let cost = store.version_cost(info.version)?;
     Ok(VersionView {
         version: info.version,
         name,
@@ -310,6 +314,7 @@ fn version_view<L: EventLog + ?Sized>(log: &L, info: VersionInfo) -> Result<Vers
         note: info.note,
         accuracy,
         figures,
+        cost,
     })
 }
 
@@ -373,6 +378,9 @@ pub struct LogCandidate {
     /// Beside an accepted candidate's raw confirm delta: the selection-adjusted gain.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub adjusted: Option<emend_model::candidate::AdjustedGain>,
+    /// The confirm part's mean context tokens, served and candidate, when the confirm test ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<emend_model::stats::Cost>,
     /// A searched candidate's kept fields and their search-part contributions, as recorded.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub credits: Vec<Credit>,
@@ -399,6 +407,8 @@ pub enum LogEntry {
         served_before: u64,
         served_after: u64,
         served_accuracy: f64,
+        /// The served version's mean context tokens, beside its parent's and v1's.
+        served_cost: Option<VersionCost>,
         accepted: Option<String>,
         candidates: Vec<LogCandidate>,
     },
@@ -476,6 +486,7 @@ impl LogView {
                         reason: c.reason,
                         delta: c.delta,
                         adjusted: c.full.as_ref().and_then(|f| f.adjusted_gain()),
+                        cost: c.full.as_ref().and_then(|f| f.cost),
                         credits: c.credits,
                         version: c.accepted_version,
                         review: None,
@@ -493,6 +504,7 @@ impl LogView {
                         .and_then(|h| measured.get(h))
                         .copied()
                         .unwrap_or(r.served_accuracy),
+                    served_cost: None,
                     accepted: r.accepted,
                     candidates: std::mem::take(&mut pending),
                 }),
@@ -512,9 +524,11 @@ impl LogView {
                 other => entries.extend(serving_entry(&record, other)),
             }
         }
-        let reviews = Store::new(log).reviews()?;
+        let store = Store::new(log);
+        let reviews = store.reviews()?;
         for entry in &mut entries {
-            if let LogEntry::Round { candidates, .. } = entry {
+            if let LogEntry::Round { candidates, served_after, served_cost, .. } = entry {
+                *served_cost = store.version_cost(*served_after)?;
                 for c in candidates.iter_mut() {
                     let review = c.version.and_then(|v| reviews.get(&v));
                     c.review = review.and_then(|r| r["status"].as_str()).map(str::to_string);

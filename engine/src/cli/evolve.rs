@@ -356,6 +356,9 @@ fn render_summary(summary: &engine::evolve::RunSummary) -> String {
         summary.evaluations_used,
         summary.stopped.as_str()
     );
+    if let Some(c) = &summary.served_cost {
+        let _ = writeln!(out, "served v{} costs {}", c.version, c.describe());
+    }
     if !summary.rejected_by.is_empty() {
         let parts: Vec<String> = summary.rejected_by.iter().map(|(k, v)| format!("{k} {v}")).collect();
         let _ = writeln!(out, "rejected by: {}", parts.join(", "));

@@ -55,6 +55,9 @@ pub fn render_status(v: &StatusView) -> String {
     if let Some(f) = &v.served_figures {
         let _ = writeln!(out, "  measured: {}", f.describe());
     }
+    if let Some(c) = &v.served_cost {
+        let _ = writeln!(out, "  cost: {}", c.describe());
+    }
     let _ = match (v.best_version, &v.best_hash, v.best_accuracy) {
         (Some(b), Some(h), Some(a)) => writeln!(out, "best-ever: v{b} (hash {h:.12}) accuracy {a:.4}"),
         (Some(b), Some(h), None) => writeln!(out, "best-ever: v{b} (hash {h:.12}) not evaluated"),
@@ -439,22 +442,27 @@ pub fn render_log(view: &LogView) -> String {
     let mut out = String::new();
     for e in &view.entries {
         let _ = match e {
-            LogEntry::Round { round, served_after, served_accuracy, accepted, candidates, .. } => {
+            LogEntry::Round { round, served_after, served_accuracy, served_cost, accepted, candidates, .. } => {
                 let waiting = candidates.iter().find_map(|c| c.review.as_ref().and(c.version));
                 let decision = match (accepted, waiting) {
                     (Some(id), _) => format!("accepted {id}"),
                     (None, Some(v)) => format!("v{v} passed every gate for approval, nothing served"),
                     (None, None) => "nothing accepted".into(),
                 };
-                let _ = writeln!(out, "round {round}: {decision} -> served v{served_after} ({served_accuracy:.4})");
+                let cost = served_cost.as_ref().map_or(String::new(), |c| format!(", {}", c.describe()));
+                let _ =
+                    writeln!(out, "round {round}: {decision} -> served v{served_after} ({served_accuracy:.4}{cost})");
                 for c in candidates {
                     let what = c.change.as_deref().unwrap_or(&c.hypothesis);
                     // ACCEPTED only for a version the loop served; a version that
                     // waited for approval says where it stands now.
-                    let gain = match &c.adjusted {
+                    let mut gain = match &c.adjusted {
                         Some(a) => format!("{:+.4}; {}", c.delta.unwrap_or(0.0), a.describe()),
                         None => format!("{:+.4}", c.delta.unwrap_or(0.0)),
                     };
+                    if let Some(cost) = &c.cost {
+                        gain.push_str(&format!("; {}", engine::cost::describe_change(cost)));
+                    }
                     let verdict = match (c.rejected_by, &c.review, c.version) {
                         (None, Some(review), Some(v)) => format!("{} as v{v} ({gain})", review.to_uppercase()),
                         (None, ..) => format!("ACCEPTED ({gain})"),

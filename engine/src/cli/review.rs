@@ -247,6 +247,9 @@ fn render_version(out: &mut String, info: &VersionView, c: Option<&CandidateReco
     if let Some(f) = &info.figures {
         out.push_str(&format!("  measured: {}\n", f.describe()));
     }
+    if let Some(c) = &info.cost {
+        out.push_str(&format!("  cost: {}\n", c.describe()));
+    }
     if !info.note.is_empty() && Some(info.note.as_str()) != c.map(|c| c.reason.as_str()) {
         out.push_str(&format!("  {}\n", info.note));
     }
@@ -399,6 +402,9 @@ fn render_full(out: &mut String, c: &CandidateRecord) {
             }
         ));
     }
+    if let Some(cost) = &fu.cost {
+        out.push_str(&format!("  cost: {} on the confirm part\n", engine::cost::describe_change(cost)));
+    }
     out.push_str(&format!(
         "  McNemar ({}) p = {:.3e} at alpha {:.3e}\n",
         fu.mcnemar_test.name(),
@@ -485,14 +491,24 @@ pub struct DiffArgs {
 
 /// A diff side: a journaled version or candidate, else a file (parsed as
 /// YAML only, so a hand edit that breaks the schema can still be compared).
-fn document_of(log: &dyn EventLog, spec: &str) -> Result<(String, Value), Failure> {
+/// A side's mean context tokens a question come from its recorded evaluation (none for a file).
+fn document_of(log: &dyn EventLog, spec: &str) -> Result<(String, Value, Option<f64>), Failure> {
+    let store = Store::new(log);
+    let best = store.best().map_err(common::store_failure)?;
     match resolve(log, spec) {
         Ok(Target::Version { version, document, .. }) => {
             let name = if parse_version(spec).is_some() { format!("v{version}") } else { version_name(log, version)? };
-            Ok((name, document))
+            let tokens = store.version_tokens(version, best.as_ref()).map_err(common::store_failure)?;
+            Ok((name, document, tokens))
         }
         Ok(Target::Candidate(record)) => match record.document {
-            Some(document) => Ok((record.id, document)),
+            Some(document) => {
+                let recorded = match &record.hash {
+                    Some(h) => store.recorded_evaluation(h, best.as_ref()).map_err(common::store_failure)?,
+                    None => None,
+                };
+                Ok((record.id, document, recorded.and_then(|(_, s)| s.mean_context_tokens)))
+            }
             None => Err(Failure::bad_input(anyhow::anyhow!(
                 "{spec}: blocked before a strategy was proposed; there is nothing to diff"
             ))),
@@ -501,7 +517,7 @@ fn document_of(log: &dyn EventLog, spec: &str) -> Result<(String, Value), Failur
             let text = std::fs::read_to_string(spec).map_err(|e| Failure::bad_input(anyhow::anyhow!("{spec}: {e}")))?;
             let value = artifact::parse_yaml(&text)
                 .map_err(|kind| Failure::bad_input(artifact::ArtifactError { origin: spec.to_string(), kind }))?;
-            Ok((spec.to_string(), served::strip_metadata(&value)))
+            Ok((spec.to_string(), served::strip_metadata(&value), None))
         }
         Err(e) if e.code == exit::BAD_INPUT && parse_version(spec).is_none() && !matches!(spec, "served" | "best") => {
             Err(Failure::bad_input(anyhow::anyhow!(
@@ -515,16 +531,26 @@ fn document_of(log: &dyn EventLog, spec: &str) -> Result<(String, Value), Failur
 pub fn diff(args: &DiffArgs, project_dir: Option<&Path>) -> CmdResult {
     let project = common::project(project_dir)?;
     let log = common::reader(&project)?;
-    let (an, a) = document_of(&log, &args.a)?;
-    let (bn, b) = document_of(&log, &args.b)?;
+    let (an, a, at) = document_of(&log, &args.a)?;
+    let (bn, b, bt) = document_of(&log, &args.b)?;
     let text = texts::unified_diff(&a, &b, &an, &bn);
+    let ratio = match (at, bt) {
+        (Some(x), Some(y)) if x > 0.0 => Some(y / x),
+        _ => None,
+    };
     if args.json {
-        common::print_json(&json!({"a": an, "b": bn, "identical": text.is_empty(), "diff": text}));
-    } else if text.is_empty() {
-        println!("{an} and {bn} are identical");
-    } else {
-        term::print_stdout(&colorize(&text), args.no_color);
+        let tokens = json!({"a": at, "b": bt, "ratio": ratio});
+        common::print_json(&json!({"a": an, "b": bn, "identical": text.is_empty(), "diff": text, "tokens": tokens}));
+        return Ok(exit::OK);
     }
+    if text.is_empty() {
+        println!("{an} and {bn} are identical");
+        return Ok(exit::OK);
+    }
+    term::print_stdout(&colorize(&text), args.no_color);
+    let side = |n: &str, t: Option<f64>| t.map_or(format!("{n} not evaluated"), |t| format!("{n} {t:.0}"));
+    let ratio = ratio.map_or(String::new(), |r| format!(" ({r:.2}x)"));
+    println!("context tokens a question: {}, {}{ratio}", side(&an, at), side(&bn, bt));
     Ok(exit::OK)
 }
 

@@ -58,6 +58,7 @@ pub fn pending(args: &PendingArgs, project_dir: Option<&Path>) -> CmdResult {
             }
         }
         let full = c.and_then(|c| c.full.as_ref());
+        let cost = store.version_cost(v).map_err(common::store_failure)?;
         list.push(json!({
             "version": v,
             "state": r["status"],
@@ -72,6 +73,8 @@ pub fn pending(args: &PendingArgs, project_dir: Option<&Path>) -> CmdResult {
             "ci": full.map(|f| json!([f.ci_low, f.ci_high])),
             "changed": changed,
             "credits": c.map(|c| c.credits.clone()).unwrap_or_default(),
+            "cost": cost,
+            "cost_text": cost.map(|c| c.describe()),
         }));
     }
     if args.json {
@@ -122,6 +125,9 @@ fn render_pending(list: &[Value], served_now: u64, superseded: bool) -> String {
             )),
             changes.join(", ")
         ));
+        if let Some(cost) = p["cost_text"].as_str() {
+            out.push_str(&format!("  cost: {cost}\n"));
+        }
         out.push_str(&render_kept(&p["credits"]));
     }
     if !list.is_empty() {

@@ -25,6 +25,10 @@ pub struct TrialsArgs {
     /// Only the trials of the N-th search (1-based, in journal order); numbers stay those of the whole journal.
     #[arg(long, value_name = "N", value_parser = search_number)]
     pub search: Option<usize>,
+    /// Only the accuracy-cost front: of each strategy scored on the whole search part, those no other
+    /// is at least as accurate as with at most as many mean context tokens (strictly better in one), by tokens.
+    #[arg(long)]
+    pub front: bool,
 }
 
 /// `--search N`: a search's ordinal, 1 or more.
@@ -61,11 +65,16 @@ pub fn run(args: &TrialsArgs, project_dir: Option<&Path>) -> CmdResult {
             return Err(Failure::bad_input(anyhow::anyhow!("--search {n}: the journal has {has}")));
         }
     }
+    if args.front {
+        view.keep_front();
+    }
     if args.json {
         let doc = Document { format: FORMAT, trials: &view.trials };
         common::print_json_text(&serde_json::to_string_pretty(&doc).expect("JSON renders"));
     } else if args.csv {
         print!("{}", render_csv(&view));
+    } else if args.front {
+        print!("{}", render_front(&view));
     } else {
         print!("{}", render_text(&view));
     }
@@ -150,6 +159,28 @@ pub fn render_text(view: &TrialsView) -> String {
     if view.searches.is_empty() {
         return "no searches journaled yet\n".to_string();
     }
+    let mut out = table(view);
+    out.push_str(&closing_line(view));
+    out
+}
+
+/// `--front`: the front's rows (kept by [`TrialsView::keep_front`]) and what they are.
+pub fn render_front(view: &TrialsView) -> String {
+    if view.trials.is_empty() {
+        return "no strategy was scored on the whole search part with its context tokens yet\n".to_string();
+    }
+    let mut out = table(view);
+    out.push_str(&format!(
+        "the accuracy-cost front: {} strateg{} scored on the whole search part that no other matches in accuracy \
+         with fewer mean context tokens a question (or beats with as few), by tokens\n",
+        view.trials.len(),
+        if view.trials.len() == 1 { "y" } else { "ies" }
+    ));
+    out
+}
+
+/// A row per trial, as a table (empty without rows).
+fn table(view: &TrialsView) -> String {
     let dash = || "-".to_string();
     let rows: Vec<Vec<String>> = view
         .trials
@@ -165,6 +196,7 @@ pub fn render_text(view: &TrialsView) -> String {
                 t.correct.map_or_else(dash, |q| q.to_string()),
                 t.score.map_or_else(dash, |x| format!("{x:.4}")),
                 t.estimate.map_or_else(dash, |x| format!("({x:.4})")),
+                t.tokens.map_or_else(dash, |x| format!("{x:.0}")),
                 t.hash.as_deref().map_or_else(dash, |h| h[..12.min(h.len())].to_string()),
                 if t.proposed { "yes".to_string() } else { String::new() },
                 t.changed.map_or_else(dash, |n| n.to_string()),
@@ -181,14 +213,13 @@ pub fn render_text(view: &TrialsView) -> String {
         "correct",
         "score",
         "estimate",
+        "tokens",
         "hash",
         "proposed",
         "changed",
     ];
-    let right = [true, true, true, false, false, true, true, true, true, false, false, true];
-    let mut out = if rows.is_empty() { String::new() } else { term::table(&header, rows, &right) };
-    out.push_str(&closing_line(view));
-    out
+    let right = [true, true, true, false, false, true, true, true, true, true, false, false, true];
+    if rows.is_empty() { String::new() } else { term::table(&header, rows, &right) }
 }
 
 /// `33 strategies scored by 1 search (21 trials, 11 prune tests, 1 served
@@ -210,6 +241,7 @@ fn closing_line(view: &TrialsView) -> String {
         "{} scored by {} ({}, {}{served}); {} raced out before the whole search part; {} proposed\n\
          score: accuracy on the whole search part (complete trials only); estimate: not a measurement, what the \
          sampler learned from a raced-out trial or a step point (search.raced_out)\n\
+         tokens: mean context tokens a question on the questions it was evaluated on\n\
          changed: fields that differ from the strategy served when the search ran\n",
         plural(view.trials.len(), "strategy", "strategies"),
         plural(view.searches.len(), "search", "searches"),
@@ -296,10 +328,14 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines[0],
-            "number  search  round  stage  state      evaluated  correct   score  estimate  hash          proposed  changed"
+            "number  search  round  stage  state      evaluated  correct   score  estimate  tokens  hash          proposed  \
+             changed"
         );
-        assert!(lines[1].contains("raced_out         24       16       -         -  aaaaaaaaaaaa"), "{text}");
-        assert!(lines[2].contains("complete          96       72  0.7500         -  bbbbbbbbbbbb  yes"), "{text}");
+        assert!(lines[1].contains("raced_out         24       16       -         -       -  aaaaaaaaaaaa"), "{text}");
+        assert!(
+            lines[2].contains("complete          96       72  0.7500         -       -  bbbbbbbbbbbb  yes"),
+            "{text}"
+        );
         assert!(text.contains("2 strategies scored by 1 search (2 trials, 0 prune tests); 1 raced out"), "{text}");
         assert_eq!(render_text(&TrialsView::default()), "no searches journaled yet\n");
         let empty = serde_json::to_string(&Document { format: FORMAT, trials: &[] }).unwrap();

@@ -3,6 +3,9 @@
 
 use maud::{Markup, html};
 
+mod front;
+pub(super) use front::front;
+
 use super::{PointKind, ReportData};
 use crate::views::TrialState;
 use emend_model::percent::percent;

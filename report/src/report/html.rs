@@ -241,6 +241,7 @@ fn search(d: &ReportData) -> Markup {
             }
             (search_funnel(d))
             (super::chart::search_history(d))
+            (super::chart::front(d))
             table.searches {
                 tr {
                     th.num { "search" } th.num { "round" } th.num { "scored (trials / prune tests / served)" }
@@ -473,6 +474,7 @@ fn version(v: &VersionSection) -> Markup {
             }
             p.muted { "hash " code { (v.hash) } }
             @if let Some(f) = &v.figures { p.figures { "measured: " (f.describe()) } }
+            @if let Some(c) = &v.cost { p.figures { "cost: " (c.describe()) } }
             @if !v.note.is_empty() { p { (v.note) } }
             @for line in &v.serving { p.serving { "serving: " (line) } }
             @if let Some(c) = &v.candidate {
@@ -555,6 +557,9 @@ fn facts(c: &CandidateRecord) -> Vec<String> {
                 a.describe(),
                 points(f.delta, 1)
             ));
+        }
+        if let Some(cost) = &f.cost {
+            facts.push(format!("cost: {} on the confirm part", emend_model::cost::describe_change(cost)));
         }
     }
     facts

@@ -47,6 +47,8 @@ pub struct StatusView {
     /// The served version's measured whole-set accuracy (`served_figures.whole`).
     pub served_accuracy: Option<f64>,
     pub served_figures: Option<Figures>,
+    /// The served version's mean context tokens, beside its parent's and v1's.
+    pub served_cost: Option<VersionCost>,
     pub served_pinned: bool,
     /// Who or what pinned the served version, and why (empty when not pinned).
     pub served_cause: String,
@@ -59,6 +61,7 @@ pub struct StatusView {
     /// The best-ever version's measured whole-set accuracy (`best_figures.whole`).
     pub best_accuracy: Option<f64>,
     pub best_figures: Option<Figures>,
+    pub best_cost: Option<VersionCost>,
     pub rounds: usize,
     /// The last round's record as journaled.
     pub last_round: Option<Value>,
@@ -137,6 +140,7 @@ impl StatusView {
             served_version: served.version,
             served_accuracy: served_figures.as_ref().map(|f| f.whole.accuracy),
             served_figures,
+            served_cost: store.version_cost(served.version)?,
             served_pinned: served.pinned,
             served_cause: if served.pinned { served.cause } else { String::new() },
             served_reason: if served.pinned { served.reason } else { String::new() },
@@ -147,6 +151,10 @@ impl StatusView {
             best_hash: best.as_ref().map(|b| b.hash.clone()),
             best_accuracy: best_figures.as_ref().map(|f| f.whole.accuracy),
             best_figures,
+            best_cost: match &best {
+                Some(b) => store.version_cost(b.version)?,
+                None => None,
+            },
             rounds: rounds.len(),
             llm: LlmView {
                 last_round: last

@@ -193,6 +193,31 @@ impl TrialsView {
         set.into_iter().cloned().collect()
     }
 
+    /// The accuracy-cost front: of each strategy (by hash) its latest row
+    /// scored on the whole search part with its mean context tokens, those
+    /// no other beats (at least as accurate with at most as many tokens,
+    /// strictly better in one); by tokens, then score descending, then number.
+    /// The same strategy appears once even when several searches scored it.
+    pub fn front(&self) -> Vec<&TrialRow> {
+        let mut latest: BTreeMap<&str, &TrialRow> = BTreeMap::new();
+        for t in &self.trials {
+            if let (Some(TrialState::Complete), Some(h), Some(_), Some(_)) = (t.state, &t.hash, t.score, t.tokens) {
+                latest.insert(h.as_str(), t);
+            }
+        }
+        let points: Vec<(&TrialRow, f64, f64)> =
+            latest.into_values().filter_map(|t| Some((t, t.score?, t.tokens?))).collect();
+        let beaten = |s: f64, k: f64| points.iter().any(|&(_, s2, k2)| s2 >= s && k2 <= k && (s2 > s || k2 < k));
+        let mut front: Vec<(&TrialRow, f64, f64)> = points.iter().copied().filter(|&(_, s, k)| !beaten(s, k)).collect();
+        front.sort_by(|a, b| a.2.total_cmp(&b.2).then(b.1.total_cmp(&a.1)).then(a.0.number.cmp(&b.0.number)));
+        front.into_iter().map(|(t, ..)| t).collect()
+    }
+
+    /// Keeps only the rows of the accuracy-cost front ([`TrialsView::front`]), in its order.
+    pub fn keep_front(&mut self) {
+        self.trials = self.front().into_iter().cloned().collect();
+    }
+
     /// The row numbered `number`.
     pub fn row(&self, number: usize) -> Option<&TrialRow> {
         self.trials.iter().find(|t| t.number == number)
@@ -461,6 +486,30 @@ mod tests {
             row(&TrialsView::of(&[old], &docs), 1),
             (Some(TrialState::RacedOut), Some(8), Some(2), None, Some(0.47))
         );
+    }
+
+    #[test]
+    fn the_front_keeps_what_nothing_beats_in_both_accuracy_and_tokens() {
+        let at = |hash: &str, questions: usize, score: f64, tokens: f64| {
+            let mut p = point(hash, questions, score, "trial", 5);
+            p.tokens = Some(tokens);
+            p
+        };
+        let records = vec![
+            record(1, "s", "P", vec![at("a", 96, 0.8, 1000.0), at("b", 96, 0.8, 500.0), at("c", 96, 0.6, 200.0)], None),
+            // d is beaten by b; e was raced out (cheap, but not scored on the whole part);
+            // c scored again later, worse: its latest row counts, and b beats it now.
+            record(2, "s", "P", vec![at("d", 96, 0.7, 600.0), at("e", 24, 0.9, 100.0), at("c", 96, 0.5, 600.0)], None),
+        ];
+        let mut view = TrialsView::of(&records, &BTreeMap::new());
+        let front: Vec<&str> = view.front().iter().map(|t| t.hash.as_deref().unwrap()).collect();
+        assert_eq!(front, ["b"]);
+        let records = vec![record(1, "s", "P", vec![at("a", 96, 0.8, 1000.0), at("c", 96, 0.6, 200.0)], None)];
+        view = TrialsView::of(&records, &BTreeMap::new());
+        view.keep_front();
+        let kept: Vec<(&str, f64)> =
+            view.trials.iter().map(|t| (t.hash.as_deref().unwrap(), t.tokens.unwrap())).collect();
+        assert_eq!(kept, [("c", 200.0), ("a", 1000.0)]);
     }
 
     #[test]
