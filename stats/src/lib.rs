@@ -41,6 +41,7 @@ mod curse;
 mod holdout;
 mod lord;
 mod mcnemar;
+mod noninferior;
 mod onesided;
 mod pairing;
 mod probe;
@@ -72,6 +73,7 @@ pub use curse::adjusted_gain;
 pub use holdout::{Holdout, HoldoutAnswer, HoldoutConfig};
 pub use lord::{Deployment, Gamma, JM_CONSTANT, Lord, LordConfig, LordError, LordTest};
 pub use mcnemar::{EXACT_BELOW, McNemar, McNemarTest, mcnemar};
+pub use noninferior::{NonInferiorTest, noninferiority_test, tango_statistic};
 pub use onesided::{BetterTest, better_p_value, better_test, lower_bound, minimum_detectable_effect, power};
 pub use pairing::{CategoryDelta, Outcome, Pair, Paired, PairingError, Side, pair};
 pub use probe::{
