@@ -110,8 +110,7 @@ pub fn gamma(alpha: f64) -> f64 {
 fn discordance_interval(discordant: u64, n: u64, gamma: f64) -> (f64, f64) {
     let (d, n) = (discordant as f64, n as f64);
     let low = if discordant == 0 { 0.0 } else { Beta::new(d, n - d + 1.0).expect("shapes").inverse_cdf(gamma / 2.0) };
-    let high =
-        if d >= n { 1.0 } else { Beta::new(d + 1.0, n - d).expect("shapes").inverse_cdf(1.0 - gamma / 2.0) };
+    let high = if d >= n { 1.0 } else { Beta::new(d + 1.0, n - d).expect("shapes").inverse_cdf(1.0 - gamma / 2.0) };
     (low, high)
 }
 

@@ -199,18 +199,24 @@ impl TrialsView {
     /// strictly better in one); by tokens, then score descending, then number.
     /// The same strategy appears once even when several searches scored it.
     pub fn front(&self) -> Vec<&TrialRow> {
-        let mut latest: BTreeMap<&str, &TrialRow> = BTreeMap::new();
+        let points: Vec<(&TrialRow, f64, f64)> =
+            self.costed().into_values().filter_map(|t| Some((t, t.score?, t.tokens?))).collect();
+        let beaten = |s: f64, k: f64| points.iter().any(|&(_, s2, k2)| s2 >= s && k2 <= k && (s2 > s || k2 < k));
+        let mut front: Vec<(&TrialRow, f64, f64)> = points.iter().copied().filter(|&(_, s, k)| !beaten(s, k)).collect();
+        front.sort_by(|a, b| a.2.total_cmp(&b.2).then(b.1.total_cmp(&a.1)).then(a.0.number.cmp(&b.0.number)));
+        front.into_iter().map(|(t, ..)| t).collect()
+    }
+
+    /// Each strategy's latest row scored on the whole search part with its
+    /// mean context tokens, by hash: what the front and its chart are drawn from.
+    pub fn costed(&self) -> BTreeMap<&str, &TrialRow> {
+        let mut latest = BTreeMap::new();
         for t in &self.trials {
             if let (Some(TrialState::Complete), Some(h), Some(_), Some(_)) = (t.state, &t.hash, t.score, t.tokens) {
                 latest.insert(h.as_str(), t);
             }
         }
-        let points: Vec<(&TrialRow, f64, f64)> =
-            latest.into_values().filter_map(|t| Some((t, t.score?, t.tokens?))).collect();
-        let beaten = |s: f64, k: f64| points.iter().any(|&(_, s2, k2)| s2 >= s && k2 <= k && (s2 > s || k2 < k));
-        let mut front: Vec<(&TrialRow, f64, f64)> = points.iter().copied().filter(|&(_, s, k)| !beaten(s, k)).collect();
-        front.sort_by(|a, b| a.2.total_cmp(&b.2).then(b.1.total_cmp(&a.1)).then(a.0.number.cmp(&b.0.number)));
-        front.into_iter().map(|(t, ..)| t).collect()
+        latest
     }
 
     /// Keeps only the rows of the accuracy-cost front ([`TrialsView::front`]), in its order.

@@ -10,23 +10,12 @@ use maud::{Markup, html};
 
 use super::{Frame, axes, f1, legend_row, nice_step, y_grid};
 use crate::report::ReportData;
-use crate::views::{TrialRow, TrialState};
+use crate::views::TrialRow;
 use emend_model::percent::percent;
-
-/// Each strategy's latest row scored on the whole search part with its tokens, by hash.
-fn scored(d: &ReportData) -> BTreeMap<&str, &TrialRow> {
-    let mut latest = BTreeMap::new();
-    for t in &d.search.trials {
-        if let (Some(TrialState::Complete), Some(h), Some(_), Some(_)) = (t.state, &t.hash, t.score, t.tokens) {
-            latest.insert(h.as_str(), t);
-        }
-    }
-    latest
-}
 
 /// The section: heading, caption and SVG; nothing when no strategy was scored with its tokens.
 pub(in crate::report) fn front(d: &ReportData) -> Markup {
-    let points = scored(d);
+    let points = d.search.costed();
     if points.is_empty() {
         return html! {};
     }
