@@ -299,7 +299,7 @@ fn full() -> Value {
         .collect();
     json!({
         "harness": {"tasks": "builtin", "command": {"argv": ["x"]}, "ray": {}, "split": {}, "replay": {}},
-        "gates": {}, "loop": {}, "search": {}, "serve": {}, "hooks": {},
+        "gates": {}, "loop": {}, "search": {}, "serve": {}, "hooks": {}, "cost": {},
         "roles": roles,
     })
 }
@@ -471,6 +471,7 @@ fn the_schema_declares_exactly_the_keys_the_parser_accepts_at_every_level() {
         "serve",
         "hooks",
         "journal",
+        "cost",
     ]
     .map(String::from)
     .into();

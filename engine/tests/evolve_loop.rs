@@ -482,7 +482,12 @@ fn a_raced_out_trial_is_recorded_as_measured_and_never_above_what_it_lost_to() {
         if rule == "rank" {
             let history: Vec<Trial> = points
                 .iter()
-                .map(|p| Trial { point: vec![], score: p.score, stopped_at: p.questions.filter(|k| *k < n) })
+                .map(|p| Trial {
+                    point: vec![],
+                    score: p.score,
+                    stopped_at: p.questions.filter(|k| *k < n),
+                    violation: 0.0,
+                })
                 .collect();
             let order = ranked(&history);
             let first_stopped = order.iter().position(|&i| history[i].stopped_at.is_some()).unwrap();

@@ -399,6 +399,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             proposers.push(Box::new(SearchProposer::new(SearchSettings {
                 seed: cfg.loop_.seed,
                 cost_bound: cfg.gates.cost_bound,
+                max_tokens: cfg.cost.max_tokens.map(f64::from),
                 category_drop_max: cfg.gates.category_drop_max,
                 ..SearchSettings::default()
             })));

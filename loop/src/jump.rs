@@ -95,6 +95,8 @@ pub struct JumpSettings {
     pub sampler: Sampler,
     /// `gates.category_drop_max`: a proposed candidate keeps every category of the search part within the floor.
     pub category_drop_max: f64,
+    /// `cost.max_tokens`: no strategy above it (or not reporting its tokens) is the incumbent or proposed.
+    pub max_tokens: Option<f64>,
 }
 
 impl JumpSettings {
@@ -113,6 +115,7 @@ impl JumpSettings {
             raced_out: s.raced_out,
             sampler: s.sampler,
             category_drop_max: cfg.gates.category_drop_max,
+            max_tokens: cfg.cost.max_tokens.map(f64::from),
         }
     }
 }
@@ -330,15 +333,31 @@ impl JumpProposer {
         Ok(ask.results.iter().map(|r| known[&r.id].clone()).collect())
     }
 
+    /// Within `cost.max_tokens` on the questions it was scored on (always, without a budget).
+    fn affordable(&self, s: &Scored) -> bool {
+        self.violation(s) == 0.0
+    }
+
+    /// Mean context tokens above `cost.max_tokens` on the questions it was
+    /// scored on (0 within it or without a budget; infinite when not reported).
+    fn violation(&self, s: &Scored) -> f64 {
+        match (self.settings.max_tokens, s.tokens) {
+            (None, _) => 0.0,
+            (Some(cap), Some(t)) if t <= cap + 1e-9 => 0.0,
+            (Some(cap), Some(t)) => t - cap,
+            (Some(_), None) => f64::INFINITY,
+        }
+    }
+
     /// True when the strategy scored at `i` is on the whole search part,
-    /// keeps every category there within the confirm test's floor, and its
+    /// within the token budget, keeps every category there within the confirm test's floor, and its
     /// gain over the served strategy would pass the exact test at the next
     /// confirm alpha. Read from the journaled answers alone, so that a
     /// resumed run decides as an uninterrupted one.
     fn worth_a_test(&self, ask: &Ask<'_>, i: usize) -> bool {
         let served = &self.scored[self.by_hash[&artifact::content_hash(&ask.served.value)]];
         let cand = &self.scored[i];
-        if cand.hash == served.hash || cand.correct.len() != self.order.len() {
+        if cand.hash == served.hash || cand.correct.len() != self.order.len() || !self.affordable(cand) {
             return false;
         }
         let category: BTreeMap<&str, &str> = ask.results.iter().map(|r| (r.id.as_str(), r.category.as_str())).collect();

@@ -75,6 +75,9 @@ pub struct SearchSettings {
     /// `gates.cost_bound`: a candidate whose mean context tokens grow by more
     /// than this share on a rung's sample is infeasible (scores 0 there).
     pub cost_bound: Option<f64>,
+    /// `cost.max_tokens`: a candidate whose mean context tokens on a rung's
+    /// sample exceed it (or are not reported) is infeasible (scores 0 there).
+    pub max_tokens: Option<f64>,
     /// `gates.category_drop_max`: the proposed candidate loses no category by more
     /// than this on the search part.
     pub category_drop_max: f64,
@@ -99,6 +102,7 @@ impl Default for SearchSettings {
             min_gain: 0.025,
             patience: 8,
             cost_bound: None,
+            max_tokens: None,
             category_drop_max: 1.0,
             seed: 0,
             keep: 8,
@@ -437,11 +441,18 @@ impl SearchProposer {
         Ok(ids.iter().map(|id| known.get(id).is_some_and(|r| r.correct)).collect())
     }
 
-    /// True when `doc`'s mean context tokens on `ids` exceed the served
-    /// strategy's by more than the cost bound.
+    /// True when `doc`'s mean context tokens on `ids` exceed `cost.max_tokens`
+    /// (or are not reported under one), or the served strategy's by more than
+    /// the cost bound.
     fn too_costly(&self, ask: &Ask<'_>, doc: &Value, ids: &[String]) -> bool {
-        let Some(bound) = self.settings.cost_bound else { return false };
         let Some(known) = self.results.get(&artifact::content_hash(doc)) else { return false };
+        if let Some(cap) = self.settings.max_tokens {
+            let tokens: Option<f64> = ids.iter().map(|id| known.get(id).and_then(|r| r.tokens)).sum();
+            if tokens.is_none_or(|t| t / ids.len().max(1) as f64 > cap + 1e-9) {
+                return true;
+            }
+        }
+        let Some(bound) = self.settings.cost_bound else { return false };
         let served: BTreeMap<&str, f64> =
             ask.results.iter().map(|r| (r.id.as_str(), r.tokens.unwrap_or(0.0))).collect();
         let (mut a, mut b) = (0.0, 0.0);

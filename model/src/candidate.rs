@@ -62,11 +62,13 @@ pub enum Rule {
     ClusterCheck,
     /// Mean context tokens within `gates.cost_bound_v1` of v1's.
     CostVsFirstVersion,
+    /// Mean context tokens at most `cost.max_tokens`.
+    CostMaxTokens,
 }
 
 impl Rule {
     /// Every rule in the order the full test checks them (the report's order).
-    pub const ALL: [Rule; 9] = [
+    pub const ALL: [Rule; 10] = [
         Rule::Stats(RuleKind::MoreImprovedThanRegressed),
         Rule::Stats(RuleKind::McnemarPBelowAlpha),
         Rule::Stats(RuleKind::CiExcludesZero),
@@ -76,6 +78,7 @@ impl Rule {
         Rule::ConfirmBetter,
         Rule::ClusterCheck,
         Rule::CostVsFirstVersion,
+        Rule::CostMaxTokens,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -85,6 +88,7 @@ impl Rule {
             Rule::ConfirmBetter => "confirm_better",
             Rule::ClusterCheck => "cluster_check",
             Rule::CostVsFirstVersion => "cost_vs_first_version",
+            Rule::CostMaxTokens => "cost_max_tokens",
         }
     }
 

@@ -107,6 +107,21 @@ fn cluster_rule(c: &stats::ClusterCheck) -> RuleRecord {
     RuleRecord { name: Rule::ClusterCheck, category: None, value, threshold, pass: c.better(), detail }
 }
 
+/// Mean context tokens within the operator's hard budget (`cost.max_tokens`), on the confirm part.
+/// A candidate whose outcomes report no context tokens fails it: the budget cannot be checked.
+fn cost_max_rule(cand: Option<f64>, max_tokens: u32) -> RuleRecord {
+    let cap = f64::from(max_tokens);
+    let (value, pass, detail) = match cand {
+        Some(c) => (c, c <= cap + 1e-9, format!("mean context tokens {c:.1} (budget cost.max_tokens {max_tokens})")),
+        None => (
+            f64::NAN,
+            false,
+            format!("the outcomes report no context_tokens: the budget cost.max_tokens {max_tokens} cannot be checked"),
+        ),
+    };
+    RuleRecord { name: Rule::CostMaxTokens, category: None, value, threshold: cap, pass, detail }
+}
+
 /// Mean context tokens against v1's, on the confirm part.
 fn cost_v1_rule(v1: f64, cand: f64, bound: f64) -> RuleRecord {
     let growth = if v1 > 0.0 { cand / v1 - 1.0 } else { 0.0 };
@@ -319,6 +334,9 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         {
             extra.push(cost_v1_rule(v1, c, bound));
         }
+        if let Some(cap) = self.project.config.cost.max_tokens {
+            extra.push(cost_max_rule(cand_summary.mean_context_tokens, cap));
+        }
         t.record.delta = Some(cmp.paired.delta());
         t.record.alpha = Some(alpha);
         let mut record = FullRecord::confirm(&cmp, &extra, test, lord, cluster);
@@ -434,6 +452,13 @@ mod tests {
         let diffs: Vec<(&str, i8)> = (0..60).map(|i| (["a", "b", "c"][i % 3], 1)).collect();
         let r = cluster_rule(&stats::cluster_check(diffs, 0.05));
         assert!(!r.pass && r.detail.contains("too few"), "{r:?}");
+    }
+
+    #[test]
+    fn the_token_budget_is_a_ceiling() {
+        assert!(cost_max_rule(Some(600.0), 600).pass);
+        assert!(!cost_max_rule(Some(600.5), 600).pass);
+        assert!(!cost_max_rule(None, 600).pass, "an unreported cost cannot pass a budget");
     }
 
     #[test]

@@ -91,7 +91,8 @@ impl JumpProposer {
 
     /// The incumbent: the best strategy scored on the whole search part that
     /// is the served one or may still be proposed (never evaluated by the
-    /// journal), and is the strategy it names under the served text fields.
+    /// journal, within `cost.max_tokens`), and is the strategy it names under
+    /// the served text fields.
     pub(super) fn incumbent(&self, ask: &Ask<'_>) -> usize {
         let served = artifact::content_hash(&ask.served.value);
         let n = self.order.len();
@@ -100,6 +101,7 @@ impl JumpProposer {
             let eligible = s.correct.len() == n
                 && (s.hash == served
                     || (!ask.seen.contains(&s.hash)
+                        && self.affordable(s)
                         && artifact::content_hash(&materialize(&ask.served.value, &s.values)) == s.hash));
             if eligible && s.score > self.scored[best].score + 1e-12 {
                 best = i;
@@ -267,14 +269,16 @@ pub(super) fn mean_tokens_of(results: &[&QuestionResult]) -> Option<f64> {
 }
 
 impl JumpProposer {
-    /// What the sampler learns from: every scored strategy in `space` (see [`Scored::learnt`]).
+    /// What the sampler learns from: every scored strategy in `space` (see
+    /// [`Scored::learnt`]), over `cost.max_tokens` ranked as infeasible by its excess.
     pub(super) fn history(&self, space: &Space, served: &Value) -> Vec<search::Trial> {
         let n = self.order.len();
         self.scored
             .iter()
             .filter_map(|s| {
                 let (score, stopped_at) = s.learnt(n);
-                Some(search::Trial { point: space.encode(&materialize(served, &s.values)).ok()?, score, stopped_at })
+                let point = space.encode(&materialize(served, &s.values)).ok()?;
+                Some(search::Trial { point, score, stopped_at, violation: self.violation(s) })
             })
             .collect()
     }

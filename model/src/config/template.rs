@@ -34,7 +34,7 @@ const ROLES_DOC: &str = "
 # Replies are cached under .emend/cache/llm/, so re-evaluating makes no requests.
 ";
 
-/// The `serve:` and `hooks:` sections of a generated `emend.yaml`.
+/// The `serve:`, `cost:` and `hooks:` sections of a generated `emend.yaml`.
 const SERVE_DOC: &str = "
 serve:
   # auto: a candidate that passes every gate is served at once. manual: it becomes a
@@ -44,6 +44,11 @@ serve:
   approval: auto
   # At most this many live pending versions (the oldest beyond it is superseded); null: no cap.
   max_pending: null
+
+cost:
+  # A hard budget of mean context tokens a question: the search proposes no strategy
+  # above it and the confirm test accepts none (rule cost_max_tokens). null: none.
+  max_tokens: null
 
 hooks:
   # argv run (no shell) after every change of the served version, whatever caused it, with

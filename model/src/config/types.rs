@@ -610,6 +610,19 @@ pub struct ProjectConfig {
     pub hooks: HooksConfig,
     #[serde(default)]
     pub journal: JournalConfig,
+    #[serde(default)]
+    pub cost: CostConfig,
+}
+
+/// `cost:` in emend.yaml: what the operator will pay for accuracy.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CostConfig {
+    /// A hard budget: no strategy whose mean context tokens a question exceed
+    /// it is proposed (the search does not take it as its incumbent) or
+    /// accepted (the confirm test's `cost_max_tokens` rule); null: none.
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
 }
 
 /// `journal:` in emend.yaml.

@@ -67,22 +67,32 @@ pub struct Trial {
     /// there. None for a complete trial (and for a stopped one whose score
     /// the caller already made comparable with complete ones).
     pub stopped_at: Option<usize>,
+    /// How far it breaks a constraint (0: feasible), as Optuna's constrained
+    /// TPE reads `constraints_func`: an infeasible trial ranks below every
+    /// feasible one, infeasible ones by violation, smallest first.
+    pub violation: f64,
 }
 
 impl Trial {
     /// A complete trial.
     pub fn complete(point: Vec<f64>, score: f64) -> Trial {
-        Trial { point, score, stopped_at: None }
+        Trial { point, score, stopped_at: None, violation: 0.0 }
     }
 }
 
-/// The trial indices best first: complete trials by score, then stopped
-/// ones by how far they got and then by score; ties keep history order
-/// (Optuna's `_split_complete_trials` and `_split_pruned_trials`).
+/// The trial indices best first: feasible trials first, complete ones by
+/// score, then stopped ones by how far they got and then by score; then
+/// infeasible ones by violation; ties keep history order (Optuna's
+/// `_split_complete_trials`, `_split_pruned_trials` and
+/// `_split_infeasible_trials`).
 pub fn ranked(history: &[Trial]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..history.len()).collect();
     order.sort_by(|&a, &b| {
         let (x, y) = (&history[a], &history[b]);
+        let (vx, vy) = (x.violation.max(0.0), y.violation.max(0.0));
+        if vx > 0.0 || vy > 0.0 {
+            return vx.total_cmp(&vy).then(a.cmp(&b));
+        }
         match (x.stopped_at, y.stopped_at) {
             (None, Some(_)) => std::cmp::Ordering::Less,
             (Some(_), None) => std::cmp::Ordering::Greater,
@@ -553,13 +563,18 @@ mod tests {
 
     #[test]
     fn complete_trials_rank_above_stopped_ones_as_optuna_splits_them() {
-        let t = |score: f64, stopped_at: Option<usize>| Trial { point: vec![0.0], score, stopped_at };
+        let t = |score: f64, stopped_at: Option<usize>| Trial { point: vec![0.0], score, stopped_at, violation: 0.0 };
         // A trial stopped at 24 questions with a perfect record still ranks
         // below the worst complete trial; stopped trials rank by how far
         // they got, then by their value there.
         let history =
             vec![t(0.50, None), t(1.0, Some(24)), t(0.70, None), t(0.2, Some(48)), t(0.9, Some(24)), t(0.60, None)];
         assert_eq!(ranked(&history), vec![2, 5, 0, 3, 1, 4]);
+        // Infeasible trials rank below every feasible one, by violation.
+        let mut with = history.clone();
+        with[2].violation = 300.0;
+        with[0].violation = 10.0;
+        assert_eq!(ranked(&with), vec![5, 3, 1, 4, 0, 2]);
         // gamma(6) = 1: only the best complete trial is good.
         assert_eq!(split(&history), (vec![2], vec![0, 1, 3, 4, 5]));
         // With fewer complete trials than gamma(n), the furthest stopped ones fill "below".
