@@ -240,6 +240,12 @@ fn after_round(outcome: Option<RoundOutcome>) -> AfterRound {
 }
 
 impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
+    /// The token budget this run keeps: the smaller of `cost.max_tokens` and
+    /// the operator's journaled one (`rollback --max-tokens`).
+    pub(super) fn max_tokens(&self) -> Result<Option<u32>> {
+        Ok(self.store().max_tokens(self.project.config.cost.max_tokens)?)
+    }
+
     fn store(&self) -> Store<'_, L> {
         Store::new(&*self.log)
     }
@@ -393,13 +399,15 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         let mut proposers: Vec<Box<dyn Proposer>> = vec![Box::new(ModelRewrite)];
         let cfg = &self.project.config;
         let search = cfg.loop_.search && cfg.harness.protocol == ProtocolChoice::Endpoint;
+        let max_tokens = self.max_tokens()?.map(f64::from);
         if search && cfg.gates.step_bound == StepBound::Off {
-            proposers.push(Box::new(JumpProposer::new(JumpSettings::from_config(cfg))));
+            let settings = JumpSettings { max_tokens, ..JumpSettings::from_config(cfg) };
+            proposers.push(Box::new(JumpProposer::new(settings)));
         } else if search {
             proposers.push(Box::new(SearchProposer::new(SearchSettings {
                 seed: cfg.loop_.seed,
                 cost_bound: cfg.gates.cost_bound,
-                max_tokens: cfg.cost.max_tokens.map(f64::from),
+                max_tokens,
                 category_drop_max: cfg.gates.category_drop_max,
                 ..SearchSettings::default()
             })));

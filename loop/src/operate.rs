@@ -39,6 +39,9 @@ pub struct RollbackRequest {
     pub force: bool,
     /// Why (kept in the rollback record).
     pub reason: String,
+    /// A token budget for the project's next runs (`rollback --max-tokens`),
+    /// journaled with the rollback as a `budget_set` event.
+    pub max_tokens: Option<u64>,
 }
 
 impl RollbackRequest {
@@ -83,6 +86,8 @@ pub struct RolledBack {
     pub target: u64,
     /// The target was served already: the record only pins or unpins it.
     pub already_served: bool,
+    /// The journaled `budget_set` event, when the request set a budget.
+    pub budget: Option<Event>,
 }
 
 /// Why a rollback was refused or could not go on.
@@ -132,6 +137,19 @@ pub fn rollback<L: EventLog + ?Sized>(
     }
     let quarantined = if pin { quarantine_rolled_back_from(log, served.version, target, &reason)? } else { vec![] };
     let event = served::apply_rollback(project, schema, log, target, cause, &reason, pin)?;
+    let budget = match request.max_tokens {
+        Some(max_tokens) => {
+            let set = Event::BudgetSet {
+                max_tokens,
+                reason: reason.clone(),
+                who: emend_model::events::who(),
+                at: emend_model::events::now_rfc3339(),
+            };
+            log.append(vec![set.to_new()]).map_err(StoreError::from)?;
+            Some(set)
+        }
+        None => None,
+    };
     let change = if pin { hooks::Change::Rollback } else { hooks::Change::RestoreBest };
     let hook = match &event {
         Event::ServedChanged { from, to, hash, .. } if from != &Some(*to) => {
@@ -140,7 +158,16 @@ pub fn rollback<L: EventLog + ?Sized>(
         _ => None,
     };
     let already_served = served.version == target;
-    Ok(Rollback::RolledBack(Box::new(RolledBack { reason, event, edit, quarantined, hook, target, already_served })))
+    Ok(Rollback::RolledBack(Box::new(RolledBack {
+        reason,
+        event,
+        edit,
+        quarantined,
+        hook,
+        target,
+        already_served,
+        budget,
+    })))
 }
 
 /// What [`check_rollback`] found: the target, the served version, and whether nothing would change.

@@ -78,6 +78,21 @@ pub fn describe_change(cost: &Cost) -> String {
 }
 
 impl<L: EventLog + ?Sized> Store<'_, L> {
+    /// The operator's journaled token budget (`rollback --max-tokens`): max_tokens, reason, who, at, seq.
+    pub fn budget(&self) -> Result<Option<serde_json::Value>> {
+        self.pointer("budget")
+    }
+
+    /// The budget the next run keeps: the smaller of `configured` (`cost.max_tokens`) and the journaled one.
+    pub fn max_tokens(&self, configured: Option<u32>) -> Result<Option<u32>> {
+        let journaled =
+            self.budget()?.and_then(|b| b["max_tokens"].as_u64()).map(|n| n.min(u64::from(u32::MAX)) as u32);
+        Ok(match (configured, journaled) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        })
+    }
+
     /// A journaled version's mean context tokens a question, from the
     /// evaluation [`Store::recorded_evaluation`] reads.
     pub fn version_tokens(&self, version: u64, best: Option<&Best>) -> Result<Option<f64>> {

@@ -200,6 +200,15 @@ pub enum Event {
         superseded_by: u64,
         at: String,
     },
+    /// The operator's token budget for the project's next runs (`rollback
+    /// --max-tokens`): the search and the confirm test keep the smaller of it
+    /// and `cost.max_tokens`.
+    BudgetSet {
+        max_tokens: u64,
+        reason: String,
+        who: String,
+        at: String,
+    },
     /// A run stopped before round `round` finished (or started): nothing of
     /// that round was journaled; the next run uses its number again.
     Interrupted {
@@ -243,6 +252,7 @@ impl Event {
             Event::Searched(_) => "searched",
             Event::PendingSuperseded { .. } => "pending_superseded",
             Event::Interrupted { .. } => "interrupted",
+            Event::BudgetSet { .. } => "budget_set",
         }
     }
 
@@ -375,7 +385,9 @@ impl Projector for EngineProjector {
                     json!({"hook": hook, "version": version, "change": change, "error": error, "at": at, "seq": record.seq}),
                 );
             }
-            e @ (Event::PendingSuperseded { .. } | Event::Interrupted { .. }) => project_stop(state, record.seq, e)?,
+            e @ (Event::PendingSuperseded { .. } | Event::Interrupted { .. } | Event::BudgetSet { .. }) => {
+                project_stop(state, record.seq, e)?
+            }
             Event::RoundFinished(r) => project_round(state, &r),
             // The journal's own housekeeping: it changes no projection.
             Event::ViewRepaired { .. } => {}
@@ -385,7 +397,7 @@ impl Projector for EngineProjector {
     }
 }
 
-/// A superseded pending version's review, or the last interruption of a run.
+/// A superseded pending version's review, the last interruption of a run, or the operator's budget.
 fn project_stop(state: &mut dyn ProjectionState, seq: u64, event: Event) -> Result<(), ProjectError> {
     match event {
         Event::PendingSuperseded { version, superseded_by, at } => {
@@ -397,6 +409,11 @@ fn project_stop(state: &mut dyn ProjectionState, seq: u64, event: Event) -> Resu
             T_POINTERS,
             "interrupted",
             json!({"round": round, "cause": cause, "requested_by": requested_by, "who": who, "at": at, "seq": seq}),
+        ),
+        Event::BudgetSet { max_tokens, reason, who, at } => state.put(
+            T_POINTERS,
+            "budget",
+            json!({"max_tokens": max_tokens, "reason": reason, "who": who, "at": at, "seq": seq}),
         ),
         _ => {}
     }

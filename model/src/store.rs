@@ -281,7 +281,12 @@ impl<'a, L: EventLog + ?Sized> Store<'a, L> {
 
     /// The last run's interruption, if one was journaled.
     pub fn interrupted(&self) -> Result<Option<Value>> {
-        Ok(self.log.get(T_POINTERS, "interrupted")?)
+        self.pointer("interrupted")
+    }
+
+    /// A row of the pointers table by key.
+    pub fn pointer(&self, key: &str) -> Result<Option<Value>> {
+        Ok(self.log.get(T_POINTERS, key)?)
     }
 
     /// Versions that went through manual approval, by version: status

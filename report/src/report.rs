@@ -311,6 +311,7 @@ impl Walk {
             }
             Event::BestChanged { .. }
             | Event::Interrupted { .. }
+            | Event::BudgetSet { .. }
             | Event::HypothesisUpdated { .. }
             | Event::Escalated { .. }
             | Event::EscalationReviewed { .. }

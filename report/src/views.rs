@@ -601,6 +601,14 @@ fn serving_entry(record: &journal::EventRecord, event: Event) -> Option<LogEntry
         Event::ViewRepaired { seq: differed, detail, who, at } => {
             Some(view_repaired(seq, differed, &detail, &w(who), &at))
         }
+        Event::BudgetSet { max_tokens, reason, who, at } => {
+            let text = format!(
+                "budget: the next runs keep {max_tokens} mean context tokens a question (cost.max_tokens), set by {} \
+                 at {at}: {reason}",
+                w(who)
+            );
+            Some(LogEntry::Serving { seq, kind: "budget_set".into(), version: None, text })
+        }
         Event::HookFailed { hook, version, change, error, at } => {
             let text = format!("hooks.{hook} failed for v{version} ({change}) at {at}: {error}");
             Some(LogEntry::Serving { seq, kind: "hook_failed".into(), version: Some(version), text })

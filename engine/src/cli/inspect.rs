@@ -58,6 +58,18 @@ pub fn render_status(v: &StatusView) -> String {
     if let Some(c) = &v.served_cost {
         let _ = writeln!(out, "  cost: {}", c.describe());
     }
+    if let Some(n) = v.max_tokens {
+        let set = match &v.budget {
+            Some(b) if b["max_tokens"].as_u64() == Some(u64::from(n)) => format!(
+                "; set by {} at {}: {}",
+                b["who"].as_str().unwrap_or("?"),
+                b["at"].as_str().unwrap_or("?"),
+                b["reason"].as_str().unwrap_or("")
+            ),
+            _ => " (cost.max_tokens)".to_string(),
+        };
+        let _ = writeln!(out, "budget: at most {n} mean context tokens a question{set}");
+    }
     let _ = match (v.best_version, &v.best_hash, v.best_accuracy) {
         (Some(b), Some(h), Some(a)) => writeln!(out, "best-ever: v{b} (hash {h:.12}) accuracy {a:.4}"),
         (Some(b), Some(h), None) => writeln!(out, "best-ever: v{b} (hash {h:.12}) not evaluated"),

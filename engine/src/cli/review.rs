@@ -13,7 +13,7 @@ use anstyle::Style;
 use engine::artifact;
 use engine::candidate::Resolution;
 use engine::config::Project;
-use engine::events::CandidateRecord;
+use engine::events::{CandidateRecord, Event};
 use engine::exit;
 use engine::operate::{self, Destination, HandEdit, Rollback, RollbackError, RollbackRequest, RolledBack};
 use engine::served;
@@ -559,6 +559,10 @@ pub struct RollbackArgs {
     /// The version to serve (vN).
     #[arg(long)]
     pub to: String,
+    /// Also keep the project's next runs within this many mean context tokens a question
+    /// (journaled; the search and the confirm test keep the smaller of it and cost.max_tokens).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_tokens: Option<u64>,
     /// Why (kept in the rollback record).
     #[arg(long, default_value = "operator rollback")]
     pub reason: String,
@@ -681,7 +685,11 @@ fn rolled_back_json(done: &RolledBack) -> serde_json::Value {
         _ => None,
     };
     let record = serde_json::to_value(&done.event).expect("events serialize");
-    json!({"record": record, "hand_edit_version": journaled, "quarantined": done.quarantined, "hook_failure": done.hook})
+    let budget = done.budget.as_ref().map(|b| serde_json::to_value(b).expect("events serialize"));
+    json!({
+        "record": record, "hand_edit_version": journaled, "quarantined": done.quarantined, "hook_failure": done.hook,
+        "budget": budget,
+    })
 }
 
 /// A rollback's report for a person; `cause` is `rollback` or `restore_best`.
@@ -714,6 +722,12 @@ fn rolled_back_human(done: &RolledBack, cause: &str, project: &Project) -> Strin
             names.join(", ")
         );
     }
+    if let Some(Event::BudgetSet { max_tokens, .. }) = &done.budget {
+        out += &format!(
+            "budget: the next runs keep {max_tokens} mean context tokens a question (the smaller of it and \
+             cost.max_tokens; journaled)\n"
+        );
+    }
     if done.already_served {
         let what = if pin { "pins it" } else { "unpins it" };
         out += &format!("v{} was already served; the record {what}\n", done.target);
@@ -738,6 +752,7 @@ pub fn rollback(args: &RollbackArgs, project_dir: Option<&Path>) -> CmdResult {
             pin: true,
             force: args.force,
             reason: args.reason.clone(),
+            max_tokens: args.max_tokens,
         },
         json_out: args.json,
         takeover: args.takeover,
@@ -754,6 +769,7 @@ pub fn restore_best(args: &RestoreBestArgs, project_dir: Option<&Path>) -> CmdRe
             pin: false,
             force: args.force,
             reason: args.reason.clone(),
+            max_tokens: None,
         },
         json_out: args.json,
         takeover: args.takeover,

@@ -334,8 +334,10 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         {
             extra.push(cost_v1_rule(v1, c, bound));
         }
-        if let Some(cap) = self.project.config.cost.max_tokens {
-            extra.push(cost_max_rule(cand_summary.mean_context_tokens, cap));
+        match self.max_tokens() {
+            Ok(Some(cap)) => extra.push(cost_max_rule(cand_summary.mean_context_tokens, cap)),
+            Ok(None) => {}
+            Err(e) => return t.error(format!("reading the token budget: {e}")),
         }
         t.record.delta = Some(cmp.paired.delta());
         t.record.alpha = Some(alpha);

@@ -62,6 +62,11 @@ pub struct StatusView {
     pub best_accuracy: Option<f64>,
     pub best_figures: Option<Figures>,
     pub best_cost: Option<VersionCost>,
+    /// The token budget the next run keeps: the smaller of `cost.max_tokens`
+    /// and the operator's journaled one (`budget`).
+    pub max_tokens: Option<u32>,
+    /// The journaled budget (`rollback --max-tokens`): max_tokens, reason, who, at, seq.
+    pub budget: Option<Value>,
     pub rounds: usize,
     /// The last round's record as journaled.
     pub last_round: Option<Value>,
@@ -155,6 +160,8 @@ impl StatusView {
                 Some(b) => store.version_cost(b.version)?,
                 None => None,
             },
+            max_tokens: store.max_tokens(project.config.cost.max_tokens)?,
+            budget: store.budget()?,
             rounds: rounds.len(),
             llm: LlmView {
                 last_round: last
