@@ -526,9 +526,14 @@ impl LogView {
         }
         let store = Store::new(log);
         let reviews = store.reviews()?;
+        let mut costs: BTreeMap<u64, Option<VersionCost>> = BTreeMap::new();
         for entry in &mut entries {
             if let LogEntry::Round { candidates, served_after, served_cost, .. } = entry {
-                *served_cost = store.version_cost(*served_after)?;
+                // Most rounds serve a version an earlier round served: read each version's cost once.
+                if !costs.contains_key(served_after) {
+                    costs.insert(*served_after, store.version_cost(*served_after)?);
+                }
+                *served_cost = costs[served_after];
                 for c in candidates.iter_mut() {
                     let review = c.version.and_then(|v| reviews.get(&v));
                     c.review = review.and_then(|r| r["status"].as_str()).map(str::to_string);

@@ -347,18 +347,18 @@ fn render_summary(summary: &engine::evolve::RunSummary) -> String {
             names.join(", ")
         );
     }
-    let tokens = |t: Option<f64>| t.map_or("n/a".to_string(), |t| format!("{t:.1}"));
+    // The served version's cost once, as `status` and `show` print it (beside v1's and its parent's).
+    let served = match &summary.served_cost {
+        Some(c) => format!("served v{} {}", c.version, c.describe()),
+        None => "served n/a".to_string(),
+    };
+    let start = summary.start_mean_tokens.map_or("n/a".to_string(), |t| format!("{t:.0}"));
     let _ = writeln!(
         out,
-        "mean context tokens: start {}, served {}; {:.2} full-evaluation equivalents used; stopped: {}",
-        tokens(summary.start_mean_tokens),
-        tokens(summary.served_mean_tokens),
+        "mean context tokens: start {start}, {served}; {:.2} full-evaluation equivalents used; stopped: {}",
         summary.evaluations_used,
         summary.stopped.as_str()
     );
-    if let Some(c) = &summary.served_cost {
-        let _ = writeln!(out, "served v{} costs {}", c.version, c.describe());
-    }
     if !summary.rejected_by.is_empty() {
         let parts: Vec<String> = summary.rejected_by.iter().map(|(k, v)| format!("{k} {v}")).collect();
         let _ = writeln!(out, "rejected by: {}", parts.join(", "));
