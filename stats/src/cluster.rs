@@ -145,7 +145,7 @@ pub const EXACT_SIGN_FLIPS_UP_TO: usize = 16;
 pub const SIGN_FLIP_DRAWS: usize = 20_000;
 
 /// The fixed seed of those draws: the same differences give the same answer.
-const SIGN_FLIP_SEED: u64 = 0x00c0_7e57_5167_f11b;
+pub(crate) const SIGN_FLIP_SEED: u64 = 0x00c0_7e57_5167_f11b;
 
 /// The confirm test when the split's unit is the conversation.
 ///
@@ -202,26 +202,16 @@ pub fn conversation_test<'a>(diffs: impl IntoIterator<Item = (&'a str, i8)>, alp
         e.0 += i64::from(d);
         e.1 += 1;
     }
-    let (totals, sizes): (Vec<i64>, Vec<i64>) = clusters.into_values().unzip();
+    let (totals, sizes): (Vec<f64>, Vec<f64>) = clusters.into_values().map(|(t, n)| (t as f64, n as f64)).unzip();
     let g = totals.len();
-    let n: i64 = sizes.iter().sum();
-    let estimate = if n > 0 { totals.iter().sum::<i64>() as f64 / n as f64 } else { 0.0 };
+    let n: f64 = sizes.iter().sum();
+    let estimate = if n > 0.0 { totals.iter().sum::<f64>() / n } else { 0.0 };
     if g < MIN_CLUSTERS {
         return ConversationTest { conversations: g, estimate, lower_bound: -1.0, p_value: 1.0, alpha, better: false };
     }
     let flips = sign_flips(&totals, &sizes);
-    // The observed statistic is reached when the flipped totals sum to at most 0.
-    let hits = flips.always + flips.ratios.iter().filter(|&&r| r <= 0.0).count();
-    let p_value = hits as f64 / flips.count as f64;
-    // #{r_F <= delta} may be at most k for the test at delta to reject.
-    let allowed = (alpha * flips.count as f64).floor() as i64 - flips.always as i64;
-    let mut ratios = flips.ratios;
-    let lower_bound = if allowed < 0 || ratios.is_empty() {
-        -1.0
-    } else {
-        let k = (allowed as usize).min(ratios.len() - 1);
-        *ratios.select_nth_unstable_by(k, f64::total_cmp).1
-    };
+    let p_value = flips.p_value();
+    let lower_bound = flips.lower_bound(alpha).unwrap_or(-1.0);
     ConversationTest {
         conversations: g,
         estimate,
@@ -232,52 +222,107 @@ pub fn conversation_test<'a>(diffs: impl IntoIterator<Item = (&'a str, i8)>, alp
     }
 }
 
+/// A flipped set's mean at most this far above 0 still reaches the observed
+/// statistic: a tie, counted against the candidate. Totals that are integers
+/// (accuracy differences) give means 0 or at least `1 / n` away from it, so
+/// this only absorbs the rounding of sums of real-valued differences
+/// ([`crate::utility_test`]).
+const TIE: f64 = 1e-12;
+
 /// The sign vectors of a sign-flip test, each as the set F of flipped
-/// conversations: `r_F = sum_F T / sum_F n` for each non-empty F, `always`
+/// units: `r_F = sum_F T / sum_F n` for each non-empty F, `always`
 /// the empty sets (which reach any observed statistic; 1 for the observed
 /// data itself, plus any empty draw), `count` the number of sign vectors.
-struct SignFlips {
+pub(crate) struct SignFlips {
     ratios: Vec<f64>,
     always: usize,
-    count: usize,
+    pub(crate) count: usize,
 }
 
-fn sign_flips(totals: &[i64], sizes: &[i64]) -> SignFlips {
+impl SignFlips {
+    /// The share of sign vectors whose statistic `sum_g s_g T_g` is at least
+    /// the observed one: those whose flipped totals sum to at most 0.
+    pub(crate) fn p_value(&self) -> f64 {
+        let hits = self.always + self.ratios.iter().filter(|&&r| r <= TIE).count();
+        hits as f64 / self.count as f64
+    }
+
+    /// The inverted test's `1 - alpha` lower bound of the mean per unit of
+    /// size: the `k`-th smallest `r_F`, `k = floor(alpha * count) - always`
+    /// (the test of a shift `delta` rejects while `#{r_F <= delta} <= k`);
+    /// `None` when no shift can be rejected.
+    pub(crate) fn lower_bound(self, alpha: f64) -> Option<f64> {
+        let allowed = (alpha * self.count as f64).floor() as i64 - self.always as i64;
+        let mut ratios = self.ratios;
+        if allowed < 0 || ratios.is_empty() {
+            return None;
+        }
+        let k = (allowed as usize).min(ratios.len() - 1);
+        Some(*ratios.select_nth_unstable_by(k, f64::total_cmp).1)
+    }
+}
+
+/// Every sign vector of `totals` (with `sizes`) up to
+/// [`EXACT_SIGN_FLIPS_UP_TO`] units, else [`SIGN_FLIP_DRAWS`] seeded ones:
+/// one `u64` per 64 units, bit j set when unit j is flipped. Sums of
+/// integers in f64 are exact, so integer totals give the same ratios
+/// whatever the order of the additions.
+pub(crate) fn sign_flips(totals: &[f64], sizes: &[f64]) -> SignFlips {
     let g = totals.len();
     if g <= EXACT_SIGN_FLIPS_UP_TO {
         // Every subset: its sums from the subset without its lowest member.
         let count = 1usize << g;
-        let (mut t, mut n) = (vec![0i64; count], vec![0i64; count]);
+        let (mut t, mut n) = (vec![0f64; count], vec![0f64; count]);
         let mut ratios = Vec::with_capacity(count - 1);
         for mask in 1..count {
             let (low, rest) = (mask.trailing_zeros() as usize, mask & (mask - 1));
             t[mask] = t[rest] + totals[low];
             n[mask] = n[rest] + sizes[low];
-            ratios.push(t[mask] as f64 / n[mask] as f64);
+            ratios.push(t[mask] / n[mask]);
         }
         return SignFlips { ratios, always: 1, count };
     }
+    let tables = byte_tables(totals, sizes);
+    let words = g.div_ceil(64);
     let mut rng = ChaCha8Rng::seed_from_u64(SIGN_FLIP_SEED);
     let mut ratios = Vec::with_capacity(SIGN_FLIP_DRAWS);
     let mut always = 1;
     for _ in 0..SIGN_FLIP_DRAWS {
-        let (mut t, mut n) = (0i64, 0i64);
-        for (tw, nw) in totals.chunks(64).zip(sizes.chunks(64)) {
+        let (mut t, mut n) = (0f64, 0f64);
+        for w in 0..words {
             let bits: u64 = rng.random();
-            for (j, (&tj, &nj)) in tw.iter().zip(nw).enumerate() {
-                if bits >> j & 1 == 1 {
-                    t += tj;
-                    n += nj;
-                }
+            let bytes = (g - 64 * w).min(64).div_ceil(8);
+            for (b, table) in tables[8 * w..8 * w + bytes].iter().enumerate() {
+                let (tb, nb) = table[(bits >> (8 * b) & 0xff) as usize];
+                t += tb;
+                n += nb;
             }
         }
-        if n == 0 {
+        if n == 0.0 {
             always += 1;
         } else {
-            ratios.push(t as f64 / n as f64);
+            ratios.push(t / n);
         }
     }
     SignFlips { ratios, always, count: SIGN_FLIP_DRAWS + 1 }
+}
+
+/// For each run of 8 units, the (total, size) sums of the flipped ones for
+/// each of the 256 values of their byte of a draw's bits.
+fn byte_tables(totals: &[f64], sizes: &[f64]) -> Vec<[(f64, f64); 256]> {
+    totals
+        .chunks(8)
+        .zip(sizes.chunks(8))
+        .map(|(tw, nw)| {
+            let mut table = [(0f64, 0f64); 256];
+            for mask in 1..256usize {
+                let (low, rest) = (mask.trailing_zeros() as usize, mask & (mask - 1));
+                let (t, n) = table[rest];
+                table[mask] = if low < tw.len() { (t + tw[low], n + nw[low]) } else { (t, n) };
+            }
+            table
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -27,6 +27,9 @@
 //! Under longitudinal replay the confirm test takes the probe as its unit
 //! ([`better_test_by_probe`]: the final checkpoint's exact test and a
 //! probe-clustered test across checkpoints).
+//! When the operator prices tokens (`cost.per_1k_tokens`), the priced confirm
+//! test is [`utility_test`]: a sign-flip test of the mean utility difference
+//! (accuracy net of the token cost), by question or by conversation.
 //!
 //! Nothing here reads files, clocks or global randomness: seeds and
 //! thresholds are arguments, and the same inputs give the same output.
@@ -55,11 +58,16 @@ mod sim_curse;
 #[cfg(test)]
 mod sim_lord;
 #[cfg(test)]
+mod sim_noninferior;
+#[cfg(test)]
 mod sim_replay;
+#[cfg(test)]
+mod sim_utility;
 mod split;
 #[cfg(test)]
 mod testdata;
 mod unit;
+mod utility;
 mod verdict;
 
 pub use alpha::AlphaSchedule;
@@ -86,4 +94,5 @@ pub use split::{
     split, split_by, unit_position,
 };
 pub use unit::{ProbeDetail, TestUnit};
+pub use utility::{UtilityPair, UtilityTest, utility_test};
 pub use verdict::{Cost, Rule, RuleKind, ThresholdError, Thresholds, Verdict, category_floor, keeps_category, verdict};

@@ -71,12 +71,15 @@ pub fn tango_statistic(improved: u64, regressed: u64, n: u64, delta0: f64) -> f6
 pub const NUISANCE_GRID: usize = 400;
 
 /// The null's boundary, worse by exactly `margin`: (p12, p21) for each grid
-/// discordance rate q = p12 + p21 in (margin, 1], denser at small q.
+/// discordance rate q = p12 + p21 in (|margin|, 1], denser at small q. A
+/// negative margin is a superiority margin: the null is "better by at most
+/// -margin".
 fn boundary(margin: f64) -> Vec<(f64, f64)> {
+    let low = margin.abs();
     (0..NUISANCE_GRID)
         .map(|i| {
             let t = (i + 1) as f64 / NUISANCE_GRID as f64;
-            let q = margin + (1.0 - margin) * t * t;
+            let q = low + (1.0 - low) * t * t;
             ((q - margin) / 2.0, (q + margin) / 2.0)
         })
         .collect()
@@ -132,7 +135,9 @@ fn exact_p_value(statistic: f64, discordant: u64, n: u64, margin: f64, alpha: f6
     (sup + g).min(1.0)
 }
 
-/// Tests `delta > -margin` on `n` paired questions at level `alpha`.
+/// Tests `delta > -margin` on `n` paired questions at level `alpha`. A
+/// negative `margin` tests `delta > |margin|` (better by more than it); the
+/// exact p-value's guarantee is the same (asserted for both signs).
 pub fn noninferiority_test(improved: u64, regressed: u64, n: u64, margin: f64, alpha: f64) -> NonInferiorTest {
     let statistic = tango_statistic(improved, regressed, n, -margin);
     let p_value = if n == 0 { 1.0 } else { exact_p_value(statistic, improved + regressed, n, margin, alpha) };
@@ -272,6 +277,32 @@ pub(crate) mod tests {
         }
         assert!(at[&(193, 5, 5)] > 0.7 && at[&(317, 5, 5)] > 0.9, "{at:?}");
         assert!(at[&(193, 1, 25)] < 0.05, "{at:?}");
+    }
+
+    /// A negative margin (the priced confirm test of a candidate that reads
+    /// more tokens: it must be better by what they cost): exact size at and
+    /// beyond the null's boundary, better by exactly |margin|, never above alpha.
+    #[test]
+    fn exact_size_holds_for_a_superiority_margin() {
+        for n in [100u64, 193] {
+            for margin in [-0.01, -0.03] {
+                for alpha in [0.0152, 0.05] {
+                    let r = region(n, margin, alpha);
+                    let mut worst: f64 = 0.0;
+                    for q in [0.035, 0.05, 0.077, 0.1, 0.15, 0.2, 0.3, 0.45, 0.7] {
+                        for extra in [0.0, 0.01] {
+                            let m = margin + extra;
+                            worst = worst.max(accept_rate(&r, n, (q - m) / 2.0, (q + m) / 2.0));
+                        }
+                    }
+                    eprintln!("n {n} margin {margin} alpha {alpha}: exact test's worst size {worst:.5}");
+                    assert!(worst <= alpha * (1.0 + 1e-6), "n {n} margin {margin} alpha {alpha}: {worst}");
+                }
+            }
+        }
+        // Better by 3 points on 200 questions passes a 1-point superiority margin; by 1 point does not.
+        assert!(noninferiority_test(14, 2, 200, -0.01, 0.05).noninferior);
+        assert!(!noninferiority_test(8, 6, 200, -0.01, 0.05).noninferior);
     }
 
     #[test]
