@@ -64,11 +64,21 @@ pub enum Rule {
     CostVsFirstVersion,
     /// Mean context tokens at most `cost.max_tokens`.
     CostMaxTokens,
+    /// Under `cost.objective: utility`: the candidate's utility (accuracy
+    /// less the price of its context) is higher, by the paired sign-flip test
+    /// at the LORD++ alpha. It replaces `confirm_better`.
+    ConfirmUtility,
+    /// A `cheaper` candidate: not worse than the served strategy by the
+    /// margin, by the exact non-inferiority test at the LORD++ alpha. It
+    /// replaces `confirm_better`.
+    ConfirmNonInferior,
+    /// A `cheaper` candidate reads at least `cost.min_saving` fewer context tokens.
+    CostSaving,
 }
 
 impl Rule {
     /// Every rule in the order the full test checks them (the report's order).
-    pub const ALL: [Rule; 10] = [
+    pub const ALL: [Rule; 13] = [
         Rule::Stats(RuleKind::MoreImprovedThanRegressed),
         Rule::Stats(RuleKind::McnemarPBelowAlpha),
         Rule::Stats(RuleKind::CiExcludesZero),
@@ -79,6 +89,9 @@ impl Rule {
         Rule::ClusterCheck,
         Rule::CostVsFirstVersion,
         Rule::CostMaxTokens,
+        Rule::ConfirmUtility,
+        Rule::ConfirmNonInferior,
+        Rule::CostSaving,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -89,6 +102,9 @@ impl Rule {
             Rule::ClusterCheck => "cluster_check",
             Rule::CostVsFirstVersion => "cost_vs_first_version",
             Rule::CostMaxTokens => "cost_max_tokens",
+            Rule::ConfirmUtility => "confirm_utility",
+            Rule::ConfirmNonInferior => "confirm_noninferior",
+            Rule::CostSaving => "cost_saving",
         }
     }
 
@@ -268,6 +284,14 @@ pub struct FullRecord {
     /// the confirm part: the cost change the record accepted or refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<stats::Cost>,
+    /// Under `cost.objective: utility`, the utility test that decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utility: Option<stats::UtilityTest>,
+    /// For a `cheaper` candidate, the non-inferiority test that decided; under
+    /// `cost.objective: utility` by question, the exact test of the accuracy
+    /// difference against the worth of the token difference (its margin).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noninferior: Option<stats::NonInferiorTest>,
 }
 
 /// An accepted candidate's confirm-part gain adjusted for the winner's
@@ -293,6 +317,45 @@ impl AdjustedGain {
 }
 
 impl FullRecord {
+    /// What a priced or cheaper claim showed on the confirm part, in one
+    /// phrase: `cheaper: tokens 1,573 -> 610 (-61%), accuracy -0.4 pp
+    /// (non-inferior at 5 pp, p = 0.0031)` or `utility +0.0123 at 2 pp per
+    /// 1,000 tokens (accuracy -0.4 pp, tokens 1,573 -> 610 (-61%); p = 0.0041)`.
+    /// None for a plain accuracy claim.
+    pub fn claim_summary(&self) -> Option<String> {
+        let tokens = |b: f64, c: f64| {
+            let change = match c / b {
+                _ if b <= 0.0 => String::new(),
+                r if r >= 2.0 => format!(" ({r:.2}x)"),
+                r => format!(" ({:+.0}%)", (r - 1.0) * 100.0),
+            };
+            format!("tokens {} -> {}{change}", grouped(b), grouped(c))
+        };
+        if let Some(u) = &self.utility {
+            let p = self.noninferior.map_or(u.p_value, |t| t.p_value);
+            return Some(format!(
+                "utility {:+.4} at {} pp per 1,000 tokens (accuracy {:+.1} pp, {}; p = {p:.4})",
+                u.delta,
+                u.per_1k_tokens,
+                u.accuracy_delta * 100.0,
+                tokens(u.base_tokens, u.cand_tokens),
+            ));
+        }
+        if let Some(t) = &self.noninferior {
+            let cost = self
+                .cost
+                .map_or(String::new(), |c| format!("{}, ", tokens(c.baseline_mean_tokens, c.candidate_mean_tokens)));
+            let verdict = if t.noninferior { "non-inferior" } else { "not shown non-inferior" };
+            return Some(format!(
+                "cheaper: {cost}accuracy {:+.1} pp ({verdict} at {} pp, p = {:.4})",
+                t.delta * 100.0,
+                t.margin * 100.0,
+                t.p_value
+            ));
+        }
+        None
+    }
+
     /// The selection-adjusted gain of a candidate that passed its confirm
     /// test; None when it did not pass (nothing was selected) or the record
     /// predates the confirm test.
@@ -347,6 +410,8 @@ impl FullRecord {
             cluster: None,
             holdout: None,
             cost: None,
+            utility: None,
+            noninferior: None,
         }
     }
 
@@ -384,6 +449,19 @@ impl FullRecord {
         }
         out
     }
+}
+
+/// `1573` as `1,573` (rounded to a whole token).
+fn grouped(x: f64) -> String {
+    let digits = format!("{:.0}", x.abs());
+    let mut out = String::new();
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    if x < -0.5 { format!("-{out}") } else { out }
 }
 
 /// A full-test record for tests: `failed` rules fail, nothing else is recorded.
@@ -426,6 +504,8 @@ pub fn sample_full(delta: f64, accept: bool, failed: &[Rule]) -> FullRecord {
         cluster: None,
         holdout: None,
         cost: None,
+        utility: None,
+        noninferior: None,
     }
 }
 

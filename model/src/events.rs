@@ -18,7 +18,7 @@ pub use crate::outcome::{EvalSummary, QuestionResult};
 use crate::planner::DimensionEffect;
 
 mod records;
-pub use records::{CandidateRecord, Credit, HASH_ASSIGNMENT, RoundRecord, SplitRecord};
+pub use records::{CandidateRecord, ChangeKind, Credit, HASH_ASSIGNMENT, RoundRecord, SplitRecord};
 mod search;
 pub use search::{GlobalRecord, PruneStep, ScoredPoint, SearchRecord, bits_to_hex, hex_to_bits};
 
@@ -729,6 +729,7 @@ mod tests {
             more_changes: vec![],
             credits: vec![],
             asked: None,
+            change_kind: ChangeKind::Better,
         }
     }
 

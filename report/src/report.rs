@@ -661,6 +661,7 @@ mod tests {
             more_changes: vec![],
             credits: vec![],
             asked: None,
+            change_kind: Default::default(),
         }
     }
 

@@ -381,6 +381,12 @@ pub struct LogCandidate {
     /// The confirm part's mean context tokens, served and candidate, when the confirm test ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost: Option<emend_model::stats::Cost>,
+    /// What a priced or cheaper candidate showed ([`emend_model::candidate::FullRecord::claim_summary`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub claim: Option<String>,
+    /// `cheaper` for a candidate that claims the same quality for less context.
+    #[serde(skip_serializing_if = "emend_model::events::ChangeKind::is_better")]
+    pub change_kind: emend_model::events::ChangeKind,
     /// A searched candidate's kept fields and their search-part contributions, as recorded.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub credits: Vec<Credit>,
@@ -487,6 +493,8 @@ impl LogView {
                         delta: c.delta,
                         adjusted: c.full.as_ref().and_then(|f| f.adjusted_gain()),
                         cost: c.full.as_ref().and_then(|f| f.cost),
+                        claim: c.full.as_ref().and_then(|f| f.claim_summary()),
+                        change_kind: c.change_kind,
                         credits: c.credits,
                         version: c.accepted_version,
                         review: None,

@@ -472,8 +472,10 @@ pub fn render_log(view: &LogView) -> String {
                         Some(a) => format!("{:+.4}; {}", c.delta.unwrap_or(0.0), a.describe()),
                         None => format!("{:+.4}", c.delta.unwrap_or(0.0)),
                     };
-                    if let Some(cost) = &c.cost {
-                        gain.push_str(&format!("; {}", engine::cost::describe_change(cost)));
+                    match (&c.claim, &c.cost) {
+                        (Some(claim), _) => gain = claim.clone(),
+                        (None, Some(cost)) => gain.push_str(&format!("; {}", engine::cost::describe_change(cost))),
+                        (None, None) => {}
                     }
                     let verdict = match (c.rejected_by, &c.review, c.version) {
                         (None, Some(review), Some(v)) => format!("{} as v{v} ({gain})", review.to_uppercase()),

@@ -136,3 +136,7 @@ pub(super) fn d_hook_timeout() -> std::time::Duration {
 pub(super) fn d_strategy() -> PathBuf {
     PathBuf::from("strategies/served.yaml")
 }
+
+pub(super) fn d_min_saving() -> f64 {
+    0.2
+}

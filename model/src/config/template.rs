@@ -49,6 +49,19 @@ cost:
   # A hard budget of mean context tokens a question: the search proposes no strategy
   # above it and the confirm test accepts none (rule cost_max_tokens). null: none.
   max_tokens: null
+  # accuracy: the search maximises accuracy and the confirm test tests it. utility:
+  # accuracy less the price of context, per_1k_tokens (docs/price.md). null: utility
+  # when per_1k_tokens is set, else accuracy.
+  objective: null
+  # Accuracy points given up per 1,000 mean context tokens a question, e.g. 2.0 under
+  # objective: utility. null: no price.
+  per_1k_tokens: null
+  # The cheaper step: when a strategy scored by the search reads at least min_saving
+  # fewer tokens and is about as accurate, it is proposed and accepted when a
+  # non-inferiority test shows it is not worse by this margin (a fraction; 0.05 is
+  # 5 points: docs/noninferiority.md gives the power of each). null: no cheaper step.
+  noninferiority_margin: null
+  min_saving: 0.2
 
 hooks:
   # argv run (no shell) after every change of the served version, whatever caused it, with

@@ -615,7 +615,7 @@ pub struct ProjectConfig {
 }
 
 /// `cost:` in emend.yaml: what the operator will pay for accuracy.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CostConfig {
     /// A hard budget: no strategy whose mean context tokens a question exceed
@@ -623,6 +623,57 @@ pub struct CostConfig {
     /// accepted (the confirm test's `cost_max_tokens` rule); null: none.
     #[serde(default)]
     pub max_tokens: Option<u32>,
+    /// What the search maximises and the confirm test tests: `accuracy`, or
+    /// `utility` (accuracy less the price of context, `per_1k_tokens`).
+    /// Unset: `utility` when a price is set, else `accuracy`.
+    #[serde(default)]
+    pub objective: Option<Objective>,
+    /// The price of context: accuracy points the operator gives up per 1,000
+    /// mean context tokens a question. A question's utility is
+    /// `correct - per_1k_tokens / 100 * tokens / 1000`; null: no price.
+    #[serde(default)]
+    pub per_1k_tokens: Option<f64>,
+    /// The `cheaper` step's margin (accuracy, a fraction): a cheaper strategy
+    /// is accepted when the confirm test shows it is not worse than the
+    /// served one by this much (docs/noninferiority.md gives the power of
+    /// each margin). null: no cheaper step.
+    #[serde(default)]
+    pub noninferiority_margin: Option<f64>,
+    /// The smallest relative saving of mean context tokens a `cheaper` step
+    /// must show on the confirm part (0.2: at least 20% fewer).
+    #[serde(default = "d_min_saving")]
+    pub min_saving: f64,
+}
+
+impl Default for CostConfig {
+    fn default() -> Self {
+        CostConfig {
+            max_tokens: None,
+            objective: None,
+            per_1k_tokens: None,
+            noninferiority_margin: None,
+            min_saving: d_min_saving(),
+        }
+    }
+}
+
+impl CostConfig {
+    /// The price per context token in accuracy units (a fraction a token)
+    /// under `objective: utility`; None when the objective is accuracy.
+    pub fn price_per_token(&self) -> Option<f64> {
+        match (self.objective, self.per_1k_tokens) {
+            (Some(Objective::Accuracy), _) | (_, None) => None,
+            (_, Some(p)) => Some(p / 100.0 / 1000.0),
+        }
+    }
+}
+
+/// `cost.objective`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Objective {
+    Accuracy,
+    Utility,
 }
 
 /// `journal:` in emend.yaml.

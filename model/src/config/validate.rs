@@ -178,6 +178,7 @@ pub(super) fn problems(config: &ProjectConfig) -> Vec<String> {
         out.check(check_roles(&config.roles));
     }
     check_serving(config, &mut out);
+    check_cost(config, &mut out);
     if config.harness.judge == JudgeKind::Llm && !config.roles.contains_key("judge") {
         out.push("harness.judge: llm needs roles.judge (an OpenAI-compatible endpoint and model)");
     }
@@ -226,6 +227,36 @@ fn check_gates(g: &GateConfig, out: &mut Problems) {
     }
     if !(100..=1_000_000).contains(&g.bootstrap_resamples) {
         out.push(format!("gates.bootstrap_resamples: must be between 100 and 1000000, got {}", g.bootstrap_resamples));
+    }
+}
+
+/// `cost:`: a price in range and an objective that agrees with it; a price
+/// needs context tokens, which longitudinal replay's probes do not pair.
+fn check_cost(config: &ProjectConfig, out: &mut Problems) {
+    let c = &config.cost;
+    if let Some(p) = c.per_1k_tokens {
+        out.check(frac("cost.per_1k_tokens", p, 0.0, 100.0));
+    }
+    match (c.objective, c.per_1k_tokens) {
+        (Some(Objective::Utility), None) => {
+            out.push("cost.objective: utility needs a price, cost.per_1k_tokens (accuracy points per 1,000 tokens)")
+        }
+        (Some(Objective::Accuracy), Some(_)) => {
+            out.push("cost.per_1k_tokens: a price does nothing under cost.objective: accuracy (remove one of the two)")
+        }
+        _ => {}
+    }
+    if let Some(m) = c.noninferiority_margin
+        && !(m.is_finite() && m > 0.0 && m <= 0.5)
+    {
+        out.push(format!("cost.noninferiority_margin: must be in (0, 0.5] (a fraction of accuracy), got {m}"));
+    }
+    if !(c.min_saving.is_finite() && c.min_saving > 0.0 && c.min_saving < 1.0) {
+        out.push(format!("cost.min_saving: must be strictly between 0 and 1, got {}", c.min_saving));
+    }
+    let priced = c.price_per_token().is_some() || c.noninferiority_margin.is_some();
+    if priced && config.harness.protocol == ProtocolChoice::Replay {
+        out.push("cost: a price or a cheaper step needs the endpoint protocol (harness.protocol is replay)");
     }
 }
 

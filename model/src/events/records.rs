@@ -55,6 +55,36 @@ pub struct CandidateRecord {
     /// changes; a gate's stop counts against the direction asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub asked: Option<String>,
+    /// What the candidate claims: a gain (the default), or the same quality
+    /// for less context (`cheaper`, tested for non-inferiority).
+    #[serde(default, skip_serializing_if = "ChangeKind::is_better")]
+    pub change_kind: ChangeKind,
+}
+
+/// What a candidate claims, and so what its confirm test tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// Better than the served strategy: the one-sided exact test of a gain
+    /// (of utility under `cost.objective: utility`).
+    #[default]
+    Better,
+    /// As good for fewer context tokens: the non-inferiority test at
+    /// `cost.noninferiority_margin` and a saving of at least `cost.min_saving`.
+    Cheaper,
+}
+
+impl ChangeKind {
+    pub fn is_better(&self) -> bool {
+        *self == ChangeKind::Better
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeKind::Better => "better",
+            ChangeKind::Cheaper => "cheaper",
+        }
+    }
 }
 
 /// One field a candidate changes, credited to its own hypothesis node.
@@ -173,6 +203,7 @@ impl CandidateRecord {
             more_changes: vec![],
             credits: vec![],
             asked: None,
+            change_kind: ChangeKind::Better,
         }
     }
 
