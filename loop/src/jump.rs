@@ -38,6 +38,15 @@
 //!   spend alpha on a test it cannot pass). It is proposed once `stall`
 //!   trials in a row found nothing better, or when what is left of
 //!   `--max-evals` pays only for its pruning.
+//! - **Under a price** (`cost.per_1k_tokens`), every comparison above is of
+//!   utility: accuracy less the price of the mean context tokens; racing and
+//!   "worth a test" count a token difference as the answers it is worth.
+//! - **Cheaper first** (`cost.noninferiority_margin`). Each segment starts
+//!   with the cheaper step: the most accurate strategy scored on the whole
+//!   search part that reads at least `cost.min_saving` fewer tokens than the
+//!   served one is pruned toward it (a reversion must keep the saving) and
+//!   proposed as a `cheaper` change when the exact non-inferiority test
+//!   already passes on the search part at the next confirm alpha.
 //! - **Stop by a stated rule.** `converge` trials in a row with nothing
 //!   better than the served strategy worth a test: the search has converged
 //!   ([`StopCause::Converged`]). What is left of `--max-evals` cannot pay for
@@ -61,8 +70,8 @@ use crate::propose::{Ask, Proposed, Proposer, StopCause};
 use emend_model::artifact;
 use emend_model::config::{RacedOut, Sampler};
 use emend_model::events::{
-    CandidateRecord, Credit, Event, GlobalRecord, PruneStep, QuestionResult, ScoredPoint, SearchRecord, bits_to_hex,
-    hex_to_bits,
+    CandidateRecord, ChangeKind, Credit, Event, GlobalRecord, PruneStep, QuestionResult, ScoredPoint, SearchRecord,
+    bits_to_hex, hex_to_bits,
 };
 use emend_model::hypothesis::{self, Hypothesis};
 use emend_model::planner::{Change, Plan};
@@ -97,6 +106,14 @@ pub struct JumpSettings {
     pub category_drop_max: f64,
     /// `cost.max_tokens`: no strategy above it (or not reporting its tokens) is the incumbent or proposed.
     pub max_tokens: Option<f64>,
+    /// The price of a context token in accuracy units under `cost.objective:
+    /// utility` (`cost.per_1k_tokens / 100 / 1000`): the search ranks by
+    /// accuracy less price times mean context tokens. None: accuracy alone.
+    pub price: Option<f64>,
+    /// `cost.noninferiority_margin`: the cheaper step's margin (None: no cheaper step).
+    pub margin: Option<f64>,
+    /// `cost.min_saving`: the relative saving of tokens a cheaper strategy shows.
+    pub min_saving: f64,
 }
 
 impl JumpSettings {
@@ -116,6 +133,9 @@ impl JumpSettings {
             sampler: s.sampler,
             category_drop_max: cfg.gates.category_drop_max,
             max_tokens: cfg.cost.max_tokens.map(f64::from),
+            price: cfg.cost.price_per_token(),
+            margin: cfg.cost.noninferiority_margin,
+            min_saving: cfg.cost.min_saving,
         }
     }
 }
@@ -155,12 +175,34 @@ impl Scored {
     /// a complete trial's score; a raced-out trial's estimate when it has
     /// one, else its accuracy on the questions it got through, ranked as
     /// Optuna ranks a pruned trial (below every complete one).
-    fn learnt(&self, n: usize) -> (f64, Option<usize>) {
+    /// Under a price, its utility (accuracy less the price of its mean context tokens).
+    fn learnt(&self, n: usize, price: Option<f64>) -> (f64, Option<usize>) {
+        let charge = self.charge(price);
         match self.estimate {
-            Some(e) => (e, None),
-            None if self.correct.len() < n => (self.score, Some(self.correct.len())),
-            None => (self.score, None),
+            Some(e) => (e - charge, None),
+            None if self.correct.len() < n => (self.score - charge, Some(self.correct.len())),
+            None => (self.score - charge, None),
         }
+    }
+
+    /// What its mean context tokens cost in accuracy at `price` a token (0 without a price).
+    fn charge(&self, price: Option<f64>) -> f64 {
+        match (price, self.tokens) {
+            (Some(p), Some(t)) => p * t,
+            _ => 0.0,
+        }
+    }
+
+    /// What the search ranks it by: its accuracy, less the price of its
+    /// context under `cost.objective: utility`.
+    fn value(&self, price: Option<f64>) -> f64 {
+        self.score - self.charge(price)
+    }
+
+    /// Its correct answers among the first `k` questions, less the price of
+    /// its context there: what it is worth in answers.
+    fn worth(&self, k: usize, price: Option<f64>) -> f64 {
+        self.hits(k) as f64 - k as f64 * self.charge(price)
     }
 
     fn point(&self) -> ScoredPoint {
@@ -183,6 +225,8 @@ impl Scored {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Ended {
     Proposed,
+    /// The cheaper step proposed a strategy.
+    Cheaper,
     Segment,
     Budget,
     Converged,
@@ -193,6 +237,7 @@ impl Ended {
     fn as_str(self) -> &'static str {
         match self {
             Ended::Proposed => "proposed",
+            Ended::Cheaper => "cheaper",
             Ended::Segment => "segment",
             Ended::Budget => "budget",
             Ended::Converged => "converged",
@@ -225,6 +270,8 @@ pub struct JumpProposer {
     record: Option<SearchRecord>,
     asked: bool,
     cause: Option<StopCause>,
+    /// The strategies this run's cheaper steps started from.
+    cheaper_tried: BTreeSet<String>,
 }
 
 impl JumpProposer {
@@ -247,6 +294,7 @@ impl JumpProposer {
             record: None,
             asked: false,
             cause: None,
+            cheaper_tried: BTreeSet::new(),
         }
     }
 }
@@ -360,22 +408,33 @@ impl JumpProposer {
         if cand.hash == served.hash || cand.correct.len() != self.order.len() || !self.affordable(cand) {
             return false;
         }
+        let (improved, regressed) = cand.discordant(served, self.order.len());
+        let (improved, regressed) = self.priced(improved, regressed, served, cand, self.order.len());
+        self.keeps_categories(ask, served, cand) && stats::better_p_value(improved, regressed) <= ask.next_alpha
+    }
+
+    /// True when `cand` keeps every category of the search part within the
+    /// confirm test's floor against `served`.
+    fn keeps_categories(&self, ask: &Ask<'_>, served: &Scored, cand: &Scored) -> bool {
         let category: BTreeMap<&str, &str> = ask.results.iter().map(|r| (r.id.as_str(), r.category.as_str())).collect();
         let mut per: BTreeMap<&str, (usize, usize, usize)> = BTreeMap::new();
-        let (mut improved, mut regressed) = (0u64, 0u64);
         for ((id, &a), &b) in self.order.iter().zip(&served.correct).zip(&cand.correct) {
             let e = per.entry(category[id.as_str()]).or_default();
             e.0 += 1;
             e.1 += usize::from(a);
             e.2 += usize::from(b);
-            match (a, b) {
-                (false, true) => improved += 1,
-                (true, false) => regressed += 1,
-                _ => {}
-            }
         }
-        let keeps = per.values().all(|&(n, a, b)| stats::keeps_category(a, b, n, self.settings.category_drop_max));
-        keeps && stats::better_p_value(improved, regressed) <= ask.next_alpha
+        per.values().all(|&(n, a, b)| stats::keeps_category(a, b, n, self.settings.category_drop_max))
+    }
+
+    /// The discordant counts of `cand` against `base` on `k` questions, under
+    /// a price with the token difference counted in answers: a saving worth
+    /// `w` answers at the price adds `floor(w)` improved questions, an extra
+    /// cost `floor(w)` regressed ones. Unchanged without a price.
+    fn priced(&self, improved: u64, regressed: u64, base: &Scored, cand: &Scored, k: usize) -> (u64, u64) {
+        let worth = k as f64 * (base.charge(self.settings.price) - cand.charge(self.settings.price));
+        let whole = worth.abs().floor() as u64;
+        if worth >= 0.0 { (improved + whole, regressed) } else { (improved, regressed + whole) }
     }
 }
 
@@ -432,7 +491,8 @@ impl JumpProposer {
                     && artifact::content_hash(&materialize(served, &s.values)) == s.hash
             })
             .collect();
-        elite.sort_by(|&a, &b| self.scored[b].score.total_cmp(&self.scored[a].score).then(a.cmp(&b)));
+        let price = self.settings.price;
+        elite.sort_by(|&a, &b| self.scored[b].value(price).total_cmp(&self.scored[a].value(price)).then(a.cmp(&b)));
         elite.truncate(q);
         if q < 2 || elite.len() < q {
             return Ok(best);
@@ -459,7 +519,7 @@ impl JumpProposer {
     fn propose(&mut self, ask: &Ask<'_>, best: usize) -> Result<Option<Proposed>, String> {
         self.since_best = 0;
         let best = self.consensus(ask, best)?;
-        let pruned = self.prune(ask, best)?;
+        let pruned = self.prune(ask, best, None)?;
         let mut chosen = (pruned.doc.clone(), pruned.index, pruned.credits.clone());
         if !self.worth_a_test(ask, pruned.index) {
             let doc = materialize(&ask.served.value, &self.scored[best].values);
@@ -474,7 +534,96 @@ impl JumpProposer {
         if changes.is_empty() {
             return Ok(None);
         }
-        Ok(Some(Proposed::Candidate { value: chosen.0, changes, data: None, known: Some(results), credits: chosen.2 }))
+        Ok(Some(Proposed::Candidate {
+            value: chosen.0,
+            changes,
+            data: None,
+            known: Some(results),
+            credits: chosen.2,
+            kind: ChangeKind::Better,
+        }))
+    }
+
+    /// The cheaper step's start (`cost.noninferiority_margin`): among the
+    /// strategies scored on the whole search part that may still be proposed,
+    /// are within the budget and were not tried by an earlier cheaper step,
+    /// those reading at most `1 - min_saving` of the served strategy's tokens
+    /// there; of them the most accurate (then the cheapest), with the token
+    /// limit. Pruning it toward the served strategy then wins accuracy back
+    /// within the limit. None when there is none.
+    fn cheaper_start(&self, ask: &Ask<'_>) -> Option<(usize, f64)> {
+        self.settings.margin?;
+        let served_hash = artifact::content_hash(&ask.served.value);
+        let served = &self.scored[*self.by_hash.get(&served_hash)?];
+        let limit = served.tokens? * (1.0 - self.settings.min_saving);
+        let n = self.order.len();
+        let pool = (0..self.scored.len()).filter(|&i| {
+            let s = &self.scored[i];
+            s.correct.len() == n
+                && s.hash != served_hash
+                && !ask.seen.contains(&s.hash)
+                && self.affordable(s)
+                && s.tokens.is_some_and(|t| t <= limit)
+                && !self.cheaper_tried.contains(&s.hash)
+                && artifact::content_hash(&materialize(&ask.served.value, &s.values)) == s.hash
+        });
+        let key = |i: usize| (self.scored[i].score, -self.scored[i].tokens.unwrap_or(f64::INFINITY));
+        let best = pool.max_by(|&a, &b| {
+            let (x, y) = (key(a), key(b));
+            x.0.total_cmp(&y.0).then(x.1.total_cmp(&y.1)).then(b.cmp(&a))
+        })?;
+        Some((best, limit))
+    }
+
+    /// True when the strategy scored at `i` is worth a cheaper step's
+    /// confirm test: on the whole search part, it keeps every category
+    /// within the confirm test's floor and the exact test already shows its
+    /// non-inferiority at the margin there at the next confirm alpha (a
+    /// saving the confirm test cannot show would spend alpha on a test it
+    /// cannot pass).
+    fn worth_a_cheaper_test(&self, ask: &Ask<'_>, i: usize) -> bool {
+        let Some(margin) = self.settings.margin else { return false };
+        let served = &self.scored[self.by_hash[&artifact::content_hash(&ask.served.value)]];
+        let (cand, n) = (&self.scored[i], self.order.len());
+        if cand.hash == served.hash || cand.correct.len() != n {
+            return false;
+        }
+        let (improved, regressed) = cand.discordant(served, n);
+        self.keeps_categories(ask, served, cand)
+            && stats::noninferiority_test(improved, regressed, n as u64, margin, ask.next_alpha).noninferior
+    }
+
+    /// The cheaper step: prunes its start toward the served strategy (a
+    /// reversion must keep the saving: within the token limit) and proposes
+    /// the pruned strategy, or failing that the unpruned one, when it is
+    /// worth a cheaper test. A start is tried once.
+    fn propose_cheaper(&mut self, ask: &Ask<'_>, start: usize, limit: f64) -> Result<Option<Proposed>, String> {
+        self.cheaper_tried.insert(self.scored[start].hash.clone());
+        let pruned = self.prune(ask, start, Some(limit))?;
+        if let Some(g) = self.record.as_mut().and_then(|r| r.global.as_mut()) {
+            g.prune = pruned.steps.clone();
+        }
+        let i = if self.worth_a_cheaper_test(ask, pruned.index) {
+            pruned.index
+        } else if self.worth_a_cheaper_test(ask, start) {
+            start
+        } else {
+            return Ok(None);
+        };
+        let doc = materialize(&ask.served.value, &self.scored[i].values);
+        let results = self.full_results(ask, i)?;
+        let changes = ordered_changes(ask, &doc, &[]);
+        if changes.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Proposed::Candidate {
+            value: doc,
+            changes,
+            data: None,
+            known: Some(results),
+            credits: Vec::new(),
+            kind: ChangeKind::Cheaper,
+        }))
     }
 
     /// One segment of the search: trials until the incumbent is worth
@@ -486,6 +635,17 @@ impl JumpProposer {
         self.results.clear();
         self.setup(ask);
         let Some(space) = whole_space(ask) else { return Ok((Ended::Nothing, None)) };
+        let served = &self.scored[self.by_hash[&artifact::content_hash(&ask.served.value)]];
+        if self.settings.price.is_some() && served.tokens.is_none() {
+            return Err("cost.per_1k_tokens: the served strategy's outcomes report no context_tokens, so the price \
+                        cannot be charged (report context_tokens, or remove the price)"
+                .into());
+        }
+        if let Some((start, limit)) = self.cheaper_start(ask)
+            && let Some(p) = self.propose_cheaper(ask, start, limit)?
+        {
+            return Ok((Ended::Cheaper, Some(p)));
+        }
         let focus = implicated(ask.plans);
         let full = self.cost(ask, self.order.len());
         for _ in 0..self.settings.stall {
@@ -564,7 +724,8 @@ impl Proposer for JumpProposer {
             Ended::Budget => self.cause = Some(StopCause::Budget),
             _ => {}
         }
-        let ended = if ended == Ended::Proposed && out.is_none() { Ended::Nothing } else { ended };
+        let ended =
+            if matches!(ended, Ended::Proposed | Ended::Cheaper) && out.is_none() { Ended::Nothing } else { ended };
         // A segment that evaluated nothing and proposes nothing has nothing to journal.
         if out.is_none() && self.record.as_ref().is_some_and(|r| r.scored.is_empty() && r.screened.is_empty()) {
             self.record = None;

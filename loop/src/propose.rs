@@ -17,7 +17,7 @@ use emend_eval::backend::Backend;
 use emend_eval::llm::{Role, advice};
 use emend_model::artifact::Artifact;
 use emend_model::candidate::{Resolution, StoppedBy};
-use emend_model::events::{CandidateRecord, Credit, QuestionResult};
+use emend_model::events::{CandidateRecord, ChangeKind, Credit, QuestionResult};
 use emend_model::gates::DataText;
 use emend_model::hypothesis::Hypothesis;
 use emend_model::layer_a::Diagnosis;
@@ -73,6 +73,8 @@ pub enum Proposed {
         /// Per changed field, its hypothesis node and measured contribution
         /// (the global search); empty when the proposer measured none.
         credits: Vec<Credit>,
+        /// What it claims: a gain, or the same quality for less context.
+        kind: ChangeKind,
     },
     /// The move is out of scope (e.g. it needs an LLM role that is not configured).
     Blocked { reason: String },
@@ -178,6 +180,7 @@ impl Proposer for RuleEvolver {
                 data: None,
                 known: None,
                 credits: Vec::new(),
+                kind: ChangeKind::Better,
             }),
             Proposal::Blocked { reason } => Some(Proposed::Blocked { reason }),
             Proposal::Exhausted { reason } => Some(Proposed::Exhausted { reason }),
@@ -228,7 +231,14 @@ impl Proposer for ModelRewrite {
         let value = apply_patch(&ask.served.value, &patch.path, patch.value.clone());
         let from = schema::get_path(&ask.served.value, &patch.path).cloned().unwrap_or(Value::Null);
         let change = Change { path: patch.path, from, to: patch.value };
-        Some(Proposed::Candidate { value, changes: vec![change], data: Some(data), known: None, credits: Vec::new() })
+        Some(Proposed::Candidate {
+            value,
+            changes: vec![change],
+            data: Some(data),
+            known: None,
+            credits: Vec::new(),
+            kind: ChangeKind::Better,
+        })
     }
 }
 

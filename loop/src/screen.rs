@@ -13,11 +13,12 @@ use emend_eval::backend::Backend;
 use emend_eval::llm::{Role, advice};
 use emend_model::artifact::{self, Artifact};
 use emend_model::candidate::{Resolution, StoppedBy};
-use emend_model::events::{CandidateRecord, QuestionResult};
+use emend_model::events::{CandidateRecord, ChangeKind, QuestionResult};
 use emend_model::gates::{self, CriticInput, CriticVerdict, DataText, GateInput, GateResult, ProbeVerdict, Replay};
 use emend_model::hypothesis::Hypothesis;
 use emend_model::outcome::Evaluation;
 use emend_model::planner::{Change, DimensionEffect};
+use emend_model::records::question_results;
 use emend_model::schema::StrategySchema;
 
 static NO_MOVES: BTreeSet<(String, String, String)> = BTreeSet::new();
@@ -38,6 +39,11 @@ pub struct Screen<'a> {
     pub served_on_probe: usize,
     /// `gates.step_bound: schema`: numbers stay within their `x-max-delta`.
     pub bounded: bool,
+    /// The price of a context token under `cost.objective: utility`: the
+    /// probe tolerates the accuracy the candidate's saving on the probe is worth.
+    pub price: Option<f64>,
+    /// `cost.noninferiority_margin`: a `cheaper` candidate's probe tolerates it.
+    pub margin: Option<f64>,
 }
 
 /// One candidate to screen.
@@ -52,6 +58,7 @@ pub struct Candidate<'a> {
     pub data: Option<&'a DataText>,
     /// Fields it changes beyond `change`.
     pub more: usize,
+    pub kind: ChangeKind,
 }
 
 /// The stage a stopped candidate reached.
@@ -122,7 +129,12 @@ pub fn screen(
         effect: s.effects.get(&c.change.path),
         // A move rejected before makes a one-field candidate a duplicate; a
         // jump that moves several fields is new by the novelty gate.
-        rejected_moves: if c.more > 0 && !s.bounded { &NO_MOVES } else { s.rejected_moves },
+        // A cheaper candidate claims something else than the moves rejected for accuracy.
+        rejected_moves: if (c.more > 0 && !s.bounded) || c.kind == ChangeKind::Cheaper {
+            &NO_MOVES
+        } else {
+            s.rejected_moves
+        },
         motivation: c.motivation,
         probe_drop_max: s.probe_drop_max,
     });
@@ -134,7 +146,7 @@ pub fn screen(
         Ok(a) => a,
         Err(e) => return Screened::Stopped(Stop::errored(Stage::Artifact, e.to_string())),
     };
-    let (probe, verdict) = match probe(s, &candidate, &rules, record) {
+    let (probe, verdict) = match probe(s, &candidate, c.kind, &rules, record) {
         Ok(p) => p,
         Err(stop) => return Screened::Stopped(stop),
     };
@@ -148,6 +160,7 @@ pub fn screen(
 fn probe(
     s: &Screen<'_>,
     candidate: &Artifact,
+    kind: ChangeKind,
     rules: &CriticVerdict,
     record: &mut CandidateRecord,
 ) -> Result<(Evaluation, ProbeVerdict), Stop> {
@@ -165,7 +178,8 @@ fn probe(
             ),
         ));
     }
-    let pv = gates::probe_verdict(s.served_on_probe, probe.correct(), s.probe_ids.len(), rules.probe_tolerance);
+    let tolerance = probe_tolerance(s, kind, rules.probe_tolerance, &probe);
+    let pv = gates::probe_verdict(s.served_on_probe, probe.correct(), s.probe_ids.len(), tolerance);
     record.delta = Some(pv.delta);
     record.probe = Some(pv.clone());
     if !pv.pass {
@@ -179,6 +193,27 @@ fn probe(
         ));
     }
     Ok((probe, pv))
+}
+
+/// The accuracy the probe tolerates losing: the critic's tolerance; for a
+/// `cheaper` candidate at least the non-inferiority margin; under a price,
+/// plus what the candidate's saving of context on the probe is worth.
+fn probe_tolerance(s: &Screen<'_>, kind: ChangeKind, critic: f64, probe: &Evaluation) -> f64 {
+    let mut tolerance = critic;
+    if kind == ChangeKind::Cheaper {
+        tolerance = tolerance.max(s.margin.unwrap_or(0.0));
+    }
+    if let Some(price) = s.price {
+        let ids: BTreeSet<&str> = s.probe_ids.iter().map(String::as_str).collect();
+        let served: Vec<f64> =
+            s.served_results.iter().filter(|q| ids.contains(q.id.as_str())).filter_map(|q| q.tokens).collect();
+        let cand: Vec<f64> = question_results(probe).iter().filter_map(|q| q.tokens).collect();
+        let mean = |t: &[f64]| (!t.is_empty()).then(|| t.iter().sum::<f64>() / t.len() as f64);
+        if let (Some(a), Some(b)) = (mean(&served), mean(&cand)) {
+            tolerance += (price * (a - b)).max(0.0);
+        }
+    }
+    tolerance
 }
 
 /// The critic model's second opinion, now that the probe is known: it may only reject.
@@ -291,6 +326,8 @@ mod tests {
             probe_ids: &probe_ids,
             served_on_probe: 5,
             bounded: true,
+            price: None,
+            margin: None,
         };
         let motivation = BTreeMap::from([(label.to_string(), 3)]);
         let c = Candidate {
@@ -302,6 +339,7 @@ mod tests {
             hypothesis: None,
             data: None,
             more: 0,
+            kind: ChangeKind::Better,
         };
         let mut r = record();
         (screen(&s, &c, &mut r, seen), r)

@@ -42,7 +42,7 @@ use serde_json::Value;
 use crate::propose::{Ask, Proposed, Proposer, Told};
 use emend_model::artifact;
 use emend_model::candidate::Resolution;
-use emend_model::events::{CandidateRecord, Event, QuestionResult, ScoredPoint, SearchRecord};
+use emend_model::events::{CandidateRecord, ChangeKind, Event, QuestionResult, ScoredPoint, SearchRecord};
 use emend_model::hypothesis::Hypothesis;
 use emend_model::planner::Plan;
 use emend_model::records::question_results;
@@ -584,7 +584,14 @@ impl SearchProposer {
         if changes.is_empty() {
             return self.fruitless();
         }
-        Some(Proposed::Candidate { value, changes, data: None, known: Some(known), credits: Vec::new() })
+        Some(Proposed::Candidate {
+            value,
+            changes,
+            data: None,
+            known: Some(known),
+            credits: Vec::new(),
+            kind: ChangeKind::Better,
+        })
     }
 }
 

@@ -57,3 +57,22 @@ pub fn strip_clock(v: &mut Value) {
         _ => {}
     }
 }
+
+/// `../shared/data/locomo10-dev.json` beside the checkout, or None (the
+/// caller skips, saying so) when it is absent.
+pub fn locomo() -> Option<std::path::PathBuf> {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/locomo10-dev.json");
+    if data.is_file() {
+        return Some(data);
+    }
+    eprintln!("skipped: {} is absent", data.display());
+    None
+}
+
+/// Replaces the first `from` of `dir`'s emend.yaml with `to` (which must be there).
+pub fn edit_config(dir: &Path, from: &str, to: &str) {
+    let cfg = dir.join("emend.yaml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    assert!(text.contains(from), "emend.yaml has no {from:?}");
+    std::fs::write(&cfg, text.replacen(from, to, 1)).unwrap();
+}

@@ -13,7 +13,7 @@ use emend_model::candidate::{FullRecord, Resolution, Rule, RuleRecord, StoppedBy
 use emend_model::config::ClusterMode;
 use emend_model::confirm::ConfirmState;
 use emend_model::decide::{Decision, Verdict};
-use emend_model::events::{CandidateRecord, EvalSummary};
+use emend_model::events::{CandidateRecord, ChangeKind, EvalSummary, QuestionResult};
 use emend_model::hypothesis::Hypothesis;
 use emend_model::records::{question_results, summarize};
 use emend_model::stats;
@@ -141,7 +141,11 @@ fn adjusted_note(record: &CandidateRecord) -> String {
 }
 
 /// `; context tokens 259 -> 1573 a question (6.07x) on the confirm part`: the cost change a record accepts.
+/// A priced or cheaper claim says what it showed instead.
 fn cost_note(record: &CandidateRecord) -> String {
+    if let Some(claim) = record.full.as_ref().and_then(|f| f.claim_summary()) {
+        return format!("; {claim} on the confirm part");
+    }
     let cost = record.full.as_ref().and_then(|f| f.cost);
     cost.map_or(String::new(), |c| format!("; {} on the confirm part", emend_model::cost::describe_change(&c)))
 }
@@ -317,14 +321,17 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             .collect();
         // Split by conversation, the test over conversations decides: its
         // guarantee covers new conversations, the question-level one's does not.
-        let test = if input.parts.design.unit == stats::SplitUnit::Conversation && !by_probe {
+        let by_conversation = input.parts.design.unit == stats::SplitUnit::Conversation && !by_probe;
+        let test = if by_conversation {
             stats::better_test_by_conversation(&cmp.paired, diffs.iter().copied(), alpha)
         } else {
             stats::gate_test(&cmp.paired, alpha, by_probe)
         };
-        let lord = confirm.lord.test(test.p_value);
+        let base_results = input.parts.confirm_of(&input.observed.results);
+        let claim = self.claim(t.record.change_kind, &test, &base_results, full, by_conversation);
+        let lord = confirm.lord.test(claim.p_value.unwrap_or(test.p_value));
         let cluster = stats::cluster_check(diffs, alpha);
-        let mut extra = vec![confirm_rule(&test)];
+        let mut extra = claim.rules.clone();
         if gates.cluster_check == ClusterMode::Require {
             extra.push(cluster_rule(&cluster));
         }
@@ -343,8 +350,212 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         t.record.alpha = Some(alpha);
         let mut record = FullRecord::confirm(&cmp, &extra, test, lord, cluster);
         record.cost = cost;
+        if claim.p_value.is_some() {
+            // A priced or cheaper claim may regress more questions than it improves: its own test decides.
+            record.rules.retain(|r| r.name != Rule::Stats(stats::RuleKind::MoreImprovedThanRegressed));
+            record.accept = record.rules.iter().all(|r| r.pass);
+        }
+        record.utility = claim.utility;
+        record.noninferior = claim.noninferior;
         t.record.full = Some(record);
     }
+
+    /// The rules that decide what a candidate claims on the confirm part: a
+    /// gain in accuracy (the exact test, `confirm_better`), a gain in
+    /// utility under a price (`confirm_utility`), or for a `cheaper`
+    /// candidate non-inferiority at the margin and the token saving
+    /// (`confirm_noninferior`, `cost_saving`).
+    fn claim(
+        &self,
+        kind: ChangeKind,
+        test: &stats::BetterTest,
+        base: &[QuestionResult],
+        cand: &[QuestionResult],
+        by_conversation: bool,
+    ) -> Claim {
+        let cost = &self.project.config.cost;
+        let alpha = test.alpha;
+        match (kind, cost.noninferiority_margin, cost.per_1k_tokens.filter(|_| cost.price_per_token().is_some())) {
+            (ChangeKind::Cheaper, Some(margin), _) => {
+                let ni = stats::noninferiority_test(test.improved, test.regressed, test.questions, margin, alpha);
+                let saving = saving_rule(base, cand, cost.min_saving);
+                Claim {
+                    rules: vec![noninferior_rule(&ni, by_conversation), saving],
+                    p_value: Some(ni.p_value),
+                    utility: None,
+                    noninferior: Some(ni),
+                }
+            }
+            (ChangeKind::Cheaper, None, _) => Claim {
+                rules: vec![RuleRecord {
+                    name: Rule::ConfirmNonInferior,
+                    category: None,
+                    value: f64::NAN,
+                    threshold: f64::NAN,
+                    pass: false,
+                    detail: "a cheaper candidate needs cost.noninferiority_margin, which is not set".into(),
+                }],
+                p_value: Some(1.0),
+                utility: None,
+                noninferior: None,
+            },
+            (ChangeKind::Better, _, Some(per_1k)) => {
+                let by_id: BTreeMap<&str, &QuestionResult> = base.iter().map(|q| (q.id.as_str(), q)).collect();
+                let pairs: Option<Vec<stats::UtilityPair<'_>>> = cand
+                    .iter()
+                    .map(|c| {
+                        let b = by_id.get(c.id.as_str())?;
+                        Some(stats::UtilityPair {
+                            conversation: c.conversation.as_deref().unwrap_or(""),
+                            base_correct: b.correct,
+                            cand_correct: c.correct,
+                            base_tokens: b.tokens?,
+                            cand_tokens: c.tokens?,
+                        })
+                    })
+                    .collect();
+                match pairs {
+                    Some(pairs) if by_conversation => {
+                        let u = stats::utility_test(&pairs, per_1k, alpha, true);
+                        Claim {
+                            rules: vec![utility_rule(&u, None)],
+                            p_value: Some(u.p_value),
+                            utility: Some(u),
+                            noninferior: None,
+                        }
+                    }
+                    Some(pairs) => {
+                        // By question: the exact test of the accuracy difference against what the
+                        // token difference is worth (docs/price.md: the sign-flip test is liberal here).
+                        let u = stats::utility_test(&pairs, per_1k, alpha, false);
+                        let worth = (per_1k / 100.0 * (u.base_tokens - u.cand_tokens) / 1000.0).clamp(-0.99, 0.99);
+                        let exact = stats::noninferiority_test(u.improved, u.regressed, u.questions, worth, alpha);
+                        Claim {
+                            rules: vec![utility_rule(&u, Some(&exact))],
+                            p_value: Some(exact.p_value),
+                            utility: Some(u),
+                            noninferior: Some(exact),
+                        }
+                    }
+                    None => Claim {
+                        rules: vec![RuleRecord {
+                            name: Rule::ConfirmUtility,
+                            category: None,
+                            value: f64::NAN,
+                            threshold: alpha,
+                            pass: false,
+                            detail: format!(
+                                "the outcomes report no context_tokens for every confirm question: the price \
+                                 cost.per_1k_tokens {per_1k} cannot be charged"
+                            ),
+                        }],
+                        p_value: Some(1.0),
+                        utility: None,
+                        noninferior: None,
+                    },
+                }
+            }
+            (ChangeKind::Better, _, None) => {
+                Claim { rules: vec![confirm_rule(test)], p_value: None, utility: None, noninferior: None }
+            }
+        }
+    }
+}
+
+/// What decides a candidate's claim ([`Evolution::claim`]): its rules, and
+/// the p-value its LORD++ test takes (None: the accuracy test's).
+struct Claim {
+    rules: Vec<RuleRecord>,
+    p_value: Option<f64>,
+    utility: Option<stats::UtilityTest>,
+    noninferior: Option<stats::NonInferiorTest>,
+}
+
+/// The utility test as a rule: by question, the exact test of the accuracy
+/// difference against the worth of the token difference (`exact`); by
+/// conversation, the sign-flip test of the utility difference.
+fn utility_rule(u: &stats::UtilityTest, exact: Option<&stats::NonInferiorTest>) -> RuleRecord {
+    let (unit, p_value, pass) = match (exact, u.conversations) {
+        (Some(t), _) => (
+            format!(
+                "exact test of accuracy {:+.2} pp against {:+.2} pp, the worth of the token difference, over {} \
+                 questions",
+                t.delta * 100.0,
+                -t.margin * 100.0,
+                t.n
+            ),
+            t.p_value,
+            t.noninferior,
+        ),
+        (None, Some(g)) => (format!("sign-flip over {g} conversations"), u.p_value, u.better),
+        (None, None) => (format!("sign-flip over {} questions", u.questions), u.p_value, u.better),
+    };
+    RuleRecord {
+        name: Rule::ConfirmUtility,
+        category: None,
+        value: p_value,
+        threshold: u.alpha,
+        pass,
+        detail: format!(
+            "utility {:+.4} (accuracy {:+.2} pp, context tokens {:.0} -> {:.0} at {} pp per 1,000): {unit}, p = {:.4} \
+             vs alpha {:.3e}",
+            u.delta,
+            u.accuracy_delta * 100.0,
+            u.base_tokens,
+            u.cand_tokens,
+            u.per_1k_tokens,
+            p_value,
+            u.alpha
+        ),
+    }
+}
+
+/// The non-inferiority test as a rule.
+fn noninferior_rule(t: &stats::NonInferiorTest, by_conversation: bool) -> RuleRecord {
+    let scope = if by_conversation { " (by question: covers new questions of these conversations only)" } else { "" };
+    RuleRecord {
+        name: Rule::ConfirmNonInferior,
+        category: None,
+        value: t.p_value,
+        threshold: t.alpha,
+        pass: t.noninferior,
+        detail: format!(
+            "accuracy {:+.2} pp, non-inferior at {:.1} pp: exact p = {:.4} vs alpha {:.3e} ({} improved, {} \
+             regressed of {}){scope}",
+            t.delta * 100.0,
+            t.margin * 100.0,
+            t.p_value,
+            t.alpha,
+            t.improved,
+            t.regressed,
+            t.n
+        ),
+    }
+}
+
+/// A cheaper candidate's saving of mean context tokens on the confirm part, at least `min_saving`.
+/// Outcomes without context tokens fail it: the saving cannot be shown.
+fn saving_rule(base: &[QuestionResult], cand: &[QuestionResult], min_saving: f64) -> RuleRecord {
+    let mean = |r: &[QuestionResult]| -> Option<f64> {
+        let t: Option<Vec<f64>> = r.iter().map(|q| q.tokens).collect();
+        t.filter(|t| !t.is_empty()).map(|t| t.iter().sum::<f64>() / t.len() as f64)
+    };
+    let (value, pass, detail) = match (mean(base), mean(cand)) {
+        (Some(b), Some(c)) if b > 0.0 => {
+            let saving = 1.0 - c / b;
+            (
+                saving,
+                saving >= min_saving - 1e-12,
+                format!(
+                    "context tokens {b:.0} -> {c:.0} a question ({:+.0}%; needs at least -{:.0}%)",
+                    -saving * 100.0,
+                    min_saving * 100.0
+                ),
+            )
+        }
+        _ => (f64::NAN, false, "the outcomes report no context_tokens: the saving cannot be shown".to_string()),
+    };
+    RuleRecord { name: Rule::CostSaving, category: None, value, threshold: min_saving, pass, detail }
 }
 
 /// Writes the decision into the candidates' records and teaches the tree:
@@ -461,6 +672,52 @@ mod tests {
         assert!(cost_max_rule(Some(600.0), 600).pass);
         assert!(!cost_max_rule(Some(600.5), 600).pass);
         assert!(!cost_max_rule(None, 600).pass, "an unreported cost cannot pass a budget");
+    }
+
+    fn results(tokens: &[Option<f64>]) -> Vec<QuestionResult> {
+        tokens
+            .iter()
+            .enumerate()
+            .map(|(i, t)| QuestionResult {
+                id: format!("q{i}"),
+                category: "c".into(),
+                conversation: None,
+                correct: true,
+                label: None,
+                tokens: *t,
+                split: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_cheaper_candidate_must_save_at_least_min_saving() {
+        let base = results(&[Some(1000.0), Some(1000.0)]);
+        assert!(saving_rule(&base, &results(&[Some(800.0), Some(800.0)]), 0.2).pass);
+        let short = saving_rule(&base, &results(&[Some(810.0), Some(800.0)]), 0.2);
+        assert!(!short.pass && short.detail.contains("-20%"), "{short:?}");
+        assert!(!saving_rule(&base, &results(&[Some(500.0), None]), 0.2).pass, "an unreported saving cannot pass");
+    }
+
+    #[test]
+    fn the_priced_rule_decides_by_the_exact_test_against_the_saving_worth() {
+        let pairs: Vec<stats::UtilityPair<'_>> = (0..300)
+            .map(|i| stats::UtilityPair {
+                conversation: "a",
+                base_correct: i % 10 != 0,
+                cand_correct: i % 10 != 0 || i % 20 == 0,
+                base_tokens: 1500.0,
+                cand_tokens: 1000.0,
+            })
+            .collect();
+        let u = stats::utility_test(&pairs, 2.0, 0.05, false);
+        // 500 tokens saved at 2 points per 1,000: the accuracy may be 1 point lower.
+        let exact = stats::noninferiority_test(u.improved, u.regressed, u.questions, 0.01, 0.05);
+        let r = utility_rule(&u, Some(&exact));
+        assert_eq!((r.pass, r.value), (exact.noninferior, exact.p_value));
+        assert!(r.detail.contains("against -1.00 pp, the worth of the token difference"), "{}", r.detail);
+        let by_conversation = noninferior_rule(&exact, true);
+        assert!(by_conversation.detail.contains("covers new questions of these conversations only"));
     }
 
     #[test]

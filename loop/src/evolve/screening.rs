@@ -79,6 +79,8 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             probe_ids: &probe_ids,
             served_on_probe,
             bounded: cfg.gates.step_bound == emend_model::config::StepBound::Schema,
+            price: cfg.cost.price_per_token(),
+            margin: cfg.cost.noninferiority_margin,
         };
         let mut slots = Slots::default();
         for plan in &plans {
@@ -181,7 +183,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             })
         };
         let base = base_record(&id, round, plan, screen.served);
-        let (value, mut changes, data, known, (credits, asked, hypothesis)) = match proposed {
+        let (value, mut changes, data, known, (credits, asked, hypothesis), kind) = match proposed {
             Proposed::Failed { reason } => {
                 say(&id, None, Step::Errored { reason: reason.clone() });
                 let reason = format!("the evolver failed: {reason}");
@@ -204,10 +206,10 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
                 history.tree.insert(node.key.clone(), node);
                 return false;
             }
-            Proposed::Candidate { value, changes, data, known, credits } => {
+            Proposed::Candidate { value, changes, data, known, credits, kind } => {
                 let credited = Credited::of(plan, node, &changes, credits, &history.tree);
                 node = credited.node;
-                (value, changes, data, known, (credited.credits, credited.asked, credited.hypothesis))
+                (value, changes, data, known, (credited.credits, credited.asked, credited.hypothesis), kind)
             }
         };
         let change = changes.remove(0);
@@ -221,6 +223,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             credits,
             hypothesis,
             asked,
+            change_kind: kind,
             ..base
         };
         let candidate = screen::Candidate {
@@ -232,6 +235,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             hypothesis: history.tree.get(&node.key),
             data: data.as_ref(),
             more,
+            kind,
         };
         let searched = known.is_some();
         let screened = screen::screen(screen, &candidate, &mut record, &mut history.seen);
@@ -453,6 +457,7 @@ mod tests {
             data: None,
             known: None,
             credits: Vec::new(),
+            kind: emend_model::events::ChangeKind::Better,
         };
         let mut slots = Slots::default();
         assert_eq!(slots.admit(&blocked, 1), Admit::Screen);

@@ -53,15 +53,18 @@ impl JumpProposer {
         move |p: &String| by_path.get(p).copied().unwrap_or(0.0) + if focus.contains(p) { 0.1 } else { 0.0 }
     }
 
-    /// Prunes the strategy scored at `winner` (see the module doc).
-    pub(super) fn prune(&mut self, ask: &Ask<'_>, winner: usize) -> Result<Pruned, String> {
+    /// Prunes the strategy scored at `winner` (see the module doc). With
+    /// `limit` (the cheaper step) a reversion must also keep the strategy's
+    /// mean context tokens within it: pruning may not give the saving back.
+    pub(super) fn prune(&mut self, ask: &Ask<'_>, winner: usize, limit: Option<f64>) -> Result<Pruned, String> {
         let served = &ask.served.value;
         let n = self.order.len();
         let tol = self.settings.prune_tolerance as i64;
         let full = self.cost(ask, n);
         let mut doc = materialize(served, &self.scored[winner].values);
         let mut cur = winner;
-        let start_hits = self.scored[winner].hits(n);
+        let price = self.settings.price;
+        let start_worth = self.scored[winner].worth(n, price);
         let mut queue = changed_paths(ask.schema, served, &doc);
         // The fields the sampler's model least ties to good scores first, so
         // that a group of them can go back at once.
@@ -86,9 +89,15 @@ impl JumpProposer {
             };
             let r = self.race(ask, &test, cur, "prune")?;
             let k = self.scored[r].correct.len();
-            let lost = self.scored[cur].hits(k) - self.scored[r].hits(k);
+            // Answers lost (under a price, answers' worth less the context saved).
+            let lost = self.scored[cur].worth(k, price) - self.scored[r].worth(k, price);
             tracing::debug!(fields = ?g, k, lost, left = self.left(ask), "prune step");
-            let within = k == n && lost <= tol && start_hits - self.scored[r].hits(n) <= 2 * tol;
+            let cheap = limit.is_none_or(|l| self.scored[r].tokens.is_some_and(|t| t <= l));
+            let within = k == n
+                && cheap
+                && lost <= tol as f64 + 1e-9
+                && start_worth - self.scored[r].worth(n, price) <= 2.0 * tol as f64 + 1e-9;
+            let lost = self.scored[cur].hits(k) - self.scored[r].hits(k);
             steps.push(PruneStep { fields: g.clone(), questions: k, lost, reverted: within });
             if within {
                 doc = test;

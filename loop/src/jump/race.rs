@@ -103,7 +103,7 @@ impl JumpProposer {
                     || (!ask.seen.contains(&s.hash)
                         && self.affordable(s)
                         && artifact::content_hash(&materialize(&ask.served.value, &s.values)) == s.hash));
-            if eligible && s.score > self.scored[best].score + 1e-12 {
+            if eligible && s.value(self.settings.price) > self.scored[best].value(self.settings.price) + 1e-12 {
                 best = i;
             }
         }
@@ -175,6 +175,11 @@ impl JumpProposer {
                     (false, true) => regressed += 1,
                     _ => {}
                 }
+            }
+            if self.settings.price.is_some() {
+                let taken: Vec<&QuestionResult> = self.order[..k].iter().map(|id| &known[id]).collect();
+                let partial = Scored { tokens: mean_tokens_of(&taken), ..self.scored[against].clone() };
+                (improved, regressed) = self.priced(improved, regressed, &self.scored[against], &partial, k);
             }
             if k < n && stats::race_drops(improved, regressed, self.settings.race_level) {
                 break;
@@ -276,7 +281,7 @@ impl JumpProposer {
         self.scored
             .iter()
             .filter_map(|s| {
-                let (score, stopped_at) = s.learnt(n);
+                let (score, stopped_at) = s.learnt(n, self.settings.price);
                 let point = space.encode(&materialize(served, &s.values)).ok()?;
                 Some(search::Trial { point, score, stopped_at, violation: self.violation(s) })
             })
