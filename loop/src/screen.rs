@@ -13,6 +13,7 @@ use emend_eval::backend::Backend;
 use emend_eval::llm::{Role, advice};
 use emend_model::artifact::{self, Artifact};
 use emend_model::candidate::{Resolution, StoppedBy};
+use emend_model::config::CostConfig;
 use emend_model::events::{CandidateRecord, ChangeKind, QuestionResult};
 use emend_model::gates::{self, CriticInput, CriticVerdict, DataText, GateInput, GateResult, ProbeVerdict, Replay};
 use emend_model::hypothesis::Hypothesis;
@@ -39,11 +40,10 @@ pub struct Screen<'a> {
     pub served_on_probe: usize,
     /// `gates.step_bound: schema`: numbers stay within their `x-max-delta`.
     pub bounded: bool,
-    /// The price of a context token under `cost.objective: utility`: the
-    /// probe tolerates the accuracy the candidate's saving on the probe is worth.
-    pub price: Option<f64>,
-    /// `cost.noninferiority_margin`: a `cheaper` candidate's probe tolerates it.
-    pub margin: Option<f64>,
+    /// `cost:`: under a price the probe tolerates the accuracy the
+    /// candidate's saving on the probe is worth; a `cheaper` candidate's probe
+    /// tolerates `cost.noninferiority_margin`.
+    pub cost: &'a CostConfig,
 }
 
 /// One candidate to screen.
@@ -58,7 +58,6 @@ pub struct Candidate<'a> {
     pub data: Option<&'a DataText>,
     /// Fields it changes beyond `change`.
     pub more: usize,
-    pub kind: ChangeKind,
 }
 
 /// The stage a stopped candidate reached.
@@ -104,6 +103,7 @@ pub fn screen(
     record: &mut CandidateRecord,
     seen: &mut BTreeSet<String>,
 ) -> Screened {
+    let kind = record.change_kind;
     let gate_results = gates::run_gates(&GateInput {
         schema: s.schema,
         served: &s.served.value,
@@ -130,7 +130,7 @@ pub fn screen(
         // A move rejected before makes a one-field candidate a duplicate; a
         // jump that moves several fields is new by the novelty gate.
         // A cheaper candidate claims something else than the moves rejected for accuracy.
-        rejected_moves: if (c.more > 0 && !s.bounded) || c.kind == ChangeKind::Cheaper {
+        rejected_moves: if (c.more > 0 && !s.bounded) || kind == ChangeKind::Cheaper {
             &NO_MOVES
         } else {
             s.rejected_moves
@@ -146,7 +146,7 @@ pub fn screen(
         Ok(a) => a,
         Err(e) => return Screened::Stopped(Stop::errored(Stage::Artifact, e.to_string())),
     };
-    let (probe, verdict) = match probe(s, &candidate, c.kind, &rules, record) {
+    let (probe, verdict) = match probe(s, &candidate, kind, &rules, record) {
         Ok(p) => p,
         Err(stop) => return Screened::Stopped(stop),
     };
@@ -201,9 +201,9 @@ fn probe(
 fn probe_tolerance(s: &Screen<'_>, kind: ChangeKind, critic: f64, probe: &Evaluation) -> f64 {
     let mut tolerance = critic;
     if kind == ChangeKind::Cheaper {
-        tolerance = tolerance.max(s.margin.unwrap_or(0.0));
+        tolerance = tolerance.max(s.cost.noninferiority_margin.unwrap_or(0.0));
     }
-    if let Some(price) = s.price {
+    if let Some(price) = s.cost.price_per_token() {
         let ids: BTreeSet<&str> = s.probe_ids.iter().map(String::as_str).collect();
         let served: Vec<f64> =
             s.served_results.iter().filter(|q| ids.contains(q.id.as_str())).filter_map(|q| q.tokens).collect();
@@ -313,6 +313,7 @@ mod tests {
         let probe_ids: Vec<String> = (0..10).map(|i| format!("q{i}")).collect();
         let (effects, rejected) = (BTreeMap::new(), BTreeSet::new());
         let replay = Replay { mismatches: 0, n: 10, example: None };
+        let cost = emend_model::config::CostConfig::default();
         let s = Screen {
             round: 1,
             schema: &schema,
@@ -326,8 +327,7 @@ mod tests {
             probe_ids: &probe_ids,
             served_on_probe: 5,
             bounded: true,
-            price: None,
-            margin: None,
+            cost: &cost,
         };
         let motivation = BTreeMap::from([(label.to_string(), 3)]);
         let c = Candidate {
@@ -339,7 +339,6 @@ mod tests {
             hypothesis: None,
             data: None,
             more: 0,
-            kind: ChangeKind::Better,
         };
         let mut r = record();
         (screen(&s, &c, &mut r, seen), r)

@@ -79,8 +79,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             probe_ids: &probe_ids,
             served_on_probe,
             bounded: cfg.gates.step_bound == emend_model::config::StepBound::Schema,
-            price: cfg.cost.price_per_token(),
-            margin: cfg.cost.noninferiority_margin,
+            cost: &cfg.cost,
         };
         let mut slots = Slots::default();
         for plan in &plans {
@@ -235,7 +234,6 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             hypothesis: history.tree.get(&node.key),
             data: data.as_ref(),
             more,
-            kind,
         };
         let searched = known.is_some();
         let screened = screen::screen(screen, &candidate, &mut record, &mut history.seen);
