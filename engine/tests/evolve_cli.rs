@@ -404,3 +404,35 @@ fn a_changed_split_is_refused_until_new_split_starts_a_new_lord_sequence() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(split_records(&dir).last().unwrap()["lord_from_round"], from);
 }
+
+#[test]
+fn diagnose_compare_shows_how_the_labels_moved_between_versions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    init(&dir);
+    support::json(&dir, &["evolve", "--rounds", "10", "--json", "--quiet"]);
+    let served = support::json(&dir, &["status", "--json"])["served_version"].as_u64().unwrap();
+    assert!(served >= 2);
+    let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap() as i64;
+    // A version against itself: nothing moves, and the counts are `diagnose`'s.
+    let v = format!("v{served}");
+    let same = support::json(&dir, &["diagnose", "--compare", &v, &v, "--json"]);
+    assert_eq!((n(&same, "fixed"), n(&same, "new"), n(&same, "moved")), (0, 0, 0), "{same}");
+    let diagnosed = support::json(&dir, &["diagnose", "--json"]);
+    for row in same["labels"].as_array().unwrap() {
+        let label = row["label"].as_str().unwrap();
+        assert_eq!(row["from"], diagnosed["counts"][label], "{label}: {same} vs {diagnosed}");
+        assert_eq!(row["to"], row["from"]);
+    }
+    // v1 -> the served version: the label totals move by fixed minus new failures.
+    let moved = support::json(&dir, &["diagnose", "--compare", "v1", &v, "--json"]);
+    let total = |k: &str| moved["labels"].as_array().unwrap().iter().map(|r| r[k].as_i64().unwrap()).sum::<i64>();
+    assert_eq!(total("from") - total("to"), n(&moved, "fixed") - n(&moved, "new"), "{moved}");
+    assert!(n(&moved, "fixed") > 0, "{moved}");
+    assert_eq!(total("to"), n(&moved, "persist") + n(&moved, "moved") + n(&moved, "new"), "{moved}");
+    let text = support::ok(&dir, &["diagnose", "--compare", "v1", &v]);
+    assert!(text.starts_with(&format!("Layer A labels, v1 -> {v} on ")) && text.contains("fixed "), "{text}");
+    let (code, _, err) = emend(&dir, &["diagnose", "--compare", "v1", "v99"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("v99: no such version"), "{err}");
+}

@@ -115,6 +115,57 @@ pub fn diagnose(results: &[QuestionResult], examples: usize) -> Diagnosis {
     d
 }
 
+/// How the failures moved from one version to the next (seed 002's
+/// root-cause shift): per label its count under each, and per question id
+/// both evaluated, what became of it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Shift {
+    /// Questions both evaluations answered (by id).
+    pub questions: usize,
+    /// Per label (Layer A's order, those either version has): (from, to).
+    pub labels: Vec<(Label, usize, usize)>,
+    /// Failed under `from`, correct under `to`.
+    pub fixed: usize,
+    /// Correct under `from`, failed under `to`: new failures.
+    pub new: usize,
+    /// Failed under both with the same label.
+    pub persist: usize,
+    /// Failed under both, the evidence lost at another stage.
+    pub moved: usize,
+    /// (from label, to label) -> count of the questions that `moved`.
+    pub moves: BTreeMap<String, usize>,
+}
+
+/// The [`Shift`] from `from` to `to`, paired by question id (a question
+/// only one of them answered is left out of every count).
+pub fn shift(from: &[QuestionResult], to: &[QuestionResult]) -> Shift {
+    let after: BTreeMap<&str, &QuestionResult> = to.iter().map(|q| (q.id.as_str(), q)).collect();
+    let mut s = Shift::default();
+    let mut counts: BTreeMap<Label, (usize, usize)> = BTreeMap::new();
+    for a in from {
+        let Some(b) = after.get(a.id.as_str()) else { continue };
+        s.questions += 1;
+        if let Some(l) = a.label {
+            counts.entry(l).or_default().0 += 1;
+        }
+        if let Some(l) = b.label {
+            counts.entry(l).or_default().1 += 1;
+        }
+        match (a.label, b.label) {
+            (Some(_), None) => s.fixed += 1,
+            (None, Some(_)) => s.new += 1,
+            (Some(x), Some(y)) if x == y => s.persist += 1,
+            (Some(x), Some(y)) => {
+                s.moved += 1;
+                *s.moves.entry(format!("{} -> {}", x.as_str(), y.as_str())).or_default() += 1;
+            }
+            (None, None) => {}
+        }
+    }
+    s.labels = Label::ALL.iter().filter_map(|l| counts.get(l).map(|&(f, t)| (*l, f, t))).collect();
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,5 +326,39 @@ mod tests {
         assert_eq!(d.by_category["temporal"]["retrieval_gap"], 1);
         assert_eq!(d.examples["ingestion_gap"], vec!["a".to_string()]);
         assert_eq!(d.splits["source_only"], 1);
+    }
+
+    #[test]
+    fn a_shift_pairs_questions_and_counts_what_became_of_each() {
+        let q = |id: &str, label: Option<Label>| QuestionResult {
+            id: id.into(),
+            category: "c".into(),
+            conversation: None,
+            correct: label.is_none(),
+            label,
+            tokens: None,
+            split: None,
+        };
+        let from = [
+            q("fixed", Some(Label::RetrievalGap)),
+            q("new", None),
+            q("same", Some(Label::KfFiltered)),
+            q("moved", Some(Label::RetrievalGap)),
+            q("gone", Some(Label::IngestionGap)),
+        ];
+        let to = [
+            q("fixed", None),
+            q("new", Some(Label::GenerationError)),
+            q("same", Some(Label::KfFiltered)),
+            q("moved", Some(Label::KfFiltered)),
+        ];
+        let s = shift(&from, &to);
+        assert_eq!((s.questions, s.fixed, s.new, s.persist, s.moved), (4, 1, 1, 1, 1));
+        assert_eq!(s.moves["retrieval_gap -> kf_filtered"], 1);
+        // "gone" is in one evaluation only: counted nowhere.
+        assert_eq!(
+            s.labels,
+            vec![(Label::RetrievalGap, 2, 0), (Label::KfFiltered, 1, 2), (Label::GenerationError, 0, 1)]
+        );
     }
 }

@@ -5,6 +5,7 @@ mod cache;
 mod collision;
 mod common;
 mod compare;
+mod diagnose;
 mod eval;
 mod evolve;
 mod inspect;
@@ -69,8 +70,9 @@ enum Command {
     Evolve(evolve::EvolveArgs),
     /// Served and best-ever versions with scores and hashes, the last round, pending escalations.
     Status(inspect::JsonArg),
-    /// Layer A: label every failure of the served strategy by the stage that lost its evidence.
-    Diagnose(inspect::JsonArg),
+    /// Layer A: label every failure of the served strategy by the stage that lost its evidence
+    /// (`--compare v1 v2`: how the labels moved from one version to another).
+    Diagnose(diagnose::DiagnoseArgs),
     /// The UCB1 hypothesis tree: visits, mean reward, UCB score, status.
     Hypotheses(inspect::JsonArg),
     /// Candidate classes blocked three times as out of scope, waiting for a person; `resolve` / `reopen` one.
@@ -163,7 +165,10 @@ pub fn main() -> ExitCode {
         Command::Init(args) => evolve::init(&args),
         Command::Evolve(args) => evolve::run(&args, project),
         Command::Status(args) => inspect::status(&args, project),
-        Command::Diagnose(args) => inspect::diagnose(&args, project),
+        Command::Diagnose(args) => match &args.compare {
+            Some(specs) => diagnose::compare(specs, args.json, project),
+            None => inspect::diagnose(&inspect::JsonArg { json: args.json }, project),
+        },
         Command::Hypotheses(args) => inspect::hypotheses(&args, project),
         Command::Escalations(args) => match &args.action {
             None => inspect::escalations(&inspect::JsonArg { json: args.json }, project),
