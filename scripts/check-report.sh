@@ -79,7 +79,8 @@ grep -qF 'class="front-point pending"' "$out/pending-dom.html" \
     || { echo "error: the accuracy-cost chart does not mark the pending version" >&2; exit 1; }
 for needle in '<svg id="trajectory-chart"' '<polyline class="served"' 'class="point accepted"' \
     'class="point rollback"' '<table class="funnel">' '<table class="hypotheses">' '<pre class="diff">' \
-    '<svg id="front-chart"' '<polyline class="front"' 'class="front-point served"' 'cost: '; do
+    '<svg id="front-chart"' '<polyline class="front"' 'class="front-point served"' 'cost: ' \
+    '<table class="shift">'; do
     grep -qF "$needle" "$out/dom.html" || { echo "error: the rendered DOM lacks $needle" >&2; exit 1; }
 done
 if grep -qiE '<script|https?://' "$out/report.html"; then

@@ -419,6 +419,12 @@ fn diagnose_compare_shows_how_the_labels_moved_between_versions() {
     let same = support::json(&dir, &["diagnose", "--compare", &v, &v, "--json"]);
     assert_eq!((n(&same, "fixed"), n(&same, "new"), n(&same, "moved")), (0, 0, 0), "{same}");
     let diagnosed = support::json(&dir, &["diagnose", "--json"]);
+    // The evidence judge rules generation errors out, and diagnose says so.
+    assert_eq!(diagnosed["cannot_occur"]["label"], "generation_error", "{diagnosed}");
+    assert!(diagnosed["counts"].get("generation_error").is_none(), "{diagnosed}");
+    assert!(
+        support::ok(&dir, &["diagnose"]).contains("generation_error cannot occur here: under harness.judge: evidence")
+    );
     for row in same["labels"].as_array().unwrap() {
         let label = row["label"].as_str().unwrap();
         assert_eq!(row["from"], diagnosed["counts"][label], "{label}: {same} vs {diagnosed}");

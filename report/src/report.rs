@@ -159,6 +159,9 @@ pub struct ReportData {
     pub pending: Vec<(u64, String)>,
     /// When the served evaluation is a longitudinal replay: its results by checkpoint.
     pub checkpoints: Vec<harness::replay::CheckpointSummary>,
+    /// How the Layer A labels moved from the start to the served strategy
+    /// (their recorded evaluations under the best pointer's harness).
+    pub shift: Option<emend_model::layer_a::Shift>,
 }
 
 /// Examples of improved and regressed questions shown per version.
@@ -202,6 +205,15 @@ pub fn gather<L: EventLog + ?Sized>(log: &L, texts: &BTreeMap<String, QuestionTe
 
     let start_version = walk.start_version.or(if walk.sections.is_empty() { None } else { Some(1) });
     let start_hash = start_version.map(|sv| walk.version_hash.get(&sv).cloned().unwrap_or_default());
+    let shift = match (&start_hash, &served, &best) {
+        (Some(start), Some(served), Some(b)) => {
+            match (recorded_results(log, start, b)?, recorded_results(log, &served.hash, b)?) {
+                (Some(a), Some(z)) => Some(emend_model::layer_a::shift(&a, &z)),
+                _ => None,
+            }
+        }
+        _ => None,
+    };
     let (categories, category_note) = match (start_hash, &served) {
         (Some(start_hash), Some(served)) => category_rows(log, &start_hash, &served.hash, best.as_ref())?,
         _ => (Vec::new(), None),
@@ -216,6 +228,7 @@ pub fn gather<L: EventLog + ?Sized>(log: &L, texts: &BTreeMap<String, QuestionTe
     let pending =
         store.live_pending()?.into_keys().filter_map(|v| walk.version_hash.get(&v).map(|h| (v, h.clone()))).collect();
     Ok(ReportData {
+        shift,
         pending,
         search,
         search_funnel,
@@ -519,6 +532,18 @@ fn category_rows<L: EventLog + ?Sized>(
     Ok((rows, note))
 }
 
+/// The per-question results recorded for `hash` under the best pointer's
+/// harness and dataset; None when there is no such evaluation.
+fn recorded_results<L: EventLog + ?Sized>(
+    log: &L,
+    hash: &str,
+    best: &Best,
+) -> Result<Option<Vec<emend_model::events::QuestionResult>>, StoreError> {
+    let key = evaluation_key(hash, &best.harness_hash, &best.dataset_hash);
+    let Some(v) = log.get(T_EVALUATIONS, &key)? else { return Ok(None) };
+    Ok(serde_json::from_value(v.get("questions").cloned().unwrap_or(Value::Null)).ok())
+}
+
 /// The served evaluation's results by checkpoint, when its question results
 /// are replay observations (`<question>@<checkpoint>`); empty otherwise.
 fn served_checkpoints<L: EventLog + ?Sized>(
@@ -526,10 +551,7 @@ fn served_checkpoints<L: EventLog + ?Sized>(
     hash: &str,
     best: &Best,
 ) -> Result<Vec<harness::replay::CheckpointSummary>, StoreError> {
-    let key = evaluation_key(hash, &best.harness_hash, &best.dataset_hash);
-    let Some(v) = log.get(T_EVALUATIONS, &key)? else { return Ok(Vec::new()) };
-    let results: Vec<emend_model::events::QuestionResult> =
-        serde_json::from_value(v.get("questions").cloned().unwrap_or(Value::Null)).unwrap_or_default();
+    let results = recorded_results(log, hash, best)?.unwrap_or_default();
     let observed: Vec<harness::replay::Observed> = results
         .iter()
         .filter_map(|q| {

@@ -1,14 +1,16 @@
-//! `emend diagnose --compare FROM TO`: how the Layer A labels moved from one
-//! version to another (seed 002's root-cause shift), each version evaluated
-//! on the whole task set (from the evaluation cache when it has them).
+//! `emend diagnose`: Layer A's label of every failure of the served strategy,
+//! and with `--compare FROM TO` how the labels moved from one version to
+//! another (seed 002's root-cause shift), each version evaluated on the whole
+//! task set (from the evaluation cache when it has them).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use engine::exit;
 use engine::layer_a::{self, Shift};
 use engine::served;
 use engine::store::Store;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::common;
 use super::{CmdResult, Failure};
@@ -22,6 +24,19 @@ pub struct DiagnoseArgs {
     /// Print JSON on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+/// A label the configured judge rules out, and why: under the built-in
+/// harness's evidence judge an answer is correct exactly when every resolved
+/// evidence turn reached the context, which is what `generation_error`
+/// (every evidence turn in the context, the answer wrong) would need.
+fn cannot_occur(config: &engine::config::ProjectConfig) -> Option<(&'static str, &'static str)> {
+    let builtin = config.harness.kind == engine::config::HarnessKind::Builtin;
+    (builtin && config.harness.judge == engine::config::JudgeKind::Evidence).then_some((
+        "generation_error",
+        "under harness.judge: evidence an answer is correct exactly when every resolved evidence turn reached the \
+         context, so no failure has all its evidence in the context (its split is empty too)",
+    ))
 }
 
 fn version_arg(spec: &str) -> Result<u64, Failure> {
@@ -47,6 +62,103 @@ fn results_of(
     let artifact = served::artifact_of(schema, &info.hash, doc).map_err(common::served_failure)?;
     let eval = backend.evaluate(&artifact, None).map_err(Failure::failed)?;
     Ok(engine::records::question_results(&eval))
+}
+
+/// The source-only / full-coverage split of the generation errors, with the
+/// ones no split could be made for (no gold answer, or no coverage in the trace).
+fn generation_split(d: &engine::layer_a::Diagnosis) -> Value {
+    let source_only = d.splits.get(engine::layer_a::SOURCE_ONLY).copied().unwrap_or(0);
+    let full_coverage = d.splits.get(engine::layer_a::FULL_COVERAGE).copied().unwrap_or(0);
+    let total = d.count(engine::layer_a::Label::GenerationError);
+    json!({
+        "source_only": source_only,
+        "full_coverage": full_coverage,
+        "unsplit": total.saturating_sub(source_only + full_coverage),
+    })
+}
+
+pub fn diagnose(json_out: bool, project_dir: Option<&Path>) -> CmdResult {
+    let project = common::project(project_dir)?;
+    let schema = common::schema(&project)?;
+    let backend = common::backend(&project, &schema)?;
+    let artifact = super::inspect::served_artifact(&project, &schema)?;
+    let eval = backend.evaluate(&artifact, None).map_err(Failure::failed)?;
+    let d = engine::layer_a::diagnose(&engine::records::question_results(&eval), 3);
+    let texts: BTreeMap<&str, &engine::outcome::OutcomeRecord> =
+        eval.outcomes.iter().map(|o| (o.id.as_str(), o)).collect();
+    if json_out {
+        let examples: BTreeMap<&String, Vec<Value>> = d
+            .examples
+            .iter()
+            .map(|(l, ids)| {
+                (l, ids.iter().map(|id| {
+                    let o = texts[id.as_str()];
+                    json!({"id": id, "category": o.category, "question": o.question, "gold_answer": o.gold_answer, "evidence": o.evidence})
+                }).collect())
+            })
+            .collect();
+        common::print_json(&json!({
+            "strategy_hash": artifact.hash,
+            "version": artifact.version,
+            "n": d.n,
+            "accuracy": eval.accuracy(),
+            "failures": d.failures,
+            "counts": d.counts,
+            "by_category": d.by_category,
+            "splits": generation_split(&d),
+            "cannot_occur": cannot_occur(&project.config).map(|(l, why)| json!({"label": l, "why": why})),
+            "examples": examples,
+        }));
+        return Ok(exit::OK);
+    }
+    println!(
+        "strategy {}{:.12}: accuracy {:.4} ({} of {}), {} failures",
+        artifact.version.map_or(String::new(), |v| format!("v{v} ")),
+        artifact.hash,
+        eval.accuracy(),
+        eval.correct(),
+        eval.n(),
+        d.failures
+    );
+    let cats: Vec<&String> = d.by_category.keys().collect();
+    print!("{:<20} {:>6}", "label", "total");
+    for c in &cats {
+        print!(" {:>12}", c);
+    }
+    println!();
+    for label in engine::layer_a::Label::ALL {
+        let total = d.count(label);
+        if total == 0 {
+            continue;
+        }
+        print!("{:<20} {:>6}", label.as_str(), total);
+        for c in &cats {
+            print!(" {:>12}", d.by_category[*c].get(label.as_str()).copied().unwrap_or(0));
+        }
+        println!();
+    }
+    let split = generation_split(&d);
+    println!(
+        "generation_error split: source_only {}, full_coverage {}, unsplit {}",
+        split["source_only"], split["full_coverage"], split["unsplit"]
+    );
+    if let Some((label, why)) = cannot_occur(&project.config) {
+        println!("{label} cannot occur here: {why}");
+    }
+    for (label, ids) in &d.examples {
+        println!("\n{label}, e.g.:");
+        for id in ids {
+            let o = texts[id.as_str()];
+            println!(
+                "  {id} [{}] {}  (gold: {}; evidence {})",
+                o.category,
+                o.question.as_deref().unwrap_or("?"),
+                o.gold_answer.as_ref().map_or("-".to_string(), |g| g.as_str().map_or(g.to_string(), str::to_string)),
+                o.evidence.as_ref().map_or("-".to_string(), |e| e.join(", "))
+            );
+        }
+    }
+    Ok(exit::OK)
 }
 
 pub fn compare(specs: &[String], json_out: bool, project_dir: Option<&Path>) -> CmdResult {

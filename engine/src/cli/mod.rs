@@ -167,7 +167,7 @@ pub fn main() -> ExitCode {
         Command::Status(args) => inspect::status(&args, project),
         Command::Diagnose(args) => match &args.compare {
             Some(specs) => diagnose::compare(specs, args.json, project),
-            None => inspect::diagnose(&inspect::JsonArg { json: args.json }, project),
+            None => diagnose::diagnose(args.json, project),
         },
         Command::Hypotheses(args) => inspect::hypotheses(&args, project),
         Command::Escalations(args) => match &args.action {

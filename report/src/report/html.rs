@@ -30,6 +30,7 @@ pub fn render(d: &ReportData) -> String {
                 (super::chart::trajectory(d))
                 (super::chart::checkpoints(d))
                 (categories(d))
+                (shift(d))
                 (funnel(d))
                 (search(d))
                 (hypotheses(d))
@@ -145,6 +146,30 @@ fn categories(d: &ReportData) -> Markup {
                 }
                 @for r in &d.categories { (category_row(&r.category, r.start, r.served, false)) }
                 (category_row("all", Some(tot.0), Some(tot.1), true))
+            }
+        }
+    }
+}
+
+/// Where the failures moved between the start and the served strategy (Layer A's labels).
+fn shift(d: &ReportData) -> Markup {
+    let Some(s) = &d.shift else { return html! {} };
+    let (start, served) = (d.start_version.unwrap_or(1), d.served.as_ref().map_or(0, |s| s.version));
+    html! {
+        h2 #shift { "Where the failures moved: start against served" }
+        p.sub {
+            "Layer A's label of each failure (the pipeline stage that lost its evidence), v" (start)
+            " against v" (served) " on " (s.questions) " questions: " (s.fixed) " fixed, " (s.new)
+            " new failures, " (s.persist) " lost at the same stage, " (s.moved) " at another ("
+            code { "emend diagnose --compare v" (start) " v" (served) } ")."
+        }
+        table.shift {
+            tr { th { "label" } th.num { "start v" (start) } th.num { "served v" (served) } th.num { "change" } }
+            @for (label, from, to) in &s.labels {
+                tr {
+                    td { (label.as_str()) } td.num { (from) } td.num { (to) }
+                    td.num { (format!("{:+}", *to as i64 - *from as i64)) }
+                }
             }
         }
     }
