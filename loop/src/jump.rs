@@ -409,7 +409,9 @@ impl JumpProposer {
             return false;
         }
         let (improved, regressed) = cand.discordant(served, self.order.len());
-        let (improved, regressed) = self.priced(improved, regressed, served, cand, self.order.len());
+        let price = self.settings.price;
+        let (improved, regressed) =
+            priced(improved, regressed, served.charge(price), cand.charge(price), self.order.len());
         self.keeps_categories(ask, served, cand) && stats::better_p_value(improved, regressed) <= ask.next_alpha
     }
 
@@ -426,16 +428,17 @@ impl JumpProposer {
         }
         per.values().all(|&(n, a, b)| stats::keeps_category(a, b, n, self.settings.category_drop_max))
     }
+}
 
-    /// The discordant counts of `cand` against `base` on `k` questions, under
-    /// a price with the token difference counted in answers: a saving worth
-    /// `w` answers at the price adds `floor(w)` improved questions, an extra
-    /// cost `floor(w)` regressed ones. Unchanged without a price.
-    fn priced(&self, improved: u64, regressed: u64, base: &Scored, cand: &Scored, k: usize) -> (u64, u64) {
-        let worth = k as f64 * (base.charge(self.settings.price) - cand.charge(self.settings.price));
-        let whole = worth.abs().floor() as u64;
-        if worth >= 0.0 { (improved + whole, regressed) } else { (improved, regressed + whole) }
-    }
+/// The discordant counts of a candidate against a base on `k` questions,
+/// with the difference of their charges (accuracy a question their context
+/// costs at the price; 0 without one) counted in answers: a saving worth `w`
+/// answers adds `floor(w)` improved questions, an extra cost `floor(w)`
+/// regressed ones.
+fn priced(improved: u64, regressed: u64, base_charge: f64, cand_charge: f64, k: usize) -> (u64, u64) {
+    let worth = k as f64 * (base_charge - cand_charge);
+    let whole = worth.abs().floor() as u64;
+    if worth >= 0.0 { (improved + whole, regressed) } else { (improved, regressed + whole) }
 }
 
 /// The changes from `served` to `doc`, in the order of `credits` (largest

@@ -39,13 +39,6 @@ fn cannot_occur(config: &engine::config::ProjectConfig) -> Option<(&'static str,
     ))
 }
 
-fn version_arg(spec: &str) -> Result<u64, Failure> {
-    spec.strip_prefix('v')
-        .unwrap_or(spec)
-        .parse::<u64>()
-        .map_err(|_| Failure::bad_input(anyhow::anyhow!("--compare {spec}: expected a version like v3")))
-}
-
 /// The per-question results of version `v` on the whole task set.
 fn results_of(
     project: &engine::config::Project,
@@ -162,7 +155,7 @@ pub fn diagnose(json_out: bool, project_dir: Option<&Path>) -> CmdResult {
 }
 
 pub fn compare(specs: &[String], json_out: bool, project_dir: Option<&Path>) -> CmdResult {
-    let (from, to) = (version_arg(&specs[0])?, version_arg(&specs[1])?);
+    let (from, to) = (super::serve::version_arg(&specs[0])?, super::serve::version_arg(&specs[1])?);
     let project = common::project(project_dir)?;
     let schema = common::schema(&project)?;
     let backend = common::backend(&project, &schema)?;

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use super::common;
 use super::{CmdResult, Failure};
 
-fn version_arg(spec: &str) -> Result<u64, Failure> {
+pub(super) fn version_arg(spec: &str) -> Result<u64, Failure> {
     spec.strip_prefix('v')
         .unwrap_or(spec)
         .parse::<u64>()

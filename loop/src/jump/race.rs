@@ -178,8 +178,9 @@ impl JumpProposer {
             }
             if self.settings.price.is_some() {
                 let taken: Vec<&QuestionResult> = self.order[..k].iter().map(|id| &known[id]).collect();
-                let partial = Scored { tokens: mean_tokens_of(&taken), ..self.scored[against].clone() };
-                (improved, regressed) = self.priced(improved, regressed, &self.scored[against], &partial, k);
+                let charge = |t: Option<f64>| self.settings.price.zip(t).map_or(0.0, |(p, t)| p * t);
+                let (base, cand) = (self.scored[against].charge(self.settings.price), charge(mean_tokens_of(&taken)));
+                (improved, regressed) = priced(improved, regressed, base, cand, k);
             }
             if k < n && stats::race_drops(improved, regressed, self.settings.race_level) {
                 break;
