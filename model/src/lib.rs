@@ -27,6 +27,7 @@ pub mod config;
 pub mod confirm;
 pub mod cost;
 pub mod decide;
+pub mod digest;
 pub mod events;
 pub mod exit;
 pub mod gates;

@@ -7,12 +7,28 @@
 //! candidate: a numeric step within `x-max-delta` (the largest allowed move
 //! first, halved after each failure since the last success), or an enum or
 //! boolean move. Deterministic: ties break on the hypothesis key.
+//!
+//! The round's [`Digest`] weighs the failures. A direction's actionability is
+//! the share of failures its labels explain; when the digest compares the
+//! served version with a previous one, each failure of a label counts
+//! `1 + PERSIST_WEIGHT * persist / count + RISE_WEIGHT * rise / count` times
+//! (`persist`: failures with the same label under the previous version;
+//! `rise`: how much the label's count grew since then, zero when it fell),
+//! in the explained failures and in the total alike. So with the same counts
+//! now, a label whose failures persist, or whose count rose, outranks one
+//! whose failures are new or being fixed (the tests
+//! `persisting_failures_outrank_new_ones_with_the_same_counts` and
+//! `a_rising_label_outranks_a_falling_one_with_the_same_counts`). The
+//! generation splits (`source_only`, `full_coverage`) take the weight of
+//! `generation_error`. Without a previous version (the first version, or no
+//! digest) actionability is the plain share, as before.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::digest::Digest;
 use crate::hypothesis::{self, Hypothesis};
 use crate::layer_a::Diagnosis;
 use crate::schema::{Direction, FieldKind, FieldSpec, StrategySchema, get_path, set_path};
@@ -82,19 +98,55 @@ fn symptom_counts(schema: &StrategySchema, diagnosis: &Diagnosis) -> BTreeMap<St
     counts
 }
 
+/// The extra weight of a failure whose label persists from the previous version.
+pub const PERSIST_WEIGHT: f64 = 0.5;
+/// The extra weight of each failure a label gained since the previous version.
+pub const RISE_WEIGHT: f64 = 0.5;
+
+/// Per label, the weight of one of its failures under the digest (see the
+/// module comment); `None` when the digest compares with no previous version.
+pub fn label_weights(digest: Option<&Digest>) -> Option<BTreeMap<String, f64>> {
+    let d = digest.filter(|d| d.compared())?;
+    let mut weights: BTreeMap<String, f64> = d
+        .labels
+        .iter()
+        .filter(|(_, l)| l.count > 0)
+        .map(|(label, l)| {
+            let rise = l.rise().unwrap_or(0).max(0) as f64;
+            let extra = PERSIST_WEIGHT * l.persist as f64 + RISE_WEIGHT * rise;
+            (label.clone(), 1.0 + extra / l.count as f64)
+        })
+        .collect();
+    let generation = crate::layer_a::Label::GenerationError.as_str();
+    if let Some(&w) = weights.get(generation) {
+        for split in [crate::layer_a::SOURCE_ONLY, crate::layer_a::FULL_COVERAGE] {
+            weights.insert(split.to_string(), w);
+        }
+    }
+    Some(weights)
+}
+
 /// Ranks every direction the diagnosis implicates. Closed nodes (refuted,
-/// exhausted, escalated) are left out; everything else is ranked.
+/// exhausted, escalated) are left out; everything else is ranked. The
+/// digest weighs the failures as the module comment says.
 pub fn plan(
     schema: &StrategySchema,
     diagnosis: &Diagnosis,
+    digest: Option<&Digest>,
     tree: &BTreeMap<String, Hypothesis>,
     effects: &BTreeMap<String, DimensionEffect>,
     settings: PlannerSettings,
 ) -> Vec<Plan> {
-    let failures = diagnosis.failures.max(1) as f64;
+    let weights = label_weights(digest);
+    let weigh =
+        |label: &str, count: usize| count as f64 * weights.as_ref().and_then(|w| w.get(label)).copied().unwrap_or(1.0);
     // (path, direction, label -> count, best position in a symptom's list)
     let mut motivations: BTreeMap<String, (String, Direction, BTreeMap<String, usize>, usize)> = BTreeMap::new();
     let counts = symptom_counts(schema, diagnosis);
+    let failures = match &weights {
+        Some(_) => counts.iter().map(|(l, &c)| weigh(l, c)).sum::<f64>().max(1.0),
+        None => diagnosis.failures.max(1) as f64,
+    };
     for (label, links) in schema.symptoms() {
         let count = counts.get(label).copied().unwrap_or(0);
         if count == 0 {
@@ -114,8 +166,8 @@ pub fn plan(
         .into_iter()
         .filter(|(key, _)| tree.get(key).is_none_or(|h| h.status.open()))
         .map(|(key, (path, direction, motivation, position))| {
-            let explained: usize = motivation.values().sum();
-            let actionability = (explained as f64 / failures).min(1.0);
+            let explained: f64 = motivation.iter().map(|(l, &c)| weigh(l, c)).sum();
+            let actionability = (explained / failures).min(1.0);
             let ucb =
                 tree.get(&key).map_or(f64::INFINITY, |h| h.ucb(total_visits, actionability, settings.exploration));
             let reputation = effects.get(&path).map_or(0.0, DimensionEffect::reputation);
@@ -372,17 +424,17 @@ mod tests {
         let schema = StrategySchema::builtin();
         let mut d = diagnosis(&[("generation_error", 10)]);
         d.splits.insert("source_only".into(), 10);
-        let plans = plan(&schema, &d, &BTreeMap::new(), &BTreeMap::new(), PlannerSettings::default());
+        let plans = plan(&schema, &d, None, &BTreeMap::new(), &BTreeMap::new(), PlannerSettings::default());
         assert!(!plans.is_empty());
         assert!(plans.iter().all(|p| p.path.starts_with("ingest.")), "{plans:?}");
         assert!(plans.iter().all(|p| p.motivation.keys().eq(["source_only"])));
         d.splits = [("full_coverage".to_string(), 10)].into();
-        let plans = plan(&schema, &d, &BTreeMap::new(), &BTreeMap::new(), PlannerSettings::default());
+        let plans = plan(&schema, &d, None, &BTreeMap::new(), &BTreeMap::new(), PlannerSettings::default());
         assert!(plans.iter().any(|p| p.path == "answer.prompt"));
         assert!(plans.iter().all(|p| !p.path.starts_with("ingest.")), "{plans:?}");
         // Unsplit generation errors keep the generic links.
         d.splits.clear();
-        let plans = plan(&schema, &d, &BTreeMap::new(), &BTreeMap::new(), PlannerSettings::default());
+        let plans = plan(&schema, &d, None, &BTreeMap::new(), &BTreeMap::new(), PlannerSettings::default());
         assert!(plans.iter().all(|p| p.motivation.keys().eq(["generation_error"])));
     }
 
@@ -390,14 +442,14 @@ mod tests {
     fn plans_follow_the_symptoms_and_skip_closed_nodes() {
         let schema = StrategySchema::builtin();
         let d = diagnosis(&[("kf_filtered", 30)]);
-        let plans = plan(&schema, &d, &BTreeMap::new(), &BTreeMap::new(), PlannerSettings::default());
+        let plans = plan(&schema, &d, None, &BTreeMap::new(), &BTreeMap::new(), PlannerSettings::default());
         assert!(plans.iter().all(|p| p.motivation.contains_key("kf_filtered")));
         assert!(plans.iter().any(|p| p.key == "assemble.token_budget::increase"));
         let mut tree = BTreeMap::new();
         let mut h = Hypothesis::new("assemble.token_budget", Direction::Increase);
         h.status = crate::hypothesis::Status::Refuted;
         tree.insert(h.key.clone(), h);
-        let plans = plan(&schema, &d, &tree, &BTreeMap::new(), PlannerSettings::default());
+        let plans = plan(&schema, &d, None, &tree, &BTreeMap::new(), PlannerSettings::default());
         assert!(!plans.iter().any(|p| p.key == "assemble.token_budget::increase"));
     }
 
@@ -405,8 +457,81 @@ mod tests {
     fn more_actionable_unvisited_directions_come_first() {
         let schema = StrategySchema::builtin();
         let d = diagnosis(&[("kf_filtered", 10), ("retrieval_gap", 90)]);
-        let plans = plan(&schema, &d, &BTreeMap::new(), &BTreeMap::new(), PlannerSettings::default());
+        let plans = plan(&schema, &d, None, &BTreeMap::new(), &BTreeMap::new(), PlannerSettings::default());
         assert!(plans[0].motivation.contains_key("retrieval_gap"), "{:?}", plans[0]);
+    }
+
+    /// A digest against v1 with, per label, (count now, count then, persist).
+    fn compared(labels: &[(&str, usize, usize, usize)]) -> Digest {
+        let labels = labels
+            .iter()
+            .map(|&(l, count, then, persist)| {
+                let d = crate::digest::LabelDigest {
+                    count,
+                    previous: Some(then),
+                    new: count - persist,
+                    persist,
+                    ..Default::default()
+                };
+                (l.to_string(), d)
+            })
+            .collect();
+        Digest { version: 2, previous: Some(1), labels, ..Digest::default() }
+    }
+
+    fn first_label(plans: &[Plan]) -> &str {
+        plans[0].motivation.keys().next().map(String::as_str).unwrap_or("")
+    }
+
+    #[test]
+    fn persisting_failures_outrank_new_ones_with_the_same_counts() {
+        let schema = StrategySchema::builtin();
+        let d = diagnosis(&[("kf_filtered", 50), ("retrieval_gap", 50)]);
+        let settings = PlannerSettings::default();
+        let (none, tree, effects) = (None, BTreeMap::new(), BTreeMap::new());
+        let kf = compared(&[("kf_filtered", 50, 50, 40), ("retrieval_gap", 50, 50, 0)]);
+        let plans = plan(&schema, &d, Some(&kf), &tree, &effects, settings);
+        assert_eq!(first_label(&plans), "kf_filtered", "{:?}", plans[0]);
+        let kf_a = plans.iter().find(|p| p.motivation.contains_key("kf_filtered")).unwrap().actionability;
+        let rg_a = plans.iter().find(|p| p.motivation.contains_key("retrieval_gap")).unwrap().actionability;
+        // 50 + 0.5 * 40 = 70 weighted failures of 120.
+        assert!((kf_a - 70.0 / 120.0).abs() < 1e-12 && (rg_a - 50.0 / 120.0).abs() < 1e-12, "{kf_a} {rg_a}");
+        let rg = compared(&[("kf_filtered", 50, 50, 0), ("retrieval_gap", 50, 50, 40)]);
+        let plans = plan(&schema, &d, Some(&rg), &tree, &effects, settings);
+        assert_eq!(first_label(&plans), "retrieval_gap", "{:?}", plans[0]);
+        // The same counts without history: the plain share, the order the digest overturns above.
+        let plain = plan(&schema, &d, none, &tree, &effects, settings);
+        assert!(plain.iter().all(|p| (p.actionability - 0.5).abs() < 1e-12));
+    }
+
+    #[test]
+    fn a_rising_label_outranks_a_falling_one_with_the_same_counts() {
+        let schema = StrategySchema::builtin();
+        let d = diagnosis(&[("kf_filtered", 50), ("retrieval_gap", 50)]);
+        let (tree, effects) = (BTreeMap::new(), BTreeMap::new());
+        let up = compared(&[("kf_filtered", 50, 80, 0), ("retrieval_gap", 50, 20, 0)]);
+        let plans = plan(&schema, &d, Some(&up), &tree, &effects, PlannerSettings::default());
+        assert_eq!(first_label(&plans), "retrieval_gap", "{:?}", plans[0]);
+        let down = compared(&[("kf_filtered", 50, 20, 0), ("retrieval_gap", 50, 80, 0)]);
+        let plans = plan(&schema, &d, Some(&down), &tree, &effects, PlannerSettings::default());
+        assert_eq!(first_label(&plans), "kf_filtered", "{:?}", plans[0]);
+    }
+
+    #[test]
+    fn a_digest_without_a_previous_version_changes_nothing() {
+        let schema = StrategySchema::builtin();
+        let mut d = diagnosis(&[("kf_filtered", 10), ("retrieval_gap", 30), ("generation_error", 20)]);
+        d.splits.insert("source_only".into(), 5);
+        let mut first = compared(&[("kf_filtered", 10, 0, 0)]);
+        first.previous = None;
+        let (tree, effects) = (BTreeMap::new(), BTreeMap::new());
+        let without = plan(&schema, &d, None, &tree, &effects, PlannerSettings::default());
+        let with = plan(&schema, &d, Some(&first), &tree, &effects, PlannerSettings::default());
+        assert_eq!(without, with);
+        assert!(label_weights(Some(&first)).is_none());
+        // Compared, generation splits take generation_error's weight.
+        let w = label_weights(Some(&compared(&[("generation_error", 20, 20, 10)]))).unwrap();
+        assert_eq!((w["generation_error"], w["source_only"], w["full_coverage"]), (1.25, 1.25, 1.25));
     }
 
     #[test]
