@@ -11,7 +11,7 @@
 pub use emend_eval::{backend, builtin, command, llm};
 pub use emend_loop::{audit, evolve, hooks, init, jump, operate, progress, propose, screen, step_search};
 pub use emend_model::{
-    artifact, candidate, config, confirm, cost, decide, events, exit, gates, hypothesis, layer_a, outcome, percent,
-    planner, records, sanitize, schema, search, served, setup, stats, steps, stop, store, usage,
+    artifact, candidate, config, confirm, cost, decide, digest, events, exit, gates, hypothesis, layer_a, outcome,
+    percent, planner, records, sanitize, schema, search, served, setup, stats, steps, stop, store, usage,
 };
 pub use emend_report::{report, texts, views};

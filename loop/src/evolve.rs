@@ -29,6 +29,7 @@ use emend_model::candidate::{Resolution, StoppedBy};
 use emend_model::config::{Project, ProtocolChoice, StepBound};
 use emend_model::confirm::{ConfirmState, Parts};
 use emend_model::decide::{self, Decision, Policy, Serving, Tested};
+use emend_model::digest::Digest;
 use emend_model::events::{CandidateRecord, EvalSummary, Event, QuestionResult};
 use emend_model::gates::Replay;
 use emend_model::hypothesis::Hypothesis;
@@ -54,7 +55,7 @@ pub use error::{EvolveError, Result};
 pub use retest::{RETEST, Retested, judged as retest_judged};
 pub use summary::{RunSummary, Stopped, recorded_accuracy};
 
-use apply::split_record;
+use apply::{RoundExtras, split_record};
 use confirming::learn;
 use observe::Observed;
 use summary::RoundOutcome;
@@ -117,6 +118,8 @@ struct Past {
     next_alpha: f64,
     /// The served version's parent document: where the last accepted step started.
     parent: Option<serde_json::Value>,
+    /// The round's evidence digested for the planner (and the round record).
+    digest: Digest,
 }
 
 /// One candidate of a round.
@@ -499,7 +502,9 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         let pinned = store.served()?.ok_or_else(|| missing(input.observed.version))?.pinned;
         let cfg = &self.project.config;
         let mut confirm = ConfirmState::replay_from(&cfg.gates, &store.candidates()?, input.lord_from);
+        let search_results = input.parts.search_of(&input.observed.results);
         let past = Past {
+            digest: self.digest(input, &search_results)?,
             effects: store.effects()?,
             rejected_moves: store.rejected_moves()?,
             next_alpha: confirm.lord.next_alpha(),
@@ -511,7 +516,6 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                 None => None,
             },
         };
-        let search_results = input.parts.search_of(&input.observed.results);
         let diagnosis = layer_a::diagnose(&search_results, 5);
         let served = Serving { version: input.observed.version, accuracy: input.observed.summary.accuracy, pinned };
         // A served strategy due for the best-ever restore is restored first: nothing is searched around it.
@@ -558,8 +562,8 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         }
         self.batch(&mut events, &screening, completed.as_ref(), &history.tree)?;
         let split = split_record(&cfg.harness.split, input.parts, input.lord_from);
-        let (applied, hook_failures) =
-            self.apply(input, events, &screening, &decision, &best, &rejected_by, split, used)?;
+        let record = RoundExtras { split, digest: past.digest, evaluations_used: used };
+        let (applied, hook_failures) = self.apply(input, events, &screening, &decision, &best, &rejected_by, record)?;
         progress(decided(input.round, &screening.trials, &decision, served));
         Ok(Some(RoundOutcome::of(&screening, &decision, applied, hook_failures, rejected_by, used)))
     }

@@ -162,6 +162,8 @@ pub struct ReportData {
     /// How the Layer A labels moved from the start to the served strategy
     /// (their recorded evaluations under the best pointer's harness).
     pub shift: Option<emend_model::layer_a::Shift>,
+    /// Each round's digest (round, digest), in journal order.
+    pub digests: Vec<(u64, emend_model::digest::Digest)>,
 }
 
 /// Examples of improved and regressed questions shown per version.
@@ -229,6 +231,7 @@ pub fn gather<L: EventLog + ?Sized>(log: &L, texts: &BTreeMap<String, QuestionTe
         store.live_pending()?.into_keys().filter_map(|v| walk.version_hash.get(&v).map(|h| (v, h.clone()))).collect();
     Ok(ReportData {
         shift,
+        digests: walk.digests,
         pending,
         search,
         search_funnel,
@@ -277,6 +280,7 @@ struct Walk {
     first_at: Option<String>,
     last_at: Option<String>,
     start_version: Option<u64>,
+    digests: Vec<(u64, emend_model::digest::Digest)>,
 }
 
 impl Walk {
@@ -396,6 +400,9 @@ impl Walk {
         }
         self.rejected.extend(self.round_cands.drain(..).filter_map(|c| rejected_point(r.round, &c)));
         self.round_restored = false;
+        if let Some(d) = &r.digest {
+            self.digests.push((r.round, (**d).clone()));
+        }
         self.rounds += 1;
         self.last_at = Some(r.at.clone());
         if self.start_version.is_none() {
@@ -750,6 +757,7 @@ mod tests {
             llm: Default::default(),
             split: None,
             evaluations_used: 0.0,
+            digest: None,
         }))
     }
 

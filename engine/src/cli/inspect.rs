@@ -288,9 +288,17 @@ pub fn hypotheses(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
             .unwrap_or_default(),
         None => Default::default(),
     };
+    // The last round's digest, when it digested the served version: what the planner read.
+    let digest: Option<engine::digest::Digest> = store
+        .rounds()
+        .map_err(common::store_failure)?
+        .pop()
+        .and_then(|mut r| serde_json::from_value(r["digest"].take()).ok())
+        .filter(|d: &engine::digest::Digest| served.as_ref().is_some_and(|s| s.version == d.version));
     let plans = planner::plan(
         &schema,
         &diagnosis,
+        digest.as_ref(),
         &tree,
         &effects,
         PlannerSettings { exploration: project.config.loop_.exploration, ..Default::default() },

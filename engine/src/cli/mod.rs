@@ -12,6 +12,7 @@ mod inspect;
 mod journal_repair;
 mod report;
 mod review;
+mod round;
 mod serve;
 mod shell;
 mod term;

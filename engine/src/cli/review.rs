@@ -120,7 +120,7 @@ pub fn colorize(d: &str) -> String {
 
 #[derive(Debug, clap::Args)]
 pub struct ShowArgs {
-    /// served, best, vN, or a candidate id (r3c2).
+    /// served, best, vN, a candidate id (r3c2), or a round (r3: its record and digest).
     pub target: String,
     /// Print the strategy artifact itself (as `emend` writes the served file).
     #[arg(long, conflicts_with = "json")]
@@ -417,6 +417,12 @@ fn render_full(out: &mut String, c: &CandidateRecord) {
 }
 
 pub fn show(args: &ShowArgs, project_dir: Option<&Path>) -> CmdResult {
+    if let Some(round) = super::round::parse_round(&args.target) {
+        if args.yaml {
+            return Err(Failure::bad_input(anyhow::anyhow!("{}: a round has no artifact (--yaml)", args.target)));
+        }
+        return super::round::show(round, args.json, args.no_color, project_dir);
+    }
     let project = common::project(project_dir)?;
     let log = common::reader(&project)?;
     let target = resolve(&log, &args.target)?;

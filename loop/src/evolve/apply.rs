@@ -12,6 +12,7 @@ use emend_eval::llm;
 use emend_model::config::SplitConfig;
 use emend_model::confirm::Parts;
 use emend_model::decide::{self, Applied, Decision, Serving, Stamp};
+use emend_model::digest::Digest;
 use emend_model::events::{Event, QuestionResult, RoundRecord, SplitRecord, now_rfc3339, who};
 use emend_model::hypothesis::Hypothesis;
 use emend_model::layer_a;
@@ -95,7 +96,6 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
     /// Appends the round (its records, the decision's events and the round
     /// summary) in one batch, then rewrites the served file when it changed.
     /// Returns the number of full evaluations and the hooks that failed.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn apply(
         &mut self,
         input: &RoundInput<'_>,
@@ -104,9 +104,9 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         decision: &Decision,
         best: &Best,
         rejected_by: &BTreeMap<String, u64>,
-        split: SplitRecord,
-        evaluations_used: f64,
+        extras: RoundExtras,
     ) -> Result<(u64, Vec<String>)> {
+        let RoundExtras { split, digest, evaluations_used } = extras;
         let observed = input.observed;
         let winner = decision.winner.map(|w| {
             let t = &s.trials[w.trial];
@@ -147,6 +147,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             },
             split: Some(split),
             evaluations_used,
+            digest: Some(Box::new(digest)),
         })));
         self.log.append(events.iter().map(Event::to_new).collect())?;
         // One hook run per round for the net change of the served version.
@@ -189,6 +190,14 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         }
         Ok((full_evals, hook_failures))
     }
+}
+
+/// What the round record takes from the round beyond the decision: the
+/// split, the digest the planner read, the evaluations spent.
+pub(super) struct RoundExtras {
+    pub(super) split: SplitRecord,
+    pub(super) digest: Digest,
+    pub(super) evaluations_used: f64,
 }
 
 /// The split the round ran on, for its round record.

@@ -6,10 +6,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use journal::EventLog;
 
-use super::{Evolution, EvolveError, Result};
+use super::{Evolution, EvolveError, Result, RoundInput};
 use emend_eval::backend::BackendError;
 use emend_model::artifact::Artifact;
 use emend_model::confirm::Parts;
+use emend_model::digest::{self, Digest, Evidence};
 use emend_model::events::{EvalSummary, Event, QuestionResult};
 use emend_model::gates::{self, Replay};
 use emend_model::records::{evaluated_event, question_results, summarize};
@@ -70,6 +71,33 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         let (results, reused) = self.ensure_evaluated(&artifact, served.version)?;
         let summary = summarize(&results);
         Ok(Observed { version: served.version, artifact, results, summary, reused })
+    }
+
+    /// The round's evidence digested ([`emend_model::digest`]): the served
+    /// results on the search part against its parent's recorded evaluation
+    /// under the current harness and dataset, and the older versions of the
+    /// lineage as far back as each has one. Nothing is evaluated for it.
+    pub(super) fn digest(&self, input: &RoundInput<'_>, search: &[QuestionResult]) -> Result<Digest> {
+        let (h, d) = (self.backend.harness_hash(), self.backend.dataset_hash());
+        let store = self.store();
+        let mut lineage: Vec<(u64, Vec<QuestionResult>)> = Vec::new();
+        let mut at = store.version(input.observed.version)?.and_then(|v| v.parent);
+        while let Some(v) = at {
+            let Some(info) = store.version(v)? else { break };
+            let Some(rec) = store.evaluation(&info.hash, &h, &d)? else { break };
+            lineage.push((v, rec.questions));
+            at = info.parent;
+        }
+        let older: Vec<&[QuestionResult]> = lineage.iter().skip(1).map(|(_, r)| r.as_slice()).collect();
+        let candidates = store.candidates()?;
+        Ok(digest::digest(&Evidence {
+            round: input.round,
+            version: input.observed.version,
+            results: search,
+            previous: lineage.first().map(|(v, r)| (*v, r.as_slice())),
+            older: &older,
+            candidates: &candidates,
+        }))
     }
 
     /// Re-evaluates the served strategy on a seeded probe-sized sample of the

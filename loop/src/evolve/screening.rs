@@ -54,6 +54,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         let plans = planner::plan(
             self.schema,
             diagnosis,
+            Some(&past.digest),
             &history.tree,
             &past.effects,
             PlannerSettings { exploration: cfg.loop_.exploration, ..PlannerSettings::default() },

@@ -250,6 +250,10 @@ pub struct RoundRecord {
     /// Full-evaluation equivalents the round spent (k of n questions cost k/n).
     #[serde(default)]
     pub evaluations_used: f64,
+    /// What the digester made of the round's evidence, as the planner read
+    /// it (absent in older journals).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<Box<crate::digest::Digest>>,
 }
 
 /// The split a round used: derived from the task keys, the unit, the fraction and the seed.

@@ -31,6 +31,7 @@ pub fn render(d: &ReportData) -> String {
                 (super::chart::checkpoints(d))
                 (categories(d))
                 (shift(d))
+                (digests(d))
                 (funnel(d))
                 (search(d))
                 (hypotheses(d))
@@ -170,6 +171,27 @@ fn shift(d: &ReportData) -> Markup {
                     td { (label.as_str()) } td.num { (from) } td.num { (to) }
                     td.num { (format!("{:+}", *to as i64 - *from as i64)) }
                 }
+            }
+        }
+    }
+}
+
+/// What the digester made of each round's evidence, as the planner read it.
+fn digests(d: &ReportData) -> Markup {
+    if d.digests.is_empty() {
+        return html! {};
+    }
+    html! {
+        h2 #digests { "What each round's planner read" }
+        p.sub {
+            "The digest of each round (search part): failures per Layer A label, against the previous served \
+             version which are new, persist or were fixed, category deltas and recent candidates. Persisting \
+             and rising labels weigh more in the planner's actionability (" code { "emend show rN" } ")."
+        }
+        @for (round, digest) in &d.digests {
+            div.digest id={ "digest-r" (round) } {
+                b { "round " (round) }
+                ul { @for line in digest.describe() { li { (line) } } }
             }
         }
     }
