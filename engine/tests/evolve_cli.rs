@@ -442,3 +442,47 @@ fn diagnose_compare_shows_how_the_labels_moved_between_versions() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("v99: no such version"), "{err}");
 }
+
+#[test]
+fn every_round_journals_its_digest_and_show_rn_prints_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    init(&dir);
+    let (code, _, err) = emend(&dir, &["evolve", "--rounds", "4", "--json", "--quiet"]);
+    assert_eq!(code, 0, "{err}");
+    let rounds: Vec<serde_json::Value> = normalized_events(&dir)
+        .into_iter()
+        .filter(|e| e["kind"] == "round_finished")
+        .map(|e| e["payload"].clone())
+        .collect();
+    assert!(!rounds.is_empty());
+    for r in &rounds {
+        let d = &r["digest"];
+        assert_eq!(d["version"], r["served_version_before"], "{r}");
+        let failures: u64 = d["labels"].as_object().unwrap().values().map(|l| l["count"].as_u64().unwrap()).sum();
+        assert_eq!(Some(failures), d["failures"].as_u64(), "{d}");
+        // The round's diagnosis and its digest count the same failures.
+        let diagnosed: u64 = r["diagnosis"].as_object().unwrap().values().map(|n| n.as_u64().unwrap()).sum();
+        assert_eq!(failures, diagnosed, "{r}");
+        // v1 has no previous version; a later version is compared with its parent.
+        if d["version"] == 1 {
+            assert!(d.get("previous").is_none(), "{d}");
+        } else {
+            assert!(d["previous"].as_u64().is_some_and(|p| p < d["version"].as_u64().unwrap()), "{d}");
+            assert!(d["categories"].as_object().unwrap().values().all(|c| c["delta"].is_f64()), "{d}");
+        }
+    }
+    let (code, out, err) = emend(&dir, &["show", "r1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("round 1: served v1 -> v"), "{out}");
+    assert!(out.contains("digest (what the planner read, search part):"), "{out}");
+    assert!(out.contains("  v1: ") && out.contains("search questions failed"), "{out}");
+    assert!(out.contains("no previous version to compare with"), "{out}");
+    let (code, out, _) = emend(&dir, &["show", "r1", "--json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((v["round"].as_u64(), v["digest"]["version"].as_u64()), (Some(1), Some(1)), "{v}");
+    let (code, _, err) = emend(&dir, &["show", "r99"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no round r99"), "{err}");
+}
