@@ -485,4 +485,12 @@ fn every_round_journals_its_digest_and_show_rn_prints_it() {
     let (code, _, err) = emend(&dir, &["show", "r99"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("no round r99"), "{err}");
+    // The report lists each round's digest.
+    let (code, _, err) = emend(&dir, &["report", "--out", "r.html"]);
+    assert_eq!(code, 0, "{err}");
+    let html = std::fs::read_to_string(dir.join("r.html")).unwrap();
+    assert!(html.contains("What each round&#39;s planner read") || html.contains("What each round's planner read"));
+    for r in &rounds {
+        assert!(html.contains(&format!("id=\"digest-r{}\"", r["round"])), "round {} has no digest block", r["round"]);
+    }
 }
