@@ -96,6 +96,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
     /// Appends the round (its records, the decision's events and the round
     /// summary) in one batch, then rewrites the served file when it changed.
     /// Returns the number of full evaluations and the hooks that failed.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn apply(
         &mut self,
         input: &RoundInput<'_>,
