@@ -59,6 +59,8 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             &past.effects,
             PlannerSettings { exploration: cfg.loop_.exploration, ..PlannerSettings::default() },
         );
+        let top: Vec<String> = plans.iter().map(|p| format!("{} a={:.3}", p.key, p.actionability)).collect();
+        tracing::debug!(round, version = observed.version, ?top, "planned");
         let roles = self.backend.roles();
         let harness = harness_facts(&cfg.harness);
         let (probe_ids, served_on_probe) = self.probe_sample(input, search_results);
