@@ -29,7 +29,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::events::CandidateRecord;
 use crate::outcome::{Label, QuestionResult};
 
 /// How many rounds back [`Digest::recent`] reaches (the digested round included).
@@ -129,22 +128,6 @@ pub struct RecentChange {
     pub accepted_version: Option<u64>,
 }
 
-impl RecentChange {
-    fn of(c: &CandidateRecord) -> RecentChange {
-        let paths = c.change.iter().chain(c.more_changes.iter()).map(|ch| ch.path.clone()).collect();
-        RecentChange {
-            round: c.round,
-            id: c.id.clone(),
-            hypothesis: c.hypothesis.clone(),
-            paths,
-            outcome: c.outcome.as_str().to_string(),
-            stopped_by: c.rejected_by.map(|s| s.to_string()),
-            probe_delta: c.probe.as_ref().map(|p| p.delta),
-            accepted_version: c.accepted_version,
-        }
-    }
-}
-
 /// What [`digest`] reads.
 #[derive(Debug, Clone, Copy)]
 pub struct Evidence<'a> {
@@ -158,8 +141,9 @@ pub struct Evidence<'a> {
     pub previous: Option<(u64, &'a [QuestionResult])>,
     /// Results of older versions of the lineage, newest first (for `chronic`).
     pub older: &'a [&'a [QuestionResult]],
-    /// The journal's candidate records.
-    pub candidates: &'a [CandidateRecord],
+    /// The journal's candidate records, in journal order
+    /// (`CandidateRecord::recent_change`).
+    pub candidates: &'a [RecentChange],
 }
 
 /// Digests a round's evidence (see the module comment).
@@ -174,14 +158,10 @@ pub fn digest(e: &Evidence<'_>) -> Digest {
     };
     d.labels = labels(e);
     d.categories = categories(e);
-    d.last_accepted = e
-        .candidates
-        .iter()
-        .rev()
-        .find(|c| c.accepted_version == Some(e.version) && e.version > 1)
-        .map(RecentChange::of);
+    d.last_accepted =
+        e.candidates.iter().rev().find(|c| c.accepted_version == Some(e.version) && e.version > 1).cloned();
     let since = e.round.saturating_sub(RECENT_ROUNDS - 1);
-    d.recent = e.candidates.iter().filter(|c| c.round >= since && c.round <= e.round).map(RecentChange::of).collect();
+    d.recent = e.candidates.iter().filter(|c| c.round >= since && c.round <= e.round).cloned().collect();
     d
 }
 
@@ -436,8 +416,8 @@ mod tests {
     #[test]
     fn recent_changes_and_the_last_accepted_come_from_the_candidate_records() {
         let (v1, v2) = versions();
-        let record = |round: u64, id: &str, accepted: Option<u64>| -> CandidateRecord {
-            let mut c: CandidateRecord = serde_json::from_value(serde_json::json!({
+        let record = |round: u64, id: &str, accepted: Option<u64>| -> RecentChange {
+            let mut c: crate::events::CandidateRecord = serde_json::from_value(serde_json::json!({
                 "id": id, "round": round, "hash": null, "parent_version": 1, "parent_hash": "h",
                 "hypothesis": "retrieve.top_k::increase",
                 "change": {"path": "retrieve.top_k", "from": 5, "to": 15},
@@ -451,7 +431,7 @@ mod tests {
                 c.rejected_by = None;
                 c.accepted_version = accepted;
             }
-            c
+            c.recent_change()
         };
         let candidates = vec![record(1, "r1c1", None), record(2, "r2c1", Some(2)), record(4, "r4c1", None)];
         let e = Evidence { candidates: &candidates, ..evidence(&v2, Some((1, &v1)), &[]) };

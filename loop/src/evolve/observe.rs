@@ -89,7 +89,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             at = info.parent;
         }
         let older: Vec<&[QuestionResult]> = lineage.iter().skip(1).map(|(_, r)| r.as_slice()).collect();
-        let candidates = store.candidates()?;
+        let candidates: Vec<_> = store.candidates()?.iter().map(|c| c.recent_change()).collect();
         Ok(digest::digest(&Evidence {
             round: input.round,
             version: input.observed.version,

@@ -61,6 +61,22 @@ pub struct CandidateRecord {
     pub change_kind: ChangeKind,
 }
 
+impl CandidateRecord {
+    /// The candidate as the digest keeps it: no confirm-part figure.
+    pub fn recent_change(&self) -> crate::digest::RecentChange {
+        crate::digest::RecentChange {
+            round: self.round,
+            id: self.id.clone(),
+            hypothesis: self.hypothesis.clone(),
+            paths: self.change.iter().chain(self.more_changes.iter()).map(|ch| ch.path.clone()).collect(),
+            outcome: self.outcome.as_str().to_string(),
+            stopped_by: self.rejected_by.map(|s| s.to_string()),
+            probe_delta: self.probe.as_ref().map(|p| p.delta),
+            accepted_version: self.accepted_version,
+        }
+    }
+}
+
 /// What a candidate claims, and so what its confirm test tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
