@@ -684,6 +684,7 @@ mod tests {
             credits: vec![],
             asked: None,
             change_kind: Default::default(),
+            prediction: None,
         }
     }
 
