@@ -197,16 +197,20 @@ pub struct PredictionRecord {
 }
 
 impl PredictionRecord {
-    /// `prediction "temporal +3pp" held: temporal +3pp: held (...)`.
-    pub fn describe(&self) -> String {
-        let lines: Vec<String> = self.verdicts.iter().map(CategoryVerdict::line).collect();
+    /// `prediction "temporal +3pp" held` (or `failed`, `failed, accepted anyway (--accept-unpredicted)`).
+    pub fn heading(&self) -> String {
         format!(
-            "prediction {:?} {}{}: {}",
+            "prediction {:?} {}{}",
             self.text,
             if self.held { "held" } else { "failed" },
-            if self.accepted_unpredicted { " (accepted anyway: --accept-unpredicted)" } else { "" },
-            lines.join("; ")
+            if self.accepted_unpredicted { ", accepted anyway (--accept-unpredicted)" } else { "" },
         )
+    }
+
+    /// The heading and every category's verdict on one line.
+    pub fn describe(&self) -> String {
+        let lines: Vec<String> = self.verdicts.iter().map(CategoryVerdict::line).collect();
+        format!("{}: {}", self.heading(), lines.join("; "))
     }
 }
 

@@ -51,13 +51,15 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
     ) -> Screening {
         let cfg = &self.project.config;
         let (round, observed) = (input.round, input.observed);
-        let plans = planner::plan(
-            self.schema,
-            diagnosis,
-            &history.tree,
-            &past.effects,
-            PlannerSettings { exploration: cfg.loop_.exploration, ..PlannerSettings::default() },
-        );
+        let plans = self.proposal_plans(input, diagnosis).unwrap_or_else(|| {
+            planner::plan(
+                self.schema,
+                diagnosis,
+                &history.tree,
+                &past.effects,
+                PlannerSettings { exploration: cfg.loop_.exploration, ..PlannerSettings::default() },
+            )
+        });
         let roles = self.backend.roles();
         let harness = harness_facts(&cfg.harness);
         let (probe_ids, served_on_probe) = self.probe_sample(input, search_results);
