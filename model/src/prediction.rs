@@ -53,7 +53,7 @@ impl Claim {
         match self {
             Claim::Rise(n) => format!("+{}pp", crate::schema::fmt_num(n * 100.0)),
             Claim::Fall(n) => format!("-{}pp", crate::schema::fmt_num(n * 100.0)),
-            Claim::AtLeast(x) if x == 0.0 => ">= 0".into(),
+            Claim::AtLeast(0.0) => ">= 0".into(),
             Claim::AtLeast(x) => format!(">= {}pp", crate::schema::fmt_num(x * 100.0)),
         }
     }

@@ -51,15 +51,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
     ) -> Screening {
         let cfg = &self.project.config;
         let (round, observed) = (input.round, input.observed);
-        let plans = self.proposal_plans(input, diagnosis).unwrap_or_else(|| {
-            planner::plan(
-                self.schema,
-                diagnosis,
-                &history.tree,
-                &past.effects,
-                PlannerSettings { exploration: cfg.loop_.exploration, ..PlannerSettings::default() },
-            )
-        });
+        let plans = self.plans(input, diagnosis, history, past);
         let roles = self.backend.roles();
         let harness = harness_facts(&cfg.harness);
         let (probe_ids, served_on_probe) = self.probe_sample(input, search_results);
@@ -139,6 +131,19 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             }
         }
         out
+    }
+
+    /// The round's ranked directions: a person's proposal's one plan, else the planner's.
+    fn plans(&self, input: &RoundInput<'_>, diagnosis: &Diagnosis, history: &History, past: &Past) -> Vec<Plan> {
+        self.proposal_plans(input, diagnosis).unwrap_or_else(|| {
+            planner::plan(
+                self.schema,
+                diagnosis,
+                &history.tree,
+                &past.effects,
+                PlannerSettings { exploration: self.project.config.loop_.exploration, ..PlannerSettings::default() },
+            )
+        })
     }
 
     /// The round's probe sample (rung 0, seeded by the round; it reads the
