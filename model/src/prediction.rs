@@ -72,15 +72,15 @@ const FORM: &str = "expected CATEGORY +Npp, CATEGORY -Npp, CATEGORY >= 0 or CATE
 pub fn parse(text: &str) -> Result<Vec<Predicted>, String> {
     let mut out: Vec<Predicted> = Vec::new();
     for raw in text.split(',') {
-        let item = raw.trim();
-        let bad = || format!("prediction item {item:?}: {FORM}");
-        if item.is_empty() {
+        let s = raw.trim();
+        let bad = || format!("prediction item {s:?}: {FORM}");
+        if s.is_empty() {
             return Err(format!("prediction {text:?} has an empty item: {FORM}"));
         }
-        let (category, claim) = match item.split_once(">=") {
+        let (category, claim) = match s.split_once(">=") {
             Some((cat, rest)) => (cat.trim(), floor(rest.trim()).ok_or_else(bad)?),
             None => {
-                let (cat, amount) = item.rsplit_once(char::is_whitespace).ok_or_else(bad)?;
+                let (cat, amount) = s.rsplit_once(char::is_whitespace).ok_or_else(bad)?;
                 (cat.trim(), signed(amount.trim()).ok_or_else(bad)?)
             }
         };
@@ -88,7 +88,7 @@ pub fn parse(text: &str) -> Result<Vec<Predicted>, String> {
             return Err(bad());
         }
         if out.iter().any(|p| p.category == category) {
-            return Err(format!("prediction item {item:?}: category {category} is predicted twice"));
+            return Err(format!("prediction item {s:?}: category {category} is predicted twice"));
         }
         out.push(Predicted { category: category.to_string(), claim });
     }
@@ -199,9 +199,9 @@ pub struct PredictionRecord {
 impl PredictionRecord {
     /// `prediction "temporal +3pp" held` (or `failed`, `failed, accepted anyway (--accept-unpredicted)`).
     pub fn heading(&self) -> String {
+        let text = &self.text;
         format!(
-            "prediction {:?} {}{}",
-            self.text,
+            "prediction {text:?} {}{}",
             if self.held { "held" } else { "failed" },
             if self.accepted_unpredicted { ", accepted anyway (--accept-unpredicted)" } else { "" },
         )
