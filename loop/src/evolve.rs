@@ -47,11 +47,13 @@ mod apply;
 mod confirming;
 mod error;
 mod observe;
+mod proposal;
 mod retest;
 mod screening;
 mod summary;
 
 pub use error::{EvolveError, Result};
+pub use proposal::{Proposal, Proposed as ProposalOutcome, parse_field};
 pub use retest::{RETEST, Retested, judged as retest_judged};
 pub use summary::{RunSummary, Stopped, recorded_accuracy};
 
@@ -72,12 +74,14 @@ pub struct RunOptions {
     /// Start a new LORD++ sequence when the split changed since the journal's
     /// last round (`evolve --new-split`); without it such a run is refused.
     pub new_split: bool,
+    /// A person's change (`emend propose`): the round's one candidate, with its prediction.
+    pub proposal: Option<Proposal>,
 }
 
 impl RunOptions {
     /// `rounds` rounds of `candidates` candidates, without budgets.
     pub fn rounds(rounds: u32, candidates: usize) -> RunOptions {
-        RunOptions { rounds, candidates, max_evals: None, max_time: None, new_split: false }
+        RunOptions { rounds, candidates, max_evals: None, max_time: None, new_split: false, proposal: None }
     }
 }
 
@@ -544,6 +548,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         used += spent;
         used += input.parts.cost(screening.probe_size) * (screening.probes - screening.free_probes) as f64;
         self.full_tests(input, &mut screening, &mut confirm, progress);
+        self.judge_prediction(input, &mut screening);
         if_stopped()?;
         used += input.parts.cost(input.parts.confirm_ids.len())
             * screening.trials.iter().filter(|t| t.full.is_some()).count() as f64;
@@ -556,6 +561,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         let measured = completed.as_ref().map(|(i, results)| (*i, summarize(results).accuracy));
         let decision = self.decide(&screening.trials, served, &best, next_version, measured)?;
         let rejected_by = learn(&mut screening.trials, &decision, &mut history.tree);
+        proposal::note_predictions(&mut screening);
         let told: Vec<Told> = screening.trials.iter().map(|t| Told::from(&t.record)).collect();
         for p in proposers.iter_mut() {
             p.tell(&told);

@@ -74,11 +74,15 @@ pub enum Rule {
     ConfirmNonInferior,
     /// A `cheaper` candidate reads at least `cost.min_saving` fewer context tokens.
     CostSaving,
+    /// A person's proposal: its predicted per-category movement held on the
+    /// confirm part (`emend propose --predict`; waived, and journaled as
+    /// failed, with `--accept-unpredicted`).
+    Prediction,
 }
 
 impl Rule {
     /// Every rule in the order the full test checks them (the report's order).
-    pub const ALL: [Rule; 13] = [
+    pub const ALL: [Rule; 14] = [
         Rule::Stats(RuleKind::MoreImprovedThanRegressed),
         Rule::Stats(RuleKind::McnemarPBelowAlpha),
         Rule::Stats(RuleKind::CiExcludesZero),
@@ -92,6 +96,7 @@ impl Rule {
         Rule::ConfirmUtility,
         Rule::ConfirmNonInferior,
         Rule::CostSaving,
+        Rule::Prediction,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -105,6 +110,7 @@ impl Rule {
             Rule::ConfirmUtility => "confirm_utility",
             Rule::ConfirmNonInferior => "confirm_noninferior",
             Rule::CostSaving => "cost_saving",
+            Rule::Prediction => "prediction",
         }
     }
 

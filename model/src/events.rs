@@ -730,6 +730,7 @@ mod tests {
             credits: vec![],
             asked: None,
             change_kind: ChangeKind::Better,
+            prediction: None,
         }
     }
 

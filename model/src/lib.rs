@@ -36,6 +36,7 @@ pub mod layer_a;
 pub mod outcome;
 pub mod percent;
 pub mod planner;
+pub mod prediction;
 pub mod records;
 pub mod sanitize;
 pub mod schema;

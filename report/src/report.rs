@@ -691,6 +691,7 @@ mod tests {
             credits: vec![],
             asked: None,
             change_kind: Default::default(),
+            prediction: None,
         }
     }
 

@@ -397,6 +397,9 @@ pub struct LogCandidate {
     /// `pending`, `approved`, `rejected` or `superseded`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub review: Option<String>,
+    /// A person's proposal (`emend propose`): its prediction and verdict.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prediction: Option<emend_model::prediction::PredictionRecord>,
 }
 
 /// One entry of `emend log`, with the journal sequence number of its event.
@@ -498,6 +501,7 @@ impl LogView {
                         credits: c.credits,
                         version: c.accepted_version,
                         review: None,
+                        prediction: c.prediction,
                     })
                 }
                 Event::RoundFinished(r) => entries.push(LogEntry::Round {

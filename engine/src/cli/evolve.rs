@@ -187,6 +187,7 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
         max_evals: args.max_evals,
         max_time: args.max_time,
         new_split: args.new_split,
+        proposal: None,
     };
     // One limit for the flag and the setting.
     config::check_candidates("--candidates", opts.candidates).map_err(|m| Failure::bad_input(anyhow::anyhow!(m)))?;
@@ -298,7 +299,7 @@ fn exit_code(summary: &engine::evolve::RunSummary, stopped: Option<engine::stop:
 /// SIGINT and SIGTERM ask the run to stop (a second one exits at once); a
 /// closed output is an error the run handles, not a SIGPIPE that kills it;
 /// an operator's `--preempt` request for this process is watched for.
-fn catch_stops(project: &Project) -> Result<(), Failure> {
+pub(super) fn catch_stops(project: &Project) -> Result<(), Failure> {
     engine::stop::catch_signals().map_err(|e| Failure::failed(anyhow::anyhow!("installing signal handlers: {e}")))?;
     // SAFETY: setting a signal's disposition to ignore has no memory effects.
     unsafe {
@@ -472,7 +473,7 @@ fn field_changes(from: &serde_json::Value, to: &serde_json::Value) -> Vec<serde_
 
 /// One progress event as a line for stderr (with its style) and the live
 /// line's status that follows it.
-fn render(p: &Progress) -> (anstyle::Style, String, String) {
+pub(super) fn render(p: &Progress) -> (anstyle::Style, String, String) {
     let plain = anstyle::Style::new();
     match p {
         Progress::Observed { round, .. } => {

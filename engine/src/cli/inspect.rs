@@ -401,6 +401,12 @@ pub fn render_log(view: &LogView) -> String {
                     if let Some(kept) = engine::views::kept_summary(&c.credits) {
                         let _ = writeln!(out, "    {kept}");
                     }
+                    if let Some(p) = &c.prediction {
+                        let _ = writeln!(out, "    {}", p.heading());
+                        for v in &p.verdicts {
+                            let _ = writeln!(out, "      {}", v.line());
+                        }
+                    }
                 }
                 Ok(())
             }

@@ -10,6 +10,7 @@ mod eval;
 mod evolve;
 mod inspect;
 mod journal_repair;
+mod propose;
 mod report;
 mod review;
 mod round;
@@ -69,6 +70,12 @@ enum Command {
     /// Run the Observe -> Improve -> Verify loop for some rounds (the unattended main job).
     #[command(after_help = evolve::stopped_help())]
     Evolve(evolve::EvolveArgs),
+    /// Test a person's change with a falsifiable prediction: the fields set on the served strategy go through the
+    /// gates, the critic, the probe and the confirm test like an evolve candidate, and the predicted per-category
+    /// movement is checked on the confirm part; a change whose prediction failed is not served (unless
+    /// --accept-unpredicted).
+    #[command(after_help = propose_help())]
+    Propose(propose::ProposeArgs),
     /// Served and best-ever versions with scores and hashes, the last round, pending escalations.
     Status(inspect::JsonArg),
     /// Layer A: label every failure of the served strategy by the stage that lost its evidence
@@ -139,6 +146,18 @@ enum Command {
     Man(shell::ManArgs),
 }
 
+/// `propose --help`'s verdict rule and exit codes.
+fn propose_help() -> &'static str {
+    "Verdict, per predicted category, on its confirm-part questions: d = candidate minus served accuracy, with its \
+     95% paired percentile bootstrap interval [low, high]. +Npp holds when low > 0 and high >= N; -Npp when \
+     high < 0 and low <= -N; >= X (>= 0, >= -Npp) when d >= X. A category with no confirm question fails.\n\n\
+     Exit codes: 0 served (or pending approval under serve.approval: manual); 1 tested and not served (a gate, the \
+     critic, the probe, the confirm test or the prediction stopped it; the record is journaled); 2 bad input \
+     (a field the schema does not declare or a value it refuses, an unknown category, a malformed prediction, a \
+     strategy evaluated before: nothing is evaluated); 3 another process holds the journal; 5 the candidate's \
+     evaluation errored."
+}
+
 pub fn main() -> ExitCode {
     use clap::{CommandFactory, FromArgMatches};
     init_tracing();
@@ -165,6 +184,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Init(args) => evolve::init(&args),
         Command::Evolve(args) => evolve::run(&args, project),
+        Command::Propose(args) => propose::run(&args, project),
         Command::Status(args) => inspect::status(&args, project),
         Command::Diagnose(args) => match &args.compare {
             Some(specs) => diagnose::compare(specs, args.json, project),

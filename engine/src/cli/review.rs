@@ -185,6 +185,7 @@ pub fn render_show(v: &ShowView) -> String {
         Some(c) => {
             render_why(&mut out, v, c);
             render_kept(&mut out, c);
+            render_prediction(&mut out, c);
             render_screens(&mut out, c);
             render_full(&mut out, c);
             if let Some(g) = &v.guarantee {
@@ -324,6 +325,15 @@ fn render_kept(out: &mut String, c: &CandidateRecord) {
     out.push_str(&format!("{}\n", bold(&format!("{}:", views::KEPT_FIELDS))));
     for credit in views::kept_fields(&c.credits) {
         out.push_str(&format!("  {}\n", credit.describe()));
+    }
+}
+
+/// A person's prediction (`emend propose`) and its verdict per category.
+fn render_prediction(out: &mut String, c: &CandidateRecord) {
+    let Some(p) = &c.prediction else { return };
+    out.push_str(&format!("{} {}\n", bold("prediction:"), p.heading()));
+    for v in &p.verdicts {
+        out.push_str(&format!("  {}\n", v.line()));
     }
 }
 

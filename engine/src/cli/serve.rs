@@ -418,6 +418,16 @@ pub enum EscalationAction {
         /// Why it is closed (journaled with the review).
         #[arg(long)]
         reason: String,
+        /// A person's change that answers the escalation, PATH=VALUE (repeatable; needs --predict): once the
+        /// escalation is resolved it is tested as `emend propose` tests it.
+        #[arg(long = "propose", value_name = "PATH=VALUE", requires = "predict")]
+        propose: Vec<String>,
+        /// The change's predicted per-category movement ("temporal +3pp, single-hop >= 0"; needs --propose).
+        #[arg(long, value_name = "PREDICTION", requires = "propose")]
+        predict: Option<String>,
+        /// Serve the proposed change though its prediction failed, when every other rule passes.
+        #[arg(long, requires = "propose")]
+        accept_unpredicted: bool,
     },
     /// Open a resolved escalation again: its direction is held back again.
     Reopen {
@@ -434,11 +444,12 @@ pub fn escalation(action: &EscalationAction, project_dir: Option<&Path>) -> CmdR
     let project = common::project(project_dir)?;
     let mut log = common::writer(&project)?;
     let (key, resolved, reason) = match action {
-        EscalationAction::Resolve { key, reason } => (key, true, reason.clone()),
+        EscalationAction::Resolve { key, reason, .. } => (key, true, reason.clone()),
         EscalationAction::Reopen { key, reason } => {
             (key, false, reason.clone().unwrap_or_else(|| format!("reopened by {}", who())))
         }
     };
+    let proposal = resolution_proposal(action, &project, &mut log)?;
     let store = Store::new(&log);
     let list = store.escalations().map_err(common::store_failure)?;
     let Some(e) = list.iter().find(|e| e["class"] == key.as_str()) else {
@@ -475,7 +486,34 @@ pub fn escalation(action: &EscalationAction, project_dir: Option<&Path>) -> CmdR
         engine::sanitize::escape_controls(&reason),
         if resolved { "; its direction may be proposed again" } else { "; its direction is held back again" }
     );
-    Ok(exit::OK)
+    let Some(proposal) = proposal else { return Ok(exit::OK) };
+    // The proposal takes the journal's writer lock itself.
+    drop(log);
+    let outcome = super::propose::test(&project, &proposal, false)?;
+    super::propose::print(&outcome, false)
+}
+
+/// The proposal `escalations resolve --propose ... --predict ...` carries,
+/// checked (fields, categories, novelty) before the escalation is resolved.
+fn resolution_proposal(
+    action: &EscalationAction,
+    project: &engine::config::Project,
+    log: &mut journal::SledJournal,
+) -> Result<Option<engine::evolve::Proposal>, Failure> {
+    let EscalationAction::Resolve { propose, predict: Some(predict), accept_unpredicted, .. } = action else {
+        return Ok(None);
+    };
+    let change = super::propose::ChangeArgs {
+        fields: propose.clone(),
+        predict: predict.clone(),
+        accept_unpredicted: *accept_unpredicted,
+    };
+    let proposal = change.proposal()?;
+    let schema = common::schema(project)?;
+    let backend = common::backend(project, &schema)?;
+    let evolution = engine::evolve::Evolution { project, schema: &schema, backend: backend.as_ref(), log };
+    evolution.check_proposal(&proposal).map_err(common::evolve_failure)?;
+    Ok(Some(proposal))
 }
 
 #[cfg(test)]

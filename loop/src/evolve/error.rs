@@ -39,6 +39,11 @@ pub enum EvolveError {
     /// `approve --retest` could not compare the pending version with the served one.
     #[error("retesting v{version} against the served version failed: {reason}")]
     Retest { version: u64, reason: String },
+    /// A person's proposal (`emend propose`) that cannot be tested: a field
+    /// the schema does not declare, a value it refuses, an unknown category,
+    /// a strategy evaluated before.
+    #[error("{0}")]
+    Proposal(String),
     /// A stop was requested (a signal, `--preempt`, a closed output) mid-round.
     #[error("the run was stopped ({cause}) before its round finished")]
     Interrupted { cause: &'static str },
@@ -51,7 +56,7 @@ impl EvolveError {
             EvolveError::Journal(j) => j.exit_class(),
             EvolveError::Store(s) => s.exit_class(),
             EvolveError::ServedFile(s) => s.exit_class(),
-            EvolveError::Split(_) | EvolveError::SplitChanged { .. } => ErrorClass::BadInput,
+            EvolveError::Split(_) | EvolveError::SplitChanged { .. } | EvolveError::Proposal(_) => ErrorClass::BadInput,
             EvolveError::Served { .. }
             | EvolveError::Winner(_)
             | EvolveError::Interrupted { .. }

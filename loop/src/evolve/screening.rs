@@ -37,12 +37,17 @@ fn stop_step(stop: &Stop, record: &CandidateRecord) -> Step {
 impl<L: EventLog + ?Sized> Evolution<'_, L> {
     /// The planner's ranked directions, the round's digest weighing the
     /// diagnosis (logged at debug level with their actionability).
-    fn plans(&self, round: u64, version: u64, diagnosis: &Diagnosis, past: &Past, history: &History) -> Vec<Plan> {
+    /// The round's directions: a person's proposal's own, else the planner's
+    /// ranking (with the round's digest).
+    fn plans(&self, input: &RoundInput<'_>, diagnosis: &Diagnosis, past: &Past, history: &History) -> Vec<Plan> {
+        if let Some(plans) = self.proposal_plans(input, diagnosis) {
+            return plans;
+        }
         let exploration = self.project.config.loop_.exploration;
         let settings = PlannerSettings { exploration, ..PlannerSettings::default() };
         let plans = planner::plan(self.schema, diagnosis, Some(&past.digest), &history.tree, &past.effects, settings);
         let ranked: Vec<String> = plans.iter().map(|p| format!("{} a={:.3}", p.key, p.actionability)).collect();
-        tracing::debug!(round, version, ?ranked, "planned");
+        tracing::debug!(round = input.round, version = input.observed.version, ?ranked, "planned");
         plans
     }
 
@@ -62,7 +67,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
     ) -> Screening {
         let cfg = &self.project.config;
         let (round, observed) = (input.round, input.observed);
-        let plans = self.plans(round, observed.version, diagnosis, past, history);
+        let plans = self.plans(input, diagnosis, past, history);
         let roles = self.backend.roles();
         let harness = harness_facts(&cfg.harness);
         let (probe_ids, served_on_probe) = self.probe_sample(input, search_results);

@@ -59,6 +59,10 @@ pub struct CandidateRecord {
     /// for less context (`cheaper`, tested for non-inferiority).
     #[serde(default, skip_serializing_if = "ChangeKind::is_better")]
     pub change_kind: ChangeKind,
+    /// A person's proposal (`emend propose --predict`): the predicted
+    /// per-category movement and its verdict on the confirm part.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prediction: Option<crate::prediction::PredictionRecord>,
 }
 
 impl CandidateRecord {
@@ -220,6 +224,7 @@ impl CandidateRecord {
             credits: vec![],
             asked: None,
             change_kind: ChangeKind::Better,
+            prediction: None,
         }
     }
 

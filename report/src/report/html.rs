@@ -609,5 +609,9 @@ fn facts(c: &CandidateRecord) -> Vec<String> {
             facts.push(format!("cost: {} on the confirm part", emend_model::cost::describe_change(cost)));
         }
     }
+    // A person's proposal: what it predicted and what the confirm part showed.
+    if let Some(p) = &c.prediction {
+        facts.push(p.describe());
+    }
     facts
 }
