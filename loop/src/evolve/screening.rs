@@ -35,10 +35,9 @@ fn stop_step(stop: &Stop, record: &CandidateRecord) -> Step {
 }
 
 impl<L: EventLog + ?Sized> Evolution<'_, L> {
-    /// The planner's ranked directions, the round's digest weighing the
-    /// diagnosis (logged at debug level with their actionability).
     /// The round's directions: a person's proposal's own, else the planner's
-    /// ranking (with the round's digest).
+    /// ranking, the round's digest weighing the diagnosis (logged at debug
+    /// level with their actionability).
     fn plans(&self, input: &RoundInput<'_>, diagnosis: &Diagnosis, past: &Past, history: &History) -> Vec<Plan> {
         if let Some(plans) = self.proposal_plans(input, diagnosis) {
             return plans;
