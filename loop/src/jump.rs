@@ -317,13 +317,8 @@ fn racing_order(results: &[QuestionResult], seed: u64, harness_hash: &str) -> (V
 }
 
 /// The direction a change takes, as a hypothesis node names it.
-/// The direction of a move of one field: up or down for a number, else a toggle.
 pub(crate) fn direction(from: &Value, to: &Value) -> Direction {
-    match (from.as_f64(), to.as_f64()) {
-        (Some(a), Some(b)) if b > a => Direction::Increase,
-        (Some(_), Some(_)) => Direction::Decrease,
-        _ => Direction::Toggle,
-    }
+    Direction::of_move(from, to)
 }
 
 fn same(a: &Value, b: &Value) -> bool {

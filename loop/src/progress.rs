@@ -4,7 +4,8 @@
 
 use std::fmt;
 
-use emend_model::gates::{CriticLabel, Gate};
+use emend_model::critic::CriticLabel;
+use emend_model::gates::Gate;
 use emend_model::planner::Change;
 
 /// One step of a run.

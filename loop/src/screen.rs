@@ -14,15 +14,15 @@ use emend_eval::llm::{Role, advice};
 use emend_model::artifact::{self, Artifact};
 use emend_model::candidate::{Resolution, StoppedBy};
 use emend_model::config::CostConfig;
+use emend_model::critic::{self, CriticInput, CriticVerdict};
 use emend_model::events::{CandidateRecord, ChangeKind, QuestionResult};
-use emend_model::gates::{self, CriticInput, CriticVerdict, DataText, GateInput, GateResult, ProbeVerdict, Replay};
+use emend_model::gates::{self, DataText, GateInput, GateResult, ProbeVerdict, Replay};
 use emend_model::hypothesis::Hypothesis;
+use emend_model::layer_a::Diagnosis;
 use emend_model::outcome::Evaluation;
 use emend_model::planner::{Change, DimensionEffect};
 use emend_model::records::question_results;
 use emend_model::schema::StrategySchema;
-
-static NO_MOVES: BTreeSet<(String, String, String)> = BTreeSet::new();
 
 /// What every candidate of a round is screened against.
 pub struct Screen<'a> {
@@ -31,6 +31,9 @@ pub struct Screen<'a> {
     pub backend: &'a dyn Backend,
     pub served: &'a Artifact,
     pub served_results: &'a [QuestionResult],
+    /// The round's diagnosis of the served strategy: what the critic checks
+    /// each changed field against.
+    pub diagnosis: &'a Diagnosis,
     pub replay: &'a Replay,
     pub effects: &'a BTreeMap<String, DimensionEffect>,
     pub rejected_moves: &'a BTreeSet<(String, String, String)>,
@@ -57,7 +60,11 @@ pub struct Candidate<'a> {
     /// Dataset text a model saw while proposing it.
     pub data: Option<&'a DataText>,
     /// Fields it changes beyond `change`.
-    pub more: usize,
+    pub more: &'a [Change],
+    /// Each field's contribution measured on the search part (the global search's pruning).
+    pub contributions: &'a BTreeMap<String, f64>,
+    /// Its results on the whole search part, when the proposer evaluated it there.
+    pub known: Option<&'a [QuestionResult]>,
 }
 
 /// The stage a stopped candidate reached.
@@ -121,21 +128,19 @@ pub fn screen(
     if let Some(g) = failed {
         return Screened::Stopped(Stop::rejected(StoppedBy::Gate(g.gate), Stage::Gates, g.detail));
     }
-    let field = s.schema.field(&c.change.path);
-    let rules = gates::critic(&CriticInput {
+    let rules = critic::critic(&CriticInput {
+        schema: s.schema,
+        diagnosis: s.diagnosis,
         change: c.change,
-        // Without bounded steps no move is "the largest allowed".
-        max_delta: field.and_then(|f| f.max_delta).filter(|_| s.bounded),
-        effect: s.effects.get(&c.change.path),
-        // A move rejected before makes a one-field candidate a duplicate; a
-        // jump that moves several fields is new by the novelty gate.
+        more: c.more,
+        contributions: c.contributions,
+        bounded: s.bounded,
+        effects: s.effects,
+        rejected_moves: s.rejected_moves,
         // A cheaper candidate claims something else than the moves rejected for accuracy.
-        rejected_moves: if (c.more > 0 && !s.bounded) || kind == ChangeKind::Cheaper {
-            &NO_MOVES
-        } else {
-            s.rejected_moves
-        },
+        duplicates_reject: kind != ChangeKind::Cheaper,
         motivation: c.motivation,
+        tokens: c.known.and_then(|known| Some((mean_tokens(s.served_results)?, mean_tokens(known)?))),
         probe_drop_max: s.probe_drop_max,
     });
     record.critic = Some(rules.clone());
@@ -203,17 +208,24 @@ fn probe_tolerance(s: &Screen<'_>, kind: ChangeKind, critic: f64, probe: &Evalua
     if kind == ChangeKind::Cheaper {
         tolerance = tolerance.max(s.cost.noninferiority_margin.unwrap_or(0.0));
     }
-    if let Some(price) = s.cost.price_per_token() {
-        let ids: BTreeSet<&str> = s.probe_ids.iter().map(String::as_str).collect();
-        let served: Vec<f64> =
-            s.served_results.iter().filter(|q| ids.contains(q.id.as_str())).filter_map(|q| q.tokens).collect();
-        let cand: Vec<f64> = question_results(probe).iter().filter_map(|q| q.tokens).collect();
-        let mean = |t: &[f64]| (!t.is_empty()).then(|| t.iter().sum::<f64>() / t.len() as f64);
-        if let (Some(a), Some(b)) = (mean(&served), mean(&cand)) {
-            tolerance += (price * (a - b)).max(0.0);
-        }
+    if let (Some(price), Some((a, b))) = (s.cost.price_per_token(), probe_tokens(s, probe)) {
+        tolerance += (price * (a - b)).max(0.0);
     }
     tolerance
+}
+
+/// Mean context tokens a question on the probe, served and candidate.
+fn probe_tokens(s: &Screen<'_>, probe: &Evaluation) -> Option<(f64, f64)> {
+    let ids: BTreeSet<&str> = s.probe_ids.iter().map(String::as_str).collect();
+    let served: Vec<QuestionResult> =
+        s.served_results.iter().filter(|q| ids.contains(q.id.as_str())).cloned().collect();
+    Some((mean_tokens(&served)?, mean_tokens(&question_results(probe))?))
+}
+
+/// Mean context tokens a question of `results`, when every one has a count.
+fn mean_tokens(results: &[QuestionResult]) -> Option<f64> {
+    let t: Option<Vec<f64>> = results.iter().map(|q| q.tokens).collect();
+    t.filter(|t| !t.is_empty()).map(|t| t.iter().sum::<f64>() / t.len() as f64)
 }
 
 /// The critic model's second opinion, now that the probe is known: it may only reject.
@@ -236,6 +248,7 @@ fn critic_model(
         improved: &improved,
         regressed: &regressed,
         rules,
+        tokens: rules.tokens.or_else(|| probe_tokens(s, probe)),
     };
     match advice::review(models, &input) {
         Ok(v) => {
@@ -266,7 +279,8 @@ mod tests {
     use super::*;
     use emend_eval::backend::BackendError;
     use emend_eval::fake::FakeBackend;
-    use emend_model::gates::{CriticLabel, Gate};
+    use emend_model::critic::CriticLabel;
+    use emend_model::gates::Gate;
     use emend_model::outcome::OutcomeRecord;
     use serde_json::json;
 
@@ -314,12 +328,15 @@ mod tests {
         let (effects, rejected) = (BTreeMap::new(), BTreeSet::new());
         let replay = Replay { mismatches: 0, n: 10, example: None };
         let cost = emend_model::config::CostConfig::default();
+        let diagnosis =
+            Diagnosis { failures: 3, n: 10, counts: BTreeMap::from([(label.to_string(), 3)]), ..Diagnosis::default() };
         let s = Screen {
             round: 1,
             schema: &schema,
             backend,
             served: &served,
             served_results: &[],
+            diagnosis: &diagnosis,
             replay: &replay,
             effects: &effects,
             rejected_moves: &rejected,
@@ -338,7 +355,9 @@ mod tests {
             motivation: &motivation,
             hypothesis: None,
             data: None,
-            more: 0,
+            more: &[],
+            contributions: &BTreeMap::new(),
+            known: None,
         };
         let mut r = record();
         (screen(&s, &c, &mut r, seen), r)

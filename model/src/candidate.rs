@@ -12,7 +12,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::gates::{CriticLabel, Gate};
+use crate::critic::CriticLabel;
+use crate::gates::Gate;
 use crate::stats::{self, CategoryDelta, McNemarTest, RuleKind};
 
 /// The hypothesis of a candidate record that retests a pending version
@@ -329,14 +330,7 @@ impl FullRecord {
     /// 1,000 tokens (accuracy -0.4 pp, tokens 1,573 -> 610 (-61%); p = 0.0041)`.
     /// None for a plain accuracy claim.
     pub fn claim_summary(&self) -> Option<String> {
-        let tokens = |b: f64, c: f64| {
-            let change = match c / b {
-                _ if b <= 0.0 => String::new(),
-                r if r >= 2.0 => format!(" ({r:.2}x)"),
-                r => format!(" ({:+.0}%)", (r - 1.0) * 100.0),
-            };
-            format!("tokens {} -> {}{change}", grouped(b), grouped(c))
-        };
+        let tokens = tokens_from_to;
         if let Some(u) = &self.utility {
             let p = self.noninferior.map_or(u.p_value, |t| t.p_value);
             return Some(format!(
@@ -455,6 +449,16 @@ impl FullRecord {
         }
         out
     }
+}
+
+/// `tokens 1,573 -> 610 (-61%)`; a rise of 2x or more as `(6.07x)`.
+pub fn tokens_from_to(b: f64, c: f64) -> String {
+    let change = match c / b {
+        _ if b <= 0.0 => String::new(),
+        r if r >= 2.0 => format!(" ({r:.2}x)"),
+        r => format!(" ({:+.0}%)", (r - 1.0) * 100.0),
+    };
+    format!("tokens {} -> {}{change}", grouped(b), grouped(c))
 }
 
 /// `1573` as `1,573` (rounded to a whole token).

@@ -1,5 +1,5 @@
-//! Verify, before any evaluation: the five fail-fast gates, the critic, and
-//! the screening probe's sample and verdict. Pure functions over frozen
+//! Verify, before any evaluation: the five fail-fast gates and the
+//! screening probe's sample and verdict. Pure functions over frozen
 //! records; every verdict carries its reasons and numbers.
 
 use std::collections::hash_map::DefaultHasher;
@@ -13,7 +13,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::hypothesis::Hypothesis;
-use crate::planner::{Change, DimensionEffect};
 use crate::schema::{ProblemKind, StrategySchema, fmt_num};
 
 /// The hard gates, in the order they run.
@@ -294,120 +293,6 @@ fn replay_stability(input: &GateInput<'_>) -> (bool, String) {
     (true, format!("direction open; served re-evaluates identically on {} questions", r.n))
 }
 
-/// The critic's four labels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CriticLabel {
-    Actionable,
-    Risky,
-    Duplicate,
-    OutOfScope,
-}
-
-impl CriticLabel {
-    pub const ALL: [CriticLabel; 4] =
-        [CriticLabel::Actionable, CriticLabel::Risky, CriticLabel::Duplicate, CriticLabel::OutOfScope];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CriticLabel::Actionable => "actionable",
-            CriticLabel::Risky => "risky",
-            CriticLabel::Duplicate => "duplicate",
-            CriticLabel::OutOfScope => "out_of_scope",
-        }
-    }
-}
-
-/// The critic's judgement. It may reject (duplicate, out of scope) or
-/// tighten the probe (risky), but it runs only after every hard gate passed
-/// and can never let through what a gate stopped.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CriticVerdict {
-    pub label: CriticLabel,
-    pub reason: String,
-    pub reject: bool,
-    /// Largest probe accuracy drop tolerated for this candidate.
-    pub probe_tolerance: f64,
-}
-
-/// What the heuristic critic sees.
-pub struct CriticInput<'a> {
-    pub change: &'a Change,
-    pub max_delta: Option<f64>,
-    pub effect: Option<&'a DimensionEffect>,
-    /// `(path, from, to)` moves that were evaluated and rejected before.
-    pub rejected_moves: &'a BTreeSet<(String, String, String)>,
-    /// Label -> count of the failures motivating the direction.
-    pub motivation: &'a BTreeMap<String, usize>,
-    pub probe_drop_max: f64,
-}
-
-/// Labels that no strategy field can address.
-const UNFIXABLE: [&str; 2] = ["unresolved_evidence", "no_trace"];
-
-pub fn critic(input: &CriticInput<'_>) -> CriticVerdict {
-    let c = input.change;
-    let verdict =
-        |label, reason: String, reject, probe_tolerance| CriticVerdict { label, reason, reject, probe_tolerance };
-    if !input.motivation.is_empty() && input.motivation.keys().all(|l| UNFIXABLE.contains(&l.as_str())) {
-        return verdict(
-            CriticLabel::OutOfScope,
-            format!("{} is motivated only by failures no strategy can fix ({})", c.path, keys(input.motivation)),
-            true,
-            0.0,
-        );
-    }
-    let key = (c.path.clone(), c.from.to_string(), c.to.to_string());
-    if input.rejected_moves.contains(&key) {
-        return verdict(
-            CriticLabel::Duplicate,
-            format!("{} {} -> {} was evaluated and rejected before", c.path, c.from, c.to),
-            true,
-            0.0,
-        );
-    }
-    let reputation = input.effect.map_or(0.0, DimensionEffect::reputation);
-    let full_move = match (c.from.as_f64(), c.to.as_f64(), input.max_delta) {
-        (Some(a), Some(b), Some(m)) => ((b - a).abs() - m).abs() < 1e-9,
-        _ => false,
-    };
-    let reverted = input.effect.map_or(0, |e| e.reverted);
-    if (full_move && reputation < 0.0) || (reverted >= 3 && input.effect.is_some_and(|e| e.accepted == 0)) {
-        return verdict(
-            CriticLabel::Risky,
-            format!(
-                "{} has reputation {:.1} ({} reverted){}; the probe must not drop at all",
-                c.path,
-                reputation,
-                reverted,
-                if full_move { " and this is its largest allowed move" } else { "" }
-            ),
-            false,
-            0.0,
-        );
-    }
-    verdict(
-        CriticLabel::Actionable,
-        format!("{} {} -> {} addresses {}", c.path, c.from, c.to, keys(input.motivation)),
-        false,
-        input.probe_drop_max,
-    )
-}
-
-/// The critic's label for a direction the evolver could not move.
-pub fn critic_blocked(path: &str, reason: &str) -> CriticVerdict {
-    CriticVerdict {
-        label: CriticLabel::OutOfScope,
-        reason: format!("{path}: {reason}"),
-        reject: true,
-        probe_tolerance: 0.0,
-    }
-}
-
-fn keys(m: &BTreeMap<String, usize>) -> String {
-    m.iter().map(|(k, v)| format!("{k} x{v}")).collect::<Vec<_>>().join(", ")
-}
-
 /// A seeded sample of `size` question ids, stratified by category with
 /// proportional allocation (largest remainders), at least one per category
 /// when the size allows. Deterministic for a seed; ids come back sorted.
@@ -654,40 +539,6 @@ mod tests {
         let (g, d) = failed_at(&gates_for(&c, &BTreeSet::new(), None, &shaky)).unwrap();
         assert_eq!(g, Gate::ReplayStability);
         assert!(d.contains("3 of 10"), "{d}");
-    }
-
-    fn change(path: &str, from: Value, to: Value) -> Change {
-        Change { path: path.into(), from, to }
-    }
-
-    #[test]
-    fn critic_labels() {
-        let motivation: BTreeMap<String, usize> = [("retrieval_gap".to_string(), 10)].into();
-        let none = BTreeSet::new();
-        let c = change("retrieve.top_k", json!(5), json!(15));
-        let input = |effect, rejected, motivation| CriticInput {
-            change: &c,
-            max_delta: Some(10.0),
-            effect,
-            rejected_moves: rejected,
-            motivation,
-            probe_drop_max: 0.02,
-        };
-        let v = critic(&input(None, &none, &motivation));
-        assert_eq!((v.label, v.reject, v.probe_tolerance), (CriticLabel::Actionable, false, 0.02));
-
-        let bad = DimensionEffect { tried: 2, accepted: 0, reverted: 2, total_delta: -0.02 };
-        let v = critic(&input(Some(&bad), &none, &motivation));
-        assert_eq!((v.label, v.reject, v.probe_tolerance), (CriticLabel::Risky, false, 0.0));
-
-        let rejected: BTreeSet<(String, String, String)> =
-            [("retrieve.top_k".to_string(), "5".to_string(), "15".to_string())].into();
-        let v = critic(&input(None, &rejected, &motivation));
-        assert_eq!((v.label, v.reject), (CriticLabel::Duplicate, true));
-
-        let unfixable: BTreeMap<String, usize> = [("unresolved_evidence".to_string(), 4)].into();
-        let v = critic(&input(None, &none, &unfixable));
-        assert_eq!((v.label, v.reject), (CriticLabel::OutOfScope, true));
     }
 
     #[test]

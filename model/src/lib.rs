@@ -26,6 +26,7 @@ pub mod candidate;
 pub mod config;
 pub mod confirm;
 pub mod cost;
+pub mod critic;
 pub mod decide;
 pub mod digest;
 pub mod events;

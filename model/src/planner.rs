@@ -83,7 +83,7 @@ impl Default for PlannerSettings {
 /// that have a split (`source_only`: ingest and extraction fields;
 /// `full_coverage`: answer fields) counted under the split when the schema
 /// links it, so each half motivates its own fields.
-fn symptom_counts(schema: &StrategySchema, diagnosis: &Diagnosis) -> BTreeMap<String, usize> {
+pub fn symptom_counts(schema: &StrategySchema, diagnosis: &Diagnosis) -> BTreeMap<String, usize> {
     let mut counts = diagnosis.counts.clone();
     let generation = crate::layer_a::Label::GenerationError.as_str();
     for (split, &n) in &diagnosis.splits {

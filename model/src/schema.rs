@@ -239,6 +239,15 @@ impl Direction {
         }
     }
 
+    /// The direction of a move of one field: up or down for a number, else a toggle.
+    pub fn of_move(from: &Value, to: &Value) -> Direction {
+        match (from.as_f64(), to.as_f64()) {
+            (Some(a), Some(b)) if b > a => Direction::Increase,
+            (Some(_), Some(_)) => Direction::Decrease,
+            _ => Direction::Toggle,
+        }
+    }
+
     pub fn parse(s: &str) -> Option<Direction> {
         Some(match s {
             "increase" => Direction::Increase,

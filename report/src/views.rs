@@ -390,6 +390,10 @@ pub struct LogCandidate {
     /// A searched candidate's kept fields and their search-part contributions, as recorded.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub credits: Vec<Credit>,
+    /// The critic's verdict on a candidate of several fields (its label for
+    /// each field, the share of failures they target, the tokens it read).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub critic: Option<emend_model::critic::CriticVerdict>,
     /// The version the candidate became, when it passed every gate.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<u64>,
@@ -499,6 +503,7 @@ impl LogView {
                         claim: c.full.as_ref().and_then(|f| f.claim_summary()),
                         change_kind: c.change_kind,
                         credits: c.credits,
+                        critic: c.critic.filter(|v| v.fields.len() > 1),
                         version: c.accepted_version,
                         review: None,
                         prediction: c.prediction,

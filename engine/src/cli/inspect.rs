@@ -401,6 +401,10 @@ pub fn render_log(view: &LogView) -> String {
                     if let Some(kept) = engine::views::kept_summary(&c.credits) {
                         let _ = writeln!(out, "    {kept}");
                     }
+                    if let Some(cr) = &c.critic {
+                        let cost = cr.cost_line().map_or(String::new(), |l| format!("; read {l}"));
+                        let _ = writeln!(out, "    critic: {} ({}){cost}", cr.label.as_str(), cr.reason);
+                    }
                     if let Some(p) = &c.prediction {
                         let _ = writeln!(out, "    {}", p.heading());
                         for v in &p.verdicts {

@@ -12,8 +12,9 @@ use crate::propose::{Ask, Proposed, Proposer};
 use crate::screen::{self, Screen, Screened, Stage, Stop};
 use emend_model::artifact::Artifact;
 use emend_model::candidate::{Resolution, StoppedBy};
+use emend_model::critic::{self, CriticLabel};
 use emend_model::events::{CandidateRecord, Event, QuestionResult};
-use emend_model::gates::{self, CriticLabel, Gate};
+use emend_model::gates::{self, Gate};
 use emend_model::hypothesis::Hypothesis;
 use emend_model::layer_a::Diagnosis;
 use emend_model::planner::{self, Plan, PlannerSettings};
@@ -81,6 +82,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             backend: self.backend,
             served: &observed.artifact,
             served_results: search_results,
+            diagnosis,
             replay: input.replay,
             effects: &past.effects,
             rejected_moves: &past.rejected_moves,
@@ -199,7 +201,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
                 return false;
             }
             Proposed::Blocked { reason } => {
-                let verdict = gates::critic_blocked(&plan.path, &reason);
+                let verdict = critic::critic_blocked(&plan.path, &reason);
                 out.escalations.extend(escalate(&mut node, round, verdict.reason.clone()));
                 say(&id, None, Step::Blocked { reason });
                 let record = CandidateRecord { critic: Some(verdict.clone()), ..base };
@@ -222,6 +224,9 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         };
         let change = changes.remove(0);
         let more = changes.len();
+        let contributions: BTreeMap<String, f64> =
+            credits.iter().filter_map(|c| Some((c.path.clone(), c.delta?))).collect();
+        let more_changes = changes.clone();
         let hash = emend_model::artifact::content_hash(&value);
         let mut record = CandidateRecord {
             hash: Some(hash.clone()),
@@ -242,7 +247,9 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             motivation: &plan.motivation,
             hypothesis: history.tree.get(&node.key),
             data: data.as_ref(),
-            more,
+            more: &more_changes,
+            contributions: &contributions,
+            known: known.as_deref(),
         };
         let searched = known.is_some();
         let screened = screen::screen(screen, &candidate, &mut record, &mut history.seen);

@@ -178,7 +178,7 @@ fn render_harness(out: &mut String, tasks: &str, harness_command: Option<&[Strin
 fn render_gates(out: &mut String, g: &GateConfig) {
     let k = |out: &mut String, doc: &str, name: &str, value: &dyn std::fmt::Display| key(out, "  ", doc, name, value);
     out.push_str("\ngates:\n");
-    let doc = "Screening probe: reject when accuracy falls more than this below the served strategy.";
+    let doc = "Screening probe: reject when accuracy falls more than this below the served strategy, times the share of the round's failures the change targets.";
     k(out, doc, "probe_drop_max", &g.probe_drop_max);
     k(out, "LORD++ level of the confirm tests (see README, Error control across a run).", "alpha", &g.alpha);
     k(out, "LORD++ initial wealth as a share of alpha.", "lord_initial_wealth", &g.lord_initial_wealth);

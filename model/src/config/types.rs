@@ -253,7 +253,9 @@ impl<'de> Deserialize<'de> for ClusterMode {
 #[serde(deny_unknown_fields)]
 pub struct GateConfig {
     /// Screening probe: reject when accuracy falls more than this below the
-    /// served strategy (the papers' delta_1; the old key `delta1` still loads).
+    /// served strategy (the papers' delta_1; the old key `delta1` still
+    /// loads), times the share of the round's failures the candidate's fields
+    /// target (the critic's actionability; 0 for a risky candidate).
     #[serde(default = "d_probe_drop_max", alias = "delta1")]
     pub probe_drop_max: f64,
     /// The run's significance level for the full paired test.

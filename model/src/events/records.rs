@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::candidate::{FullRecord, Resolution, StoppedBy};
-use crate::gates::{CriticVerdict, GateResult, ProbeVerdict};
+use crate::critic::CriticVerdict;
+use crate::gates::{GateResult, ProbeVerdict};
 use crate::hypothesis::Hypothesis;
 use crate::percent::points;
 use crate::planner::Change;
