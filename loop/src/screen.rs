@@ -59,10 +59,6 @@ pub struct Candidate<'a> {
     pub hypothesis: Option<&'a Hypothesis>,
     /// Dataset text a model saw while proposing it.
     pub data: Option<&'a DataText>,
-    /// Fields it changes beyond `change`.
-    pub more: &'a [Change],
-    /// Each field's contribution measured on the search part (the global search's pruning).
-    pub contributions: &'a BTreeMap<String, f64>,
     /// Its results on the whole search part, when the proposer evaluated it there.
     pub known: Option<&'a [QuestionResult]>,
 }
@@ -128,12 +124,16 @@ pub fn screen(
     if let Some(g) = failed {
         return Screened::Stopped(Stop::rejected(StoppedBy::Gate(g.gate), Stage::Gates, g.detail));
     }
+    // The rest of the diff and each field's contribution the search measured, as recorded.
+    let more = record.more_changes.clone();
+    let contributions: BTreeMap<String, f64> =
+        record.credits.iter().filter_map(|c| Some((c.path.clone(), c.delta?))).collect();
     let rules = critic::critic(&CriticInput {
         schema: s.schema,
         diagnosis: s.diagnosis,
         change: c.change,
-        more: c.more,
-        contributions: c.contributions,
+        more: &more,
+        contributions: &contributions,
         bounded: s.bounded,
         effects: s.effects,
         rejected_moves: s.rejected_moves,
@@ -355,8 +355,6 @@ mod tests {
             motivation: &motivation,
             hypothesis: None,
             data: None,
-            more: &[],
-            contributions: &BTreeMap::new(),
             known: None,
         };
         let mut r = record();

@@ -330,7 +330,7 @@ impl FullRecord {
     /// 1,000 tokens (accuracy -0.4 pp, tokens 1,573 -> 610 (-61%); p = 0.0041)`.
     /// None for a plain accuracy claim.
     pub fn claim_summary(&self) -> Option<String> {
-        let tokens = tokens_from_to;
+        let tokens = crate::percent::tokens_from_to;
         if let Some(u) = &self.utility {
             let p = self.noninferior.map_or(u.p_value, |t| t.p_value);
             return Some(format!(
@@ -449,29 +449,6 @@ impl FullRecord {
         }
         out
     }
-}
-
-/// `tokens 1,573 -> 610 (-61%)`; a rise of 2x or more as `(6.07x)`.
-pub fn tokens_from_to(b: f64, c: f64) -> String {
-    let change = match c / b {
-        _ if b <= 0.0 => String::new(),
-        r if r >= 2.0 => format!(" ({r:.2}x)"),
-        r => format!(" ({:+.0}%)", (r - 1.0) * 100.0),
-    };
-    format!("tokens {} -> {}{change}", grouped(b), grouped(c))
-}
-
-/// `1573` as `1,573` (rounded to a whole token).
-fn grouped(x: f64) -> String {
-    let digits = format!("{:.0}", x.abs());
-    let mut out = String::new();
-    for (i, ch) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    if x < -0.5 { format!("-{out}") } else { out }
 }
 
 /// A full-test record for tests: `failed` rules fail, nothing else is recorded.

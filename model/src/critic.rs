@@ -39,8 +39,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::candidate::tokens_from_to;
 use crate::layer_a::Diagnosis;
+use crate::percent::tokens_from_to;
 use crate::planner::{Change, DimensionEffect, symptom_counts};
 use crate::schema::{Direction, StrategySchema};
 
@@ -98,6 +98,15 @@ impl CriticVerdict {
             .iter()
             .map(|f| format!("{} {} -> {}: {} ({})", f.path, f.from, f.to, f.label.as_str(), f.reason))
             .collect()
+    }
+
+    /// What a reviewer reads under the critic's label: the tokens it read
+    /// (`read on the search part: tokens 1,865 -> 2,310 (+24%)`) and, for a
+    /// candidate of several fields, one line per field.
+    pub fn detail_lines(&self) -> Vec<String> {
+        let cost = self.cost_line().map(|c| format!("read on the search part: {c}"));
+        let fields = if self.fields.len() > 1 { self.field_lines() } else { Vec::new() };
+        cost.into_iter().chain(fields).collect()
     }
 
     /// `tokens 1,865 -> 2,310 (+24%)`, when the critic saw the cost.

@@ -355,13 +355,8 @@ fn render_screens(out: &mut String, c: &CandidateRecord) {
             if cr.reject { ", rejects" } else { "" },
             cr.reason
         ));
-        if let Some(cost) = cr.cost_line() {
-            out.push_str(&format!("  read on the search part: {cost}\n"));
-        }
-        if cr.fields.len() > 1 {
-            for line in cr.field_lines() {
-                out.push_str(&format!("  {line}\n"));
-            }
+        for line in cr.detail_lines() {
+            out.push_str(&format!("  {line}\n"));
         }
     }
     if let Some(p) = &c.probe {

@@ -224,9 +224,6 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         };
         let change = changes.remove(0);
         let more = changes.len();
-        let contributions: BTreeMap<String, f64> =
-            credits.iter().filter_map(|c| Some((c.path.clone(), c.delta?))).collect();
-        let more_changes = changes.clone();
         let hash = emend_model::artifact::content_hash(&value);
         let mut record = CandidateRecord {
             hash: Some(hash.clone()),
@@ -247,8 +244,6 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             motivation: &plan.motivation,
             hypothesis: history.tree.get(&node.key),
             data: data.as_ref(),
-            more: &more_changes,
-            contributions: &contributions,
             known: known.as_deref(),
         };
         let searched = known.is_some();

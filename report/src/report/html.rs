@@ -569,12 +569,7 @@ fn facts(c: &CandidateRecord) -> Vec<String> {
     let mut facts = vec![format!("gates: {}", gates.join(", "))];
     if let Some(cr) = &c.critic {
         facts.push(format!("critic: {} ({})", cr.label.as_str(), cr.reason));
-        if let Some(cost) = cr.cost_line() {
-            facts.push(format!("critic read on the search part: {cost}"));
-        }
-        if cr.fields.len() > 1 {
-            facts.extend(cr.field_lines().into_iter().map(|l| format!("critic, field: {l}")));
-        }
+        facts.extend(cr.detail_lines().into_iter().map(|l| format!("critic, {l}")));
     }
     if let Some(p) = &c.probe {
         facts.push(format!(
