@@ -76,7 +76,7 @@ use emend_model::events::{
 use emend_model::hypothesis::{self, Hypothesis};
 use emend_model::planner::{Change, Plan};
 use emend_model::records::question_results;
-use emend_model::schema::{Direction, FieldKind, StrategySchema, get_path, set_path};
+use emend_model::schema::{FieldKind, StrategySchema, get_path, set_path};
 use emend_model::search::{self, Space, Tpe, TpeConfig};
 use emend_model::search::{materialize, point_of};
 use emend_model::stats::{self, TaskKey};
@@ -314,11 +314,6 @@ fn racing_order(results: &[QuestionResult], seed: u64, harness_hash: &str) -> (V
         h.update(id.as_bytes());
     }
     (order, hex::encode(h.finalize()))
-}
-
-/// The direction a change takes, as a hypothesis node names it.
-pub(crate) fn direction(from: &Value, to: &Value) -> Direction {
-    Direction::of_move(from, to)
 }
 
 fn same(a: &Value, b: &Value) -> bool {
@@ -784,14 +779,15 @@ pub fn changed_fields(schema: &StrategySchema, from: &Value, to: &Value) -> BTre
 #[cfg(test)]
 mod tests {
     use super::*;
+    use emend_model::schema::Direction;
     use serde_json::json;
 
     #[test]
     fn a_change_names_its_direction() {
-        assert_eq!(direction(&json!(5), &json!(40)), Direction::Increase);
-        assert_eq!(direction(&json!(0.9), &json!(0.5)), Direction::Decrease);
-        assert_eq!(direction(&json!("rrf"), &json!("weighted_sum")), Direction::Toggle);
-        assert_eq!(direction(&json!(false), &json!(true)), Direction::Toggle);
+        assert_eq!(Direction::of_move(&json!(5), &json!(40)), Direction::Increase);
+        assert_eq!(Direction::of_move(&json!(0.9), &json!(0.5)), Direction::Decrease);
+        assert_eq!(Direction::of_move(&json!("rrf"), &json!("weighted_sum")), Direction::Toggle);
+        assert_eq!(Direction::of_move(&json!(false), &json!(true)), Direction::Toggle);
     }
 
     #[test]

@@ -110,7 +110,7 @@ impl Proposal {
     /// The round's one plan: the first changed field's direction.
     fn plan(&self, changes: &[Change]) -> Plan {
         let first = &changes[0];
-        let direction = crate::jump::direction(&first.from, &first.to);
+        let direction = schema::Direction::of_move(&first.from, &first.to);
         Plan {
             key: hypothesis::key(&first.path, direction),
             path: first.path.clone(),

@@ -318,7 +318,7 @@ fn diff_credits(plan: &Plan, changes: &[planner::Change]) -> Vec<emend_model::ev
     changes
         .iter()
         .map(|c| emend_model::events::Credit {
-            key: emend_model::hypothesis::key(&c.path, crate::jump::direction(&c.from, &c.to)),
+            key: emend_model::hypothesis::key(&c.path, emend_model::schema::Direction::of_move(&c.from, &c.to)),
             path: c.path.clone(),
             from: c.from.clone(),
             to: c.to.clone(),
