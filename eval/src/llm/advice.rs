@@ -181,7 +181,8 @@ pub fn combine(label: CriticLabel, reason: &str, input: &ReviewInput<'_>) -> Cri
         probe_tolerance: input.rules.probe_tolerance,
         fields: input.rules.fields.clone(),
         actionability: input.rules.actionability,
-        tokens: input.tokens,
+        // The record keeps the search-part figure; probe tokens only reach the prompt.
+        tokens: input.rules.tokens,
     }
 }
 
@@ -351,7 +352,9 @@ mod tests {
         for part in ["retrieve.pool", "measured_contribution", "0.031", "retrieval_gap", "2310", "one or more fields"] {
             assert!(text.contains(part), "{part} missing from {text}");
         }
+        // The verdict keeps the fields and the rules' search-part tokens (none
+        // here), never the probe's tokens the prompt was given.
         let v = combine(CriticLabel::Actionable, "fine", &input);
-        assert_eq!((v.fields.len(), v.tokens), (2, Some((1865.0, 2310.0))));
+        assert_eq!((v.fields.len(), v.tokens), (2, None));
     }
 }
