@@ -441,6 +441,21 @@ fn diagnose_compare_shows_how_the_labels_moved_between_versions() {
     let (code, _, err) = emend(&dir, &["diagnose", "--compare", "v1", "v99"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("v99: no such version"), "{err}");
+
+    // Seed 002's order labels the same failures: the rows add up to them,
+    // and each of emend's labels keeps its count.
+    let ordered = support::json(&dir, &["diagnose", "--seed-order", "--json"]);
+    let rows = ordered["seed_order"].as_array().unwrap();
+    let sum = |label: Option<&str>| {
+        rows.iter().filter(|r| label.is_none_or(|l| r["emend"] == l)).map(|r| r["count"].as_u64().unwrap()).sum::<u64>()
+    };
+    assert_eq!(sum(None), ordered["failures"].as_u64().unwrap(), "{ordered}");
+    for (label, count) in ordered["counts"].as_object().unwrap() {
+        assert_eq!(sum(Some(label)), count.as_u64().unwrap(), "{label}: {ordered}");
+    }
+    let text = support::ok(&dir, &["diagnose", "--seed-order"]);
+    assert!(text.contains("seed 002's order") && text.contains(" failures (generation_error is the seed's"), "{text}");
+    assert!(support::json(&dir, &["diagnose", "--json"])["seed_order"].is_null());
 }
 
 #[test]

@@ -52,6 +52,47 @@ pub fn label(o: &OutcomeRecord) -> Option<Label> {
     }
 }
 
+/// Seed 002's order (App. 15), for comparison with [`label`]: whole
+/// question, not per turn. Ingestion failed when no memory item derives from
+/// any gold turn; retrieval failed when none of those items was retrieved;
+/// every other failure is one class, generation or lossy ingestion (split by
+/// [`split`]'s rule). The seed has no `partial_ingestion` and no
+/// `kf_filtered`: a question with one gold item retrieved is past retrieval
+/// even when another gold turn was never stored, retrieved or packed. The
+/// labels it returns are `ingestion_gap`, `retrieval_gap`,
+/// `generation_or_lossy_ingestion`, `unresolved_evidence` and `no_trace`.
+pub fn seed_order_label(o: &OutcomeRecord) -> Option<&'static str> {
+    let emend = label(o)?;
+    let Some(trace) = o.evidence_trace.as_ref().filter(|t| !t.is_empty()) else {
+        return Some(emend.as_str());
+    };
+    Some(if trace.iter().all(|s| s.memory_ids.is_empty()) {
+        "ingestion_gap"
+    } else if !trace.iter().any(|s| s.retrieved) {
+        "retrieval_gap"
+    } else {
+        "generation_or_lossy_ingestion"
+    })
+}
+
+/// Whether emend's label and the seed order's name the same stage
+/// (`generation_error` is the seed's generation-or-lossy-ingestion class).
+pub fn same_stage(emend: &str, seed: &str) -> bool {
+    emend == seed || (emend == "generation_error" && seed == "generation_or_lossy_ingestion")
+}
+
+/// emend's label against seed 002's order ([`seed_order_label`]) for every
+/// failure: (emend label, seed label) -> count, in label order.
+pub fn order_table(outcomes: &[OutcomeRecord]) -> BTreeMap<(String, String), usize> {
+    let mut t = BTreeMap::new();
+    for o in outcomes {
+        if let (Some(e), Some(s)) = (label(o), seed_order_label(o)) {
+            *t.entry((e.as_str().to_string(), s.to_string())).or_default() += 1;
+        }
+    }
+    t
+}
+
 /// The split of a generation error.
 pub const SOURCE_ONLY: &str = "source_only";
 pub const FULL_COVERAGE: &str = "full_coverage";
@@ -300,6 +341,36 @@ mod tests {
         );
         assert_eq!(label(&outcome(false, Some(vec![]))), Some(Label::UnresolvedEvidence));
         assert_eq!(label(&outcome(false, None)), Some(Label::NoTrace));
+    }
+
+    #[test]
+    fn the_seed_order_labels_the_whole_question() {
+        let seed = |steps: Vec<EvidenceStep>| seed_order_label(&outcome(false, Some(steps)));
+        let none = step(false, false, false);
+        assert_eq!(seed(vec![none.clone(), none.clone()]), Some("ingestion_gap"));
+        // Partial ingestion: one gold turn stored, never retrieved -> retrieval.
+        assert_eq!(seed(vec![step(true, false, false), none.clone()]), Some("retrieval_gap"));
+        // One gold item retrieved: past retrieval, whatever else was lost.
+        assert_eq!(seed(vec![step(true, true, true), none.clone()]), Some("generation_or_lossy_ingestion"));
+        assert_eq!(seed(vec![step(true, true, false)]), Some("generation_or_lossy_ingestion"));
+        assert_eq!(
+            seed(vec![step(true, true, false), step(true, false, false)]),
+            Some("generation_or_lossy_ingestion")
+        );
+        // Backfilled into the context, never retrieved: the seed calls it retrieval.
+        assert_eq!(seed(vec![step(true, false, true)]), Some("retrieval_gap"));
+        assert_eq!(seed_order_label(&outcome(true, Some(vec![none.clone()]))), None);
+        assert_eq!(seed_order_label(&outcome(false, Some(vec![]))), Some("unresolved_evidence"));
+        assert_eq!(seed_order_label(&outcome(false, None)), Some("no_trace"));
+        let mut a = outcome(false, Some(vec![step(true, true, false), step(true, false, false)]));
+        a.id = "a".into();
+        let b = outcome(false, Some(vec![step(true, false, false)]));
+        let t = order_table(&[a, b, outcome(true, Some(vec![none]))]);
+        assert_eq!(t[&("retrieval_gap".into(), "generation_or_lossy_ingestion".into())], 1);
+        assert_eq!(t[&("retrieval_gap".into(), "retrieval_gap".into())], 1);
+        assert_eq!(t.values().sum::<usize>(), 2);
+        assert!(same_stage("generation_error", "generation_or_lossy_ingestion"));
+        assert!(!same_stage("kf_filtered", "generation_or_lossy_ingestion"));
     }
 
     #[test]

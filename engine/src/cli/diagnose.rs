@@ -21,6 +21,10 @@ pub struct DiagnoseArgs {
     /// of each failure (fixed, new, persisting, lost at another stage).
     #[arg(long, num_args = 2, value_names = ["FROM", "TO"])]
     pub compare: Option<Vec<String>>,
+    /// Also label every failure in seed 002's order (whole question: ingestion, then retrieval,
+    /// then one class for generation or lossy ingestion) and print how the two labellings meet.
+    #[arg(long, conflicts_with = "compare")]
+    pub seed_order: bool,
     /// Print JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -70,7 +74,27 @@ fn generation_split(d: &engine::layer_a::Diagnosis) -> Value {
     })
 }
 
-pub fn diagnose(json_out: bool, project_dir: Option<&Path>) -> CmdResult {
+/// The failures' labels in emend's order against seed 002's
+/// ([`layer_a::order_table`]), as rows `emend label`, `seed label`, `count`.
+fn order_rows(outcomes: &[engine::outcome::OutcomeRecord]) -> Vec<(String, String, usize)> {
+    let rank = |l: &str| engine::layer_a::Label::ALL.iter().position(|x| x.as_str() == l).unwrap_or(usize::MAX);
+    let mut rows: Vec<_> = layer_a::order_table(outcomes).into_iter().map(|((e, s), n)| (e, s, n)).collect();
+    rows.sort_by(|a, b| (rank(&a.0), &a.1).cmp(&(rank(&b.0), &b.1)));
+    rows
+}
+
+fn print_order(rows: &[(String, String, usize)]) {
+    let agree: usize = rows.iter().filter(|(e, s, _)| layer_a::same_stage(e, s)).map(|r| r.2).sum();
+    let total: usize = rows.iter().map(|r| r.2).sum();
+    println!("\nseed 002's order (whole question: ingestion, retrieval, then generation or lossy ingestion):");
+    println!("{:<20} {:<30} {:>6}", "emend label", "seed order label", "count");
+    for (e, s, n) in rows {
+        println!("{e:<20} {s:<30} {n:>6}");
+    }
+    println!("the same stage for {agree} of {total} failures (generation_error is the seed's generation class)");
+}
+
+pub fn diagnose(json_out: bool, seed_order: bool, project_dir: Option<&Path>) -> CmdResult {
     let project = common::project(project_dir)?;
     let schema = common::schema(&project)?;
     let backend = common::backend(&project, &schema)?;
@@ -101,6 +125,8 @@ pub fn diagnose(json_out: bool, project_dir: Option<&Path>) -> CmdResult {
             "splits": generation_split(&d),
             "cannot_occur": cannot_occur(&project.config).map(|(l, why)| json!({"label": l, "why": why})),
             "examples": examples,
+            "seed_order": seed_order.then(|| order_rows(&eval.outcomes).into_iter()
+                .map(|(e, s, n)| json!({"emend": e, "seed": s, "count": n})).collect::<Vec<_>>()),
         }));
         return Ok(exit::OK);
     }
@@ -137,6 +163,9 @@ pub fn diagnose(json_out: bool, project_dir: Option<&Path>) -> CmdResult {
     );
     if let Some((label, why)) = cannot_occur(&project.config) {
         println!("{label} cannot occur here: {why}");
+    }
+    if seed_order {
+        print_order(&order_rows(&eval.outcomes));
     }
     for (label, ids) in &d.examples {
         println!("\n{label}, e.g.:");

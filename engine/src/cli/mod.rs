@@ -188,7 +188,7 @@ pub fn main() -> ExitCode {
         Command::Status(args) => inspect::status(&args, project),
         Command::Diagnose(args) => match &args.compare {
             Some(specs) => diagnose::compare(specs, args.json, project),
-            None => diagnose::diagnose(args.json, project),
+            None => diagnose::diagnose(args.json, args.seed_order, project),
         },
         Command::Hypotheses(args) => inspect::hypotheses(&args, project),
         Command::Escalations(args) => match &args.action {
