@@ -133,7 +133,12 @@ const CASES: &[(&str, bool)] = &[
         true,
     ),
     // The keys' old names still load (with a warning); both names of one key are refused.
-    ("gates: {alpha: 0.5, delta1: 1, epsilon_c: 0, tau_rollback: 1, lord_w0: 1}\n", true),
+    (
+        "gates: {alpha: 0.5, probe_drop_max: 1, category_drop_max: 0, restore_below_best: 1, lord_initial_wealth: 1}\n",
+        true,
+    ),
+    ("gates: {epsilon_c: 0}\n", false),
+    ("gates: {tau_rollback: 1}\n", false),
     ("gates: {delta1: 0.1, probe_drop_max: 0.1}\n", false),
     ("gates: {epsilon_c: 0.1, category_drop_max: 0.1}\n", false),
     ("gates: {tau_rollback: 0.1, restore_below_best: 0.1}\n", false),
@@ -163,18 +168,17 @@ const CASES: &[(&str, bool)] = &[
     ("gates: {step_bound: bounded}\n", false),
     ("gates: {step_bound: true}\n", false),
     ("gates: {cluster_check: maybe}\n", false),
-    ("gates: {alpha_schedule: geometric, bootstrap_unit: trajectory, holdout_budget: 0}\n", true),
-    ("gates: {alpha_schedule: linear}\n", false),
-    ("gates: {bootstrap_unit: session}\n", false),
+    ("gates: {alpha_schedule: basel}\n", false),
+    ("gates: {bootstrap_unit: conversation}\n", false),
+    ("gates: {holdout_budget: 20}\n", false),
+    ("gates: {delta1: 0.02}\n", false),
     ("loop: {rounds: 100000, candidates: 64, seed: 7, exploration: 100, search: false}\n", true),
-    ("loop: {ucb_c: 100}\n", true),
-    ("loop: {ucb_c: 1, exploration: 1}\n", false),
+    ("loop: {ucb_c: 1}\n", false),
     ("loop: {rounds: 0}\n", false),
     ("loop: {rounds: 100001}\n", false),
     ("loop: {candidates: 0}\n", false),
     ("loop: {candidates: 65}\n", false),
     ("loop: {exploration: 101}\n", false),
-    ("loop: {ucb_c: 101}\n", false),
     ("loop: {seed: -1}\n", false),
     ("loop: {search: yes}\n", false),
     (
@@ -502,11 +506,7 @@ fn every_default_in_the_schema_is_the_parsers() {
             node.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
         for (key, prop) in node["properties"].as_object().unwrap() {
             let prop = resolved(&schema(), prop);
-            // A renamed key's old name: loaded into its new name's field, no default of its own.
-            if prop.get("deprecated") == Some(&json!(true)) {
-                assert!(engine::config::RENAMED_KEYS.iter().any(|(_, old, _)| old == key), "{path:?}.{key}");
-                continue;
-            }
+            assert!(prop.get("deprecated").is_none(), "{path:?}.{key}: a retired key is refused, not declared");
             match prop.get("default") {
                 Some(d) => {
                     assert!(same(d, &loaded[key]), "{path:?}.{key}: schema {d}, parser {}", loaded[key])
@@ -521,7 +521,7 @@ fn every_default_in_the_schema_is_the_parsers() {
     }
 }
 
-// ---- renamed keys ---------------------------------------------------------------------
+// ---- retired keys ---------------------------------------------------------------------
 
 /// `emend init` in a temporary directory, then `edit` applied to its emend.yaml.
 fn project_with(edit: impl Fn(&str) -> String) -> (tempfile::TempDir, PathBuf) {
@@ -539,42 +539,36 @@ fn emend_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
 }
 
 #[test]
-fn emend_init_writes_only_the_new_key_names() {
+fn emend_init_writes_no_retired_key() {
     let text = init_config();
-    for (section, old, new) in engine::config::RENAMED_KEYS {
-        assert!(text.contains(&format!("\n  {new}: ")), "{section}.{new} missing:\n{text}");
-        assert!(!text.contains(&format!("\n  {old}: ")), "{section}.{old} written:\n{text}");
+    for (section, key, _) in engine::config::RETIRED_KEYS {
+        assert!(!text.contains(&format!("\n  {key}: ")), "{section}.{key} written:\n{text}");
     }
 }
 
 #[test]
-fn an_old_key_loads_with_a_warning_naming_the_file_and_both_keys() {
+fn a_retired_key_is_refused_naming_the_file_the_line_and_what_to_write() {
     let (_tmp, dir) = project_with(|t| t.replace("  probe_drop_max: 0.02\n", "  delta1: 0.07\n"));
-    let (code, _, stderr) = emend_in(&dir, &["status"]);
-    assert_eq!(code, 0, "{stderr}");
     let file = dir.join("emend.yaml");
-    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("deprecated")).collect();
-    assert_eq!(warnings.len(), 1, "{stderr}");
-    let want = format!(
-        "{}: gates.delta1 is deprecated, renamed gates.probe_drop_max; the old key still loads in this release",
-        file.display()
-    );
-    assert!(warnings[0].ends_with(&want), "{}", warnings[0]);
-    // The value takes effect under the new name.
-    let project = engine::config::Project::open(&dir).unwrap();
-    assert_eq!(project.config.gates.probe_drop_max, 0.07);
-    // `emend validate` names the file too.
-    let (code, _, stderr) = emend_in(&dir, &["validate", file.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stderr}");
-    assert!(stderr.contains(&want), "{stderr}");
-}
-
-#[test]
-fn a_file_with_both_names_of_a_key_is_refused_naming_both() {
-    let (_tmp, dir) =
-        project_with(|t| t.replace("  lord_initial_wealth: 0.5\n", "  lord_initial_wealth: 0.5\n  lord_w0: 0.2\n"));
+    let line = std::fs::read_to_string(&file).unwrap().lines().position(|l| l == "  delta1: 0.07").unwrap() + 1;
+    let (code, stdout, stderr) = emend_in(&dir, &["status"]);
+    assert_eq!((code, stdout.as_str()), (2, ""), "{stderr}");
+    let want = format!("line {line} column 3: gates.delta1: `delta1` is renamed: write `probe_drop_max`");
+    assert!(stderr.contains(&want) && stderr.contains(&file.display().to_string()), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    // `emend validate` lists it among the file's problems.
+    let (code, out, stderr) = emend_in(&dir, &["validate", file.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(format!("{out}{stderr}").contains("`delta1` is renamed: write `probe_drop_max`"), "{out}{stderr}");
+    // A setting that would load and do nothing is refused with the reason.
+    let (_tmp, dir) = project_with(|t| {
+        t.replace("  lord_initial_wealth: 0.5\n", "  lord_initial_wealth: 0.5\n  holdout_budget: 20\n")
+    });
     let (code, _, stderr) = emend_in(&dir, &["status"]);
     assert_eq!(code, 2, "{stderr}");
-    assert!(stderr.contains("gates.lord_w0 and gates.lord_initial_wealth are both set"), "{stderr}");
-    assert!(stderr.contains(&dir.join("emend.yaml").display().to_string()), "{stderr}");
+    assert!(
+        stderr
+            .contains("gates.holdout_budget: `holdout_budget` is no longer read: nothing measured on the confirm part"),
+        "{stderr}"
+    );
 }

@@ -286,7 +286,7 @@ pub struct FullRecord {
     /// Older runs only: what Thresholdout let flow back into the search after
     /// an accept. Never written now and never read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub holdout: Option<stats::HoldoutAnswer>,
+    pub holdout: Option<HoldoutAnswer>,
     /// Mean context tokens a question of the baseline and the candidate on
     /// the confirm part: the cost change the record accepted or refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -494,6 +494,20 @@ pub fn sample_full(delta: f64, accept: bool, failed: &[Rule]) -> FullRecord {
         utility: None,
         noninferior: None,
     }
+}
+
+/// What Thresholdout let flow back into the search after an accept, as
+/// older runs recorded it ([`FullRecord::holdout`]); kept so their journals
+/// read, never written now.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum HoldoutAnswer {
+    /// The two parts agreed: the search-part value.
+    Search { value: f64 },
+    /// They disagreed: the confirm value with noise.
+    Confirm { value: f64 },
+    /// The budget was spent.
+    Exhausted,
 }
 
 #[cfg(test)]

@@ -13,13 +13,13 @@ use std::path::{Path, PathBuf};
 
 mod check;
 mod defaults;
-mod renamed;
+mod retired;
 mod template;
 mod types;
 mod validate;
 
 pub use check::{Checked, ConfigProblem, check_config, locate, suggest};
-pub use renamed::{RENAMED_KEYS, Renamed, renamed_keys};
+pub use retired::{RETIRED_KEYS, retired};
 pub use template::render_config;
 pub use types::*;
 pub use validate::{MAX_CANDIDATES, MAX_CONFIG_BYTES, MAX_ROUNDS, check_candidates, check_roles, check_rounds};
@@ -73,7 +73,7 @@ impl Project {
     pub fn open(dir: &Path) -> Result<Project, ConfigError> {
         let file = dir.join(CONFIG_FILE);
         let text = read_config(&file).map_err(|message| ConfigError { file: file.clone(), message })?;
-        let config = parse_config_at(&file, &text).map_err(|message| ConfigError { file: file.clone(), message })?;
+        let config = parse_config(&text).map_err(|message| ConfigError { file: file.clone(), message })?;
         Ok(Project { dir: dir.to_path_buf(), config })
     }
 
@@ -112,32 +112,16 @@ fn read_config(file: &Path) -> Result<String, String> {
         .map_err(|e| format!("not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to()))
 }
 
-/// Parses and range-checks `emend.yaml`; an old key name is warned about
-/// naming [`CONFIG_FILE`] (see [`parse_config_at`]).
+/// Parses and range-checks `emend.yaml`: the error is the first problem
+/// [`check_config`] finds, counting the rest.
 pub fn parse_config(text: &str) -> Result<ProjectConfig, String> {
-    parse_config_at(Path::new(CONFIG_FILE), text)
-}
-
-/// Parses and range-checks the configuration `file` holds, warning (one line
-/// on the log, naming `file`) about every old key name it still uses.
-pub fn parse_config_at(file: &Path, text: &str) -> Result<ProjectConfig, String> {
-    let (config, renamed) = parse_config_reporting(text)?;
-    for r in &renamed {
-        tracing::warn!("{}", r.warning(file));
-    }
-    Ok(config)
-}
-
-/// Parses and range-checks `emend.yaml`, returning the old key names it uses;
-/// the error is the first problem [`check_config`] finds, counting the rest.
-pub fn parse_config_reporting(text: &str) -> Result<(ProjectConfig, Vec<Renamed>), String> {
     check_config(text).into_result()
 }
 
 /// The typed parser alone (serde and the range checks, first problem only,
 /// without the configuration schema's pass): what the schema's agreement
 /// tests compare the schema with. Commands read a configuration through
-/// [`parse_config_at`].
+/// [`parse_config`].
 pub fn parse_config_typed(text: &str) -> Result<ProjectConfig, String> {
     let config: ProjectConfig = serde_yaml::from_str(text).map_err(|e| match e.location() {
         Some(l) => format!("line {} column {}: {e}", l.line(), l.column()),
@@ -272,44 +256,23 @@ mod tests {
     }
 
     #[test]
-    fn an_old_key_name_loads_into_the_new_field_and_is_reported() {
-        let base = "harness:\n  tasks: builtin\nloop:\n  ucb_c: 2.5\ngates:\n";
-        let old = "  delta1: 0.1\n  epsilon_c: 0.2\n  tau_rollback: 0.3\n  lord_w0: 0.4\n";
-        let (c, renamed) = parse_config_reporting(&format!("{base}{old}")).unwrap();
-        let g = &c.gates;
-        assert_eq!(
-            (g.probe_drop_max, g.category_drop_max, g.restore_below_best, g.lord_initial_wealth),
-            (0.1, 0.2, 0.3, 0.4)
-        );
-        assert_eq!(c.loop_.exploration, 2.5);
-        let names: Vec<(&str, &str)> = renamed.iter().map(|r| (r.old.as_str(), r.new.as_str())).collect();
-        assert_eq!(
-            names,
-            [
-                ("gates.delta1", "gates.probe_drop_max"),
-                ("gates.epsilon_c", "gates.category_drop_max"),
-                ("gates.tau_rollback", "gates.restore_below_best"),
-                ("gates.lord_w0", "gates.lord_initial_wealth"),
-                ("loop.ucb_c", "loop.exploration"),
-            ]
-        );
-        assert_eq!(
-            renamed[0].warning(Path::new("p/emend.yaml")),
-            "p/emend.yaml: gates.delta1 is deprecated, renamed gates.probe_drop_max; the old key still loads in this release"
-        );
+    fn a_retired_key_is_refused_at_its_line_with_what_to_write() {
         let base = "harness:\n  tasks: builtin\ngates:\n";
-        let new = "  probe_drop_max: 0.1\n";
-        assert_eq!(parse_config_reporting(&format!("{base}{new}")).unwrap().1, vec![]);
-        // An old key's value is range-checked under the new name.
-        let err = parse_config(&format!("{base}  tau_rollback: 2\n")).unwrap_err();
-        assert!(err.contains("gates.restore_below_best: must be between 0 and 1"), "{err}");
-    }
-
-    #[test]
-    fn both_names_of_a_key_are_refused_naming_both() {
-        let text = "harness:\n  tasks: builtin\ngates:\n  epsilon_c: 0.1\n  category_drop_max: 0.1\n";
-        let err = parse_config(text).unwrap_err();
-        assert!(err.starts_with("gates.epsilon_c and gates.category_drop_max are both set"), "{err}");
+        let err = parse_config(&format!("{base}  delta1: 0.1\n")).unwrap_err();
+        assert_eq!(err, "line 4 column 3: gates.delta1: `delta1` is renamed: write `probe_drop_max`");
+        let err = parse_config("harness:\n  tasks: builtin\nloop:\n  ucb_c: 2.5\n").unwrap_err();
+        assert!(err.ends_with("loop.ucb_c: `ucb_c` is renamed: write `exploration`"), "{err}");
+        let err = parse_config(&format!("{base}  holdout_budget: 20\n")).unwrap_err();
+        assert!(err.contains("gates.holdout_budget: `holdout_budget` is no longer read: "), "{err}");
+        assert!(err.ends_with("; delete it"), "{err}");
+        // Every retired key is refused, each with its own reason, and the rest still counted.
+        let all: String =
+            RETIRED_KEYS.iter().filter(|(s, _, _)| *s == "gates").map(|(_, k, _)| format!("  {k}: 1\n")).collect();
+        let err = parse_config(&format!("{base}{all}")).unwrap_err();
+        assert!(err.contains("(and 6 more problems"), "{err}");
+        assert_eq!(retired("gates", "probe_drop_max"), None);
+        // The new names load.
+        assert_eq!(parse_config(&format!("{base}  probe_drop_max: 0.1\n")).unwrap().gates.probe_drop_max, 0.1);
         // A file that is not YAML is left to the typed parse, which names the line.
         assert!(parse_config("harness: [\n").unwrap_err().starts_with("line "));
     }

@@ -10,8 +10,8 @@ use super::verdict::{Cost, ThresholdError, Thresholds, Verdict, verdict};
 /// Everything a comparison needs besides the data.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct CompareConfig {
-    /// `thresholds.alpha` is this test's alpha, already taken from the run's
-    /// [`AlphaSchedule`](super::AlphaSchedule).
+    /// `thresholds.alpha` is this test's alpha, as the caller spends it
+    /// (LORD++ in the loop).
     pub thresholds: Thresholds,
     pub bootstrap: BootstrapConfig,
 }

@@ -11,14 +11,12 @@
 //!    resampling questions or whole conversations.
 //! 4. [`verdict`]: every acceptance rule with its number and pass/fail.
 //!
-//! [`compare`] runs all four. [`AlphaSchedule`] splits a run's alpha across
-//! rounds so that the whole run, not each round, controls false accepts.
+//! [`compare`] runs all four.
 //!
 //! The confirm gate (issue 13) adds: [`split()`] (a seeded, stratified
 //! search/confirm split), [`better_test`] (one-sided exact McNemar with a lower
 //! bound at the test's own alpha) and [`minimum_detectable_effect`],
-//! [`Lord`] (LORD++ online error control indexed by tests run),
-//! [`Holdout`] (Thresholdout for numbers fed back from the confirm part) and
+//! [`Lord`] (LORD++ online error control indexed by tests run) and
 //! [`cluster_check`] (CR2 with Bell-McCaffrey degrees of freedom, or "too few clusters to tell"),
 //! and [`adjusted_gain`] (an accepted candidate's gain adjusted for the
 //! winner's curse of being reported because the test accepted).
@@ -34,14 +32,12 @@
 //! Nothing here reads files, clocks or global randomness: seeds and
 //! thresholds are arguments, and the same inputs give the same output.
 
-mod alpha;
 mod bootstrap;
 #[cfg(test)]
 mod calibration;
 mod cluster;
 mod comparison;
 mod curse;
-mod holdout;
 mod lord;
 mod mcnemar;
 mod noninferior;
@@ -70,7 +66,6 @@ mod unit;
 mod utility;
 mod verdict;
 
-pub use alpha::AlphaSchedule;
 pub use bootstrap::{BootstrapCi, BootstrapConfig, BootstrapError, BootstrapUnit, paired_bootstrap};
 pub use cluster::{
     ClusterCheck, ConversationTest, EXACT_SIGN_FLIPS_UP_TO, MIN_CLUSTERS, SIGN_FLIP_DRAWS, bell_mccaffrey_df,
@@ -78,7 +73,6 @@ pub use cluster::{
 };
 pub use comparison::{CompareConfig, Comparison, StatsError, compare};
 pub use curse::adjusted_gain;
-pub use holdout::{Holdout, HoldoutAnswer, HoldoutConfig};
 pub use lord::{Deployment, Gamma, JM_CONSTANT, Lord, LordConfig, LordError, LordTest};
 pub use mcnemar::{EXACT_BELOW, McNemar, McNemarTest, mcnemar};
 pub use noninferior::{NonInferiorTest, noninferiority_test, tango_statistic};

@@ -5,8 +5,8 @@
 //!
 //! Rules, in order:
 //! - `more_improved_than_regressed`: |I| > |R|;
-//! - `mcnemar_p_below_alpha`: McNemar p < alpha (the round's alpha, see
-//!   [`AlphaSchedule`](super::AlphaSchedule));
+//! - `mcnemar_p_below_alpha`: McNemar p < alpha (the level the caller
+//!   spends on this test, e.g. LORD++'s);
 //! - `ci_excludes_zero`: the bootstrap interval's lower end > 0;
 //! - `category_non_regression`, one per category: delta >= -max(epsilon_c,
 //!   1 / n_c) (see [`category_floor`]);

@@ -120,13 +120,7 @@ pub fn run(args: &ValidateArgs, project_dir: Option<&Path>) -> CmdResult {
 fn check_config(file: &Path, json: bool) -> serde_json::Value {
     let name = file.display().to_string();
     let problems = match std::fs::read_to_string(file) {
-        Ok(text) => {
-            let checked = engine::config::check_config(&text);
-            for r in &checked.renamed {
-                tracing::warn!("{}", r.warning(file));
-            }
-            checked.problems
-        }
+        Ok(text) => engine::config::check_config(&text).problems,
         Err(e) => vec![engine::config::ConfigProblem {
             path: String::new(),
             line: None,

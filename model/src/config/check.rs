@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use super::renamed::{RENAMED_KEYS, Renamed, renamed_keys};
+use super::retired::retired;
 use super::types::ProjectConfig;
 use super::validate::{MAX_CONFIG_BYTES, problems};
 use super::{CONFIG_FILE, CONFIG_SCHEMA};
@@ -40,19 +40,18 @@ impl fmt::Display for ConfigProblem {
 }
 
 /// What checking a configuration found: the configuration when there is no
-/// problem, the old key names it uses, and every problem in file order.
+/// problem, and every problem in file order.
 #[derive(Debug)]
 pub struct Checked {
     pub config: Option<ProjectConfig>,
-    pub renamed: Vec<Renamed>,
     pub problems: Vec<ConfigProblem>,
 }
 
 impl Checked {
     /// The configuration, or the first problem as one line that counts the rest.
-    pub fn into_result(self) -> Result<(ProjectConfig, Vec<Renamed>), String> {
+    pub fn into_result(self) -> Result<ProjectConfig, String> {
         match (self.config, self.problems.first()) {
-            (Some(c), None) => Ok((c, self.renamed)),
+            (Some(c), None) => Ok(c),
             (_, Some(first)) => {
                 let more = self.problems.len() - 1;
                 Err(match more {
@@ -70,7 +69,7 @@ impl Checked {
 
 /// Checks configuration text and reports every problem it can find.
 pub fn check_config(text: &str) -> Checked {
-    let fail = |problems: Vec<ConfigProblem>| Checked { config: None, renamed: Vec::new(), problems };
+    let fail = |problems: Vec<ConfigProblem>| Checked { config: None, problems };
     if text.len() as u64 > MAX_CONFIG_BYTES {
         let message = format!("file is larger than {MAX_CONFIG_BYTES} bytes; an emend.yaml is a few KB");
         return fail(vec![ConfigProblem { path: String::new(), line: None, column: None, message }]);
@@ -87,10 +86,6 @@ pub fn check_config(text: &str) -> Checked {
         let message = "empty file: expected a mapping with at least `harness:` and its `tasks:`".to_string();
         return fail(vec![ConfigProblem { path: String::new(), line: None, column: None, message }]);
     }
-    let renamed = match renamed_keys(text) {
-        Ok(r) => r,
-        Err(e) => return fail(vec![located(text, e)]),
-    };
     let mut found: Vec<ConfigProblem> = schema_problems(&doc).into_iter().map(|p| place(text, p)).collect();
     let mut config = None;
     if found.is_empty() {
@@ -127,7 +122,7 @@ pub fn check_config(text: &str) -> Checked {
     if !found.is_empty() {
         config = None;
     }
-    Checked { config, renamed, problems: found }
+    Checked { config, problems: found }
 }
 
 fn at(line: usize, column: usize, message: String) -> ConfigProblem {
@@ -230,15 +225,17 @@ fn remove(doc: &mut Value, path: &str) {
     }
 }
 
-/// "unknown key (expected one of ...; did you mean ...?)" for the key at `path`.
+/// "unknown key (expected one of ...; did you mean ...?)" for the key at
+/// `path`, or why a retired key is refused.
 fn unknown_key(schema: &Value, path: &str) -> String {
     let (parent, key) = match path.rsplit_once('.') {
         Some((parent, key)) => (parent, key),
         None => ("", path),
     };
-    let old: Vec<&str> =
-        RENAMED_KEYS.iter().filter(|(section, _, _)| *section == parent).map(|(_, old, _)| *old).collect();
-    let expected: Vec<String> = keys_at(schema, parent).into_iter().filter(|k| !old.contains(&k.as_str())).collect();
+    if let Some(why) = retired(parent, key) {
+        return format!("`{key}` is {why}");
+    }
+    let expected: Vec<String> = keys_at(schema, parent);
     if expected.is_empty() {
         return format!("unknown key `{key}`");
     }

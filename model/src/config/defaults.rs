@@ -5,7 +5,6 @@
 use std::path::PathBuf;
 
 use super::JudgeKind;
-use crate::stats::{AlphaSchedule, BootstrapUnit};
 
 pub(super) fn default_command_timeout() -> f64 {
     600.0
@@ -46,17 +45,11 @@ pub(super) fn d_confirm_fraction() -> f64 {
 pub(super) fn d_lord_initial_wealth() -> f64 {
     0.5
 }
-pub(super) fn d_holdout_budget() -> u32 {
-    20
-}
 pub(super) fn d_probe_drop_max() -> f64 {
     0.02
 }
 pub(super) fn d_alpha() -> f64 {
     0.05
-}
-pub(super) fn d_schedule() -> AlphaSchedule {
-    AlphaSchedule::Basel
 }
 pub(super) fn d_category_drop_max() -> f64 {
     0.02
@@ -96,9 +89,6 @@ pub(super) fn d_full_tests() -> usize {
 }
 pub(super) fn d_resamples() -> usize {
     10_000
-}
-pub(super) fn d_unit() -> BootstrapUnit {
-    BootstrapUnit::Conversation
 }
 pub(super) fn d_search() -> bool {
     true

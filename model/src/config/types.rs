@@ -9,7 +9,6 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::defaults::*;
-use crate::stats::{AlphaSchedule, BootstrapUnit};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -253,24 +252,19 @@ impl<'de> Deserialize<'de> for ClusterMode {
 #[serde(deny_unknown_fields)]
 pub struct GateConfig {
     /// Screening probe: reject when accuracy falls more than this below the
-    /// served strategy (the papers' delta_1; the old key `delta1` still
-    /// loads), times the share of the round's failures the candidate's fields
+    /// served strategy (the papers' delta_1), times the share of the round's failures the candidate's fields
     /// target (the critic's actionability; 0 for a risky candidate).
-    #[serde(default = "d_probe_drop_max", alias = "delta1")]
+    #[serde(default = "d_probe_drop_max")]
     pub probe_drop_max: f64,
     /// The run's significance level for the full paired test.
     #[serde(default = "d_alpha")]
     pub alpha: f64,
-    /// Loadable for old emend.yaml files; no longer used by the gate (LORD++ spends alpha).
-    #[serde(default = "d_schedule")]
-    pub alpha_schedule: AlphaSchedule,
-    /// Largest accuracy drop tolerated in any category (the papers' epsilon_c;
-    /// the old key `epsilon_c` still loads).
-    #[serde(default = "d_category_drop_max", alias = "epsilon_c")]
+    /// Largest accuracy drop tolerated in any category (the papers' epsilon_c).
+    #[serde(default = "d_category_drop_max")]
     pub category_drop_max: f64,
     /// Best-ever auto-restore: served more than this below the best-ever score
-    /// (the papers' tau; the old key `tau_rollback` still loads).
-    #[serde(default = "d_restore_below_best", alias = "tau_rollback")]
+    /// (the papers' tau).
+    #[serde(default = "d_restore_below_best")]
     pub restore_below_best: f64,
     /// Whether a candidate's numbers must stay within one `x-max-delta` of
     /// the served strategy: `off` (the default: anywhere inside the legal
@@ -291,20 +285,12 @@ pub struct GateConfig {
     pub full_tests_per_round: usize,
     #[serde(default = "d_resamples")]
     pub bootstrap_resamples: usize,
-    /// Loadable for old emend.yaml files; no longer used by the gate (the exact test is).
-    #[serde(default = "d_unit")]
-    pub bootstrap_unit: BootstrapUnit,
     #[serde(default)]
     pub cluster_check: ClusterMode,
     /// LORD++ initial wealth as a share of alpha (the papers' W0 =
-    /// lord_initial_wealth * alpha; the old key `lord_w0` still loads).
-    #[serde(default = "d_lord_initial_wealth", alias = "lord_w0")]
+    /// lord_initial_wealth * alpha).
+    #[serde(default = "d_lord_initial_wealth")]
     pub lord_initial_wealth: f64,
-    /// No longer used: nothing measured on the confirm part flows back into
-    /// the search, so there is no Thresholdout budget to spend. Still loads
-    /// from older emend.yaml files.
-    #[serde(default = "d_holdout_budget")]
-    pub holdout_budget: u32,
 }
 
 /// `gates.step_bound`: how far one candidate may move from the served strategy.
@@ -459,7 +445,6 @@ impl Default for GateConfig {
         GateConfig {
             probe_drop_max: d_probe_drop_max(),
             alpha: d_alpha(),
-            alpha_schedule: d_schedule(),
             category_drop_max: d_category_drop_max(),
             restore_below_best: d_restore_below_best(),
             step_bound: StepBound::Off,
@@ -468,10 +453,8 @@ impl Default for GateConfig {
             probe_size: d_probe(),
             full_tests_per_round: d_full_tests(),
             bootstrap_resamples: d_resamples(),
-            bootstrap_unit: d_unit(),
             cluster_check: ClusterMode::Off,
             lord_initial_wealth: d_lord_initial_wealth(),
-            holdout_budget: d_holdout_budget(),
         }
     }
 }
@@ -486,9 +469,8 @@ pub struct LoopConfig {
     #[serde(default)]
     pub seed: u64,
     /// How strongly the planner favours the hypotheses it has tried least
-    /// (the UCB1 exploration constant, the papers' c0; the old key `ucb_c`
-    /// still loads).
-    #[serde(default = "d_exploration", alias = "ucb_c")]
+    /// (the UCB1 exploration constant, the papers' c0).
+    #[serde(default = "d_exploration")]
     pub exploration: f64,
     /// The search proposer (many multi-field candidates screened by
     /// successive halving on the search part; endpoint protocol only). On by
