@@ -127,9 +127,10 @@ fn print_buildup(head: &str, b: &Buildup) {
     print!("{}", term::table(&["step", "added", "accuracy", "delta", "+/-", "p", "tokens", "fields"], rows, &[]));
     println!(
         "accuracy over {unit}{}; delta vs the previous legal step; +/-: {unit} right only with / without the \
-         mechanism; p two-sided exact McNemar on {unit}; tokens: mean context tokens; the last step is the served \
-         strategy ({:.2}%)",
+         mechanism; p two-sided exact McNemar on {unit}; tokens: mean context tokens per {}; the last step is the \
+         served strategy ({:.2}%)",
         if unit == "probes" { " (each probe's last observation)" } else { "" },
+        if unit == "probes" { "observation" } else { "question" },
         b.served_accuracy * 100.0
     );
 }
