@@ -38,6 +38,20 @@ fn the_docs_tables_are_the_commands_output() {
         let output = ok(tmp.path(), &args[1..]);
         assert!(output == printed, "docs/audit.md: `{command}` prints\n{output}\nnot what the page shows:\n{printed}");
     }
+    // --json: the same buildup, whose last step is the served strategy at its accuracy.
+    let b = support::json(tmp.path(), &["--project", "demo", "audit", "--buildup", "--json"]);
+    let steps = b["buildup"]["steps"].as_array().unwrap();
+    assert_eq!(steps[0]["step"], 0);
+    assert_eq!(steps.last().unwrap()["accuracy"], b["buildup"]["served_accuracy"], "{b}");
+    assert_eq!(b["buildup"]["unit"], "question");
+    let a = support::json(tmp.path(), &["--project", "demo", "audit", "--json"]);
+    let answer = a["mechanisms"].as_array().unwrap().iter().find(|m| m["mechanism"] == "answer").unwrap();
+    assert_eq!((answer["mechanistic"].as_str(), answer["quality"].as_str()), (Some("unexercised"), Some("not_tested")));
+    assert_eq!(answer["status"], "unexercised");
+    // Outside a project: one line naming the file, exit 2.
+    let (code, _, err) = support::emend(tmp.path(), &["--project", "nowhere", "audit", "--buildup"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("nowhere/emend.yaml"), "{err}");
     // The LoCoMo figures say they are not run here.
     assert!(doc.contains("Command (locomo10-dev, not run in CI): `"), "docs/audit.md");
 }
