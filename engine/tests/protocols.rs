@@ -125,7 +125,12 @@ fn audit_and_diagnose_on_locomo10_dev() {
     let mechanisms = v["mechanisms"].as_array().unwrap();
     let status =
         |m: &str| mechanisms.iter().find(|x| x["mechanism"] == m).map(|x| x["status"].as_str().unwrap().to_string());
+    let field = |m: &str, k: &str| mechanisms.iter().find(|x| x["mechanism"] == m).map(|x| x[k].clone());
     assert_eq!(status("expansion").as_deref(), Some("unexercised"));
+    // The answer is never computed under the evidence judge: it reaches no context.
+    assert_eq!(field("answer", "mechanistic"), Some(Value::from("unexercised")));
+    assert_eq!(field("answer", "quality"), Some(Value::from("not_tested")));
+    assert_eq!(field("retrieval depth", "mechanistic"), Some(Value::from("contributing")));
     assert!(mechanisms.iter().all(|m| !m["evidence"].as_str().unwrap().is_empty()));
     // Retrieval depth is always on, and halving top_k costs answers.
     assert_eq!(status("retrieval depth").as_deref(), Some("contributing"));
@@ -140,15 +145,19 @@ fn audit_and_diagnose_on_locomo10_dev() {
         assert!(c("included") <= c("selected") && c("selected") <= c("produced"), "{m}");
         // Defective only for a mechanism that executed and failed (none does on this set).
         assert_ne!(m["status"], "defective", "{m}");
+        // Only a mechanistically contributing mechanism is tested for quality.
         if let Some(adjusted) = m["adjusted_p"].as_f64() {
-            assert!(adjusted >= m["p_value"].as_f64().unwrap() && c("included") > 0, "{m}");
+            assert!(adjusted >= m["p_value"].as_f64().unwrap() && c("selected") > 0, "{m}");
+            assert_eq!(m["mechanistic"], "contributing", "{m}");
         } else {
             assert!(!["contributing", "harmful"].contains(&m["status"].as_str().unwrap()), "{m}");
+            assert_eq!(m["quality"], "not_tested", "{m}");
         }
         eprintln!(
-            "{:>18} {:>13} eligible {} executed {} produced {} selected {} included {} p {} Holm {}",
+            "{:>18} {:>13} {:>13} eligible {} executed {} produced {} selected {} included {} p {} Holm {}",
             m["mechanism"].as_str().unwrap(),
-            m["status"].as_str().unwrap(),
+            m["mechanistic"].as_str().unwrap(),
+            m["quality"].as_str().unwrap(),
             c("eligible"),
             c("executed"),
             c("produced"),
@@ -158,6 +167,23 @@ fn audit_and_diagnose_on_locomo10_dev() {
             m["adjusted_p"]
         );
     }
+
+    // Under longitudinal replay the contrasts count probes (each at its last
+    // observation), not the observations, which are not independent.
+    let cfg = dir.path().join("emend.yaml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    assert!(text.contains("  protocol: endpoint\n"), "{text}");
+    std::fs::write(&cfg, text.replace("  protocol: endpoint\n", "  protocol: replay\n")).unwrap();
+    let (code, stdout, stderr) = emend(&["--project", project, "audit", "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let replay: Value = serde_json::from_str(&stdout).unwrap();
+    let bm25 = replay["mechanisms"].as_array().unwrap().iter().find(|m| m["mechanism"] == "bm25").unwrap().clone();
+    let c = &bm25["contrast"];
+    assert_eq!((c["unit"].as_str(), c["pairs"].as_u64()), (Some("probe"), Some(n)), "{c}");
+    assert!(c["questions"].as_u64().unwrap() > n, "{c}");
+    assert!(c["observations_served_only"].as_u64().unwrap() > c["served_only"].as_u64().unwrap(), "{c}");
+    std::fs::write(&cfg, std::fs::read_to_string(&cfg).unwrap().replace("protocol: replay", "protocol: endpoint"))
+        .unwrap();
 
     let (code, stdout, stderr) = emend(&["--project", project, "diagnose", "--json"]);
     assert_eq!(code, 0, "{stderr}");

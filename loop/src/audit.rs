@@ -1,7 +1,8 @@
 //! The mechanism-fidelity audit: for every mechanism of the pipeline (a group
 //! of the schema's evolvable fields), was it eligible, did it run, did it
 //! produce output, was its output selected and included in the final
-//! context, and does a controlled contrast show an effect?
+//! context; and, as a separate step, does a controlled contrast show an
+//! effect on accuracy?
 //!
 //! Per mechanism and question, the trace counts (all from the served
 //! evaluation's trace and its contrast on the same question):
@@ -18,43 +19,66 @@
 //!   the context holds (the contrast retrieves or holds other items);
 //! - `included`: its output reached the final context (the contrast's context
 //!   differs in size, gold turns, or items and their order); for the answer
-//!   prompt, which is always part of the final prompt, every execution.
+//!   prompt, which is part of the final prompt whenever the answer is
+//!   computed, every execution.
 //!
-//! The outcomes, in order:
+//! Each mechanism gets two outcomes.
+//!
+//! The **mechanistic** outcome, from the trace alone (no accuracy in it):
 //! 1. `unexercised`: switched off in the served strategy (its parameters
-//!    change nothing; only its `switch` can), never eligible, never executed,
-//!    or executed without a trace of output and with no context changing
-//!    without it (nothing to act on here).
+//!    change nothing; only its `switch` can), never eligible, never executed
+//!    (the answer prompt under the evidence judge, which computes no answer),
+//!    or executed without a trace of output and with nothing retrieved or in
+//!    a context changing without it.
 //! 2. `defective`: executed and failed: an error that goes away without it,
 //!    no output where the trace expects one (expansion that adds no term),
 //!    or output the trace shows that is never selected or included.
-//! 3. Otherwise its output reached a context, and the contrast decides, by
-//!    the two-sided exact McNemar test with Holm's correction across the
-//!    mechanisms that reach this step (raw and adjusted p in the record):
-//!    `contributing` when the served strategy wins significantly more
-//!    questions (adjusted p < [`ALPHA`]), `harmful` when the contrast does (it
-//!    runs, and costs accuracy here), `inconclusive` otherwise.
+//! 3. `never_isolated`: no contrast isolates it (the schema refuses the
+//!    contrast, or the contrast's setting is the served one): a constant
+//!    ablation flag, which makes no claim either way.
+//! 4. `contributing`: executed, and its output changed the retrieved memory
+//!    or the context on some question.
 //!
-//! A contrast the schema refuses (a range or an invariant) is
-//! `inconclusive`, with the schema's reason. The labels are the served
-//! configuration's: another strategy may exercise a mechanism this one
-//! leaves idle.
+//! The **quality** attribution, for a mechanism that is mechanistically
+//! contributing (`not_tested` otherwise): the two-sided exact McNemar test of
+//! the served strategy against the contrast, with Holm's correction across
+//! the mechanisms tested (raw and adjusted p in the record): `contributing`
+//! when the served strategy wins significantly more pairs (adjusted p <
+//! [`ALPHA`]), `harmful` when the contrast does, `inconclusive` otherwise. A
+//! pair is a question, or under longitudinal replay a probe at its last
+//! observation (see [`paired`]).
 //!
-//! The search's proposer calls [`audit`] to skip the fields of unexercised
-//! mechanisms.
+//! `status` keeps the single label of earlier versions for its readers: the
+//! mechanistic outcome when it is `unexercised` or `defective`, the quality
+//! attribution when the mechanism is contributing, `inconclusive` when it is
+//! never isolated.
+//!
+//! The labels are the served configuration's: another strategy may exercise
+//! a mechanism this one leaves idle. The search's proposer can call
+//! [`audit`] to skip the fields of unexercised mechanisms
+//! ([`skippable_fields`]); [`buildup`] adds the mechanisms back one at a time.
+
+pub mod buildup;
+pub mod mechanisms;
+pub mod paired;
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use emend_eval::backend::{Backend, BackendError};
 use emend_model::artifact::{self, Artifact};
 use emend_model::outcome::{Evaluation, OutcomeRecord};
-use emend_model::schema::{StrategySchema, get_path, set_path};
-use emend_model::stats;
+use emend_model::schema::StrategySchema;
+use emend_model::stats::TestUnit;
 
-/// A mechanism's verdict.
+pub use buildup::{Buildup, BuildupStep, buildup};
+pub use mechanisms::mechanism_fields;
+use mechanisms::{MECHANISMS, Mechanism};
+use paired::PairedCounts;
+
+/// A mechanism's single label (the `status` of earlier versions; see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
@@ -77,19 +101,84 @@ impl Status {
     }
 }
 
+/// What the trace shows a mechanism did (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mechanistic {
+    Contributing,
+    Unexercised,
+    Defective,
+    NeverIsolated,
+}
+
+impl Mechanistic {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mechanistic::Contributing => "contributing",
+            Mechanistic::Unexercised => "unexercised",
+            Mechanistic::Defective => "defective",
+            Mechanistic::NeverIsolated => "never_isolated",
+        }
+    }
+}
+
+/// What its contrast says about accuracy (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Quality {
+    Contributing,
+    Harmful,
+    Inconclusive,
+    NotTested,
+}
+
+impl Quality {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Quality::Contributing => "contributing",
+            Quality::Harmful => "harmful",
+            Quality::Inconclusive => "inconclusive",
+            Quality::NotTested => "not_tested",
+        }
+    }
+}
+
+/// The single label of the two outcomes.
+pub fn status_of(m: Mechanistic, q: Quality) -> Status {
+    match (m, q) {
+        (Mechanistic::Unexercised, _) => Status::Unexercised,
+        (Mechanistic::Defective, _) => Status::Defective,
+        (Mechanistic::Contributing, Quality::Contributing) => Status::Contributing,
+        (Mechanistic::Contributing, Quality::Harmful) => Status::Harmful,
+        _ => Status::Inconclusive,
+    }
+}
+
 /// What the contrast evaluation showed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Contrast {
     /// `path: from -> to` of each field the contrast moved.
     pub changes: Vec<String>,
+    /// Outcomes compared: questions, or observations under replay.
     pub questions: usize,
-    /// Questions whose context differs (size, which gold turns it holds, or
+    /// Outcomes whose context differs (size, which gold turns it holds, or
     /// which items it holds in which order, when the trace reports them).
     pub changed_contexts: usize,
-    /// Correct with the served strategy, wrong with the contrast.
+    /// What one pair of the test is: a question, or a probe under replay.
+    #[serde(default)]
+    pub unit: TestUnit,
+    /// Pairs of the test (questions, or probes).
+    #[serde(default)]
+    pub pairs: usize,
+    /// Pairs right with the served strategy only (a probe at its last observation).
     pub served_only: usize,
-    /// Wrong with the served strategy, correct with the contrast.
+    /// Pairs right with the contrast only.
     pub contrast_only: usize,
+    /// Under replay, the observations right with one side only (not independent pairs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observations_served_only: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observations_contrast_only: Option<usize>,
 }
 
 /// How far a mechanism got, counted over the questions (see the module doc).
@@ -121,19 +210,32 @@ pub struct MechanismAudit {
     /// The field that turns it on, when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub switch: Option<String>,
+    /// From the trace alone.
+    pub mechanistic: Mechanistic,
+    /// From the contrast's accuracy (only for a mechanistically contributing mechanism).
+    pub quality: Quality,
+    /// The single label of earlier versions ([`status_of`]).
     pub status: Status,
-    /// One sentence saying why.
+    /// Why: the mechanistic outcome's sentence, then the quality's.
     pub evidence: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contrast: Option<Contrast>,
     /// Per question: eligible, executed, failed, produced, selected, included.
     pub trace: Trace,
-    /// The contrast's two-sided exact McNemar p-value, when it was judged.
+    /// The contrast's two-sided exact McNemar p-value, when it was tested.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p_value: Option<f64>,
-    /// Holm-adjusted across the mechanisms judged by their contrast.
+    /// Holm-adjusted across the mechanisms tested.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adjusted_p: Option<f64>,
+}
+
+impl MechanismAudit {
+    fn set(&mut self, mechanistic: Mechanistic, quality: Quality) {
+        self.mechanistic = mechanistic;
+        self.quality = quality;
+        self.status = status_of(mechanistic, quality);
+    }
 }
 
 /// Why an audit could not run.
@@ -147,309 +249,8 @@ pub enum AuditError {
         #[source]
         source: BackendError,
     },
-}
-
-/// One mechanism: its fields, how to tell it is off, and its contrast.
-struct Mechanism {
-    name: &'static str,
-    fields: &'static [&'static str],
-    switch: Option<&'static str>,
-    /// Why it is off in `doc`, if it is.
-    off: fn(&Value) -> Option<String>,
-    /// The field moves of the contrast, from `doc`.
-    contrast: fn(&Value) -> Vec<(&'static str, Value)>,
-    /// What the served evaluation's trace says about its execution, when the
-    /// trace records it (the built-in harness does; an external one may not,
-    /// so this is evidence, never a status on its own).
-    ran: Option<fn(&Value, &Evaluation) -> String>,
-    /// Whether it applies to a question (None: whenever it is on).
-    eligible: Option<fn(&Value, &OutcomeRecord) -> bool>,
-    /// Whether the trace shows its output on a question (None: the trace
-    /// keeps none, and every execution counts as producing).
-    output: Option<fn(&Value, &OutcomeRecord) -> bool>,
-    /// Its output is part of the final prompt whenever it runs (the answer prompt).
-    in_prompt: bool,
-}
-
-fn expansion_output(_: &Value, o: &OutcomeRecord) -> bool {
-    !o.expansion_terms.is_empty()
-}
-
-fn intent_eligible(doc: &Value, o: &OutcomeRecord) -> bool {
-    o.intent.as_deref().is_some_and(|i| num(doc, &format!("retrieve.intent_overrides.{i}.top_k_multiplier")) != 1.0)
-}
-
-fn expansion_ran(_: &Value, e: &Evaluation) -> String {
-    let n = e.outcomes.iter().filter(|o| !o.expansion_terms.is_empty()).count();
-    format!("trace: expansion added terms on {n} of {} questions", e.outcomes.len())
-}
-
-fn intent_ran(doc: &Value, e: &Evaluation) -> String {
-    let n = e
-        .outcomes
-        .iter()
-        .filter(|o| {
-            o.intent
-                .as_deref()
-                .is_some_and(|i| num(doc, &format!("retrieve.intent_overrides.{i}.top_k_multiplier")) != 1.0)
-        })
-        .count();
-    format!("trace: {n} of {} questions show an intent whose multiplier is not 1", e.outcomes.len())
-}
-
-fn num(doc: &Value, path: &str) -> f64 {
-    get_path(doc, path).and_then(Value::as_f64).unwrap_or(0.0)
-}
-
-fn text<'a>(doc: &'a Value, path: &str) -> &'a str {
-    get_path(doc, path).and_then(Value::as_str).unwrap_or("")
-}
-
-fn never(_: &Value) -> Option<String> {
-    None
-}
-
-const MECHANISMS: &[Mechanism] = &[
-    Mechanism {
-        name: "windows",
-        fields: &["ingest.window_size", "ingest.window_overlap"],
-        switch: None,
-        off: never,
-        ran: None,
-        eligible: None,
-        output: None,
-        in_prompt: false,
-        contrast: |d| {
-            let size = num(d, "ingest.window_size");
-            vec![("ingest.window_size", json!(if size > 1.0 { 1 } else { 2 })), ("ingest.window_overlap", json!(0))]
-        },
-    },
-    Mechanism {
-        name: "ingest filters",
-        fields: &["ingest.min_chars", "ingest.max_items_per_session"],
-        switch: None,
-        off: |d| (num(d, "ingest.min_chars") == 0.0).then(|| "ingest.min_chars is 0 (the session cap stays)".into()),
-        ran: None,
-        eligible: None,
-        output: None,
-        in_prompt: false,
-        contrast: |_| vec![("ingest.min_chars", json!(0))],
-    },
-    Mechanism {
-        name: "dedup",
-        fields: &["ingest.dedup_threshold", "assemble.dedup"],
-        switch: Some("assemble.dedup"),
-        off: |d| {
-            (num(d, "ingest.dedup_threshold") >= 1.0 && get_path(d, "assemble.dedup") == Some(&json!(false)))
-                .then(|| "ingest.dedup_threshold is 1 and assemble.dedup is false".into())
-        },
-        ran: None,
-        eligible: None,
-        output: None,
-        in_prompt: false,
-        contrast: |_| vec![("ingest.dedup_threshold", json!(1.0)), ("assemble.dedup", json!(false))],
-    },
-    Mechanism {
-        name: "date stamps",
-        fields: &["ingest.stamp_date"],
-        switch: Some("ingest.stamp_date"),
-        off: |d| (get_path(d, "ingest.stamp_date") == Some(&json!(false))).then(|| "ingest.stamp_date is false".into()),
-        ran: None,
-        eligible: None,
-        output: None,
-        in_prompt: false,
-        contrast: |_| vec![("ingest.stamp_date", json!(false))],
-    },
-    Mechanism {
-        name: "extraction",
-        fields: &["ingest.extraction_prompt"],
-        switch: None,
-        off: |d| {
-            (text(d, "ingest.unit") != "fact")
-                .then(|| format!("ingest.unit is {}: the extraction prompt is never sent", text(d, "ingest.unit")))
-        },
-        ran: None,
-        eligible: None,
-        output: None,
-        in_prompt: false,
-        contrast: |_| vec![("ingest.unit", json!("window"))],
-    },
-    Mechanism {
-        name: "bm25",
-        fields: &["index.bm25_k1", "index.bm25_b", "retrieve.weights.bm25"],
-        switch: None,
-        off: |d| (num(d, "retrieve.weights.bm25") == 0.0).then(|| "retrieve.weights.bm25 is 0".into()),
-        ran: None,
-        eligible: None,
-        output: None,
-        in_prompt: false,
-        contrast: |_| vec![("retrieve.weights.bm25", json!(0.0))],
-    },
-    Mechanism {
-        name: "dense channel",
-        fields: &["index.dense_kind", "index.dense_dim", "retrieve.weights.dense"],
-        switch: Some("index.dense_kind"),
-        off: |d| {
-            if text(d, "index.dense_kind") == "none" {
-                Some("index.dense_kind is none".into())
-            } else {
-                (num(d, "retrieve.weights.dense") == 0.0).then(|| "retrieve.weights.dense is 0".into())
-            }
-        },
-        ran: None,
-        eligible: None,
-        output: None,
-        in_prompt: false,
-        contrast: |_| vec![("retrieve.weights.dense", json!(0.0))],
-    },
-    Mechanism {
-        name: "fusion",
-        fields: &["retrieve.fusion", "retrieve.rrf_kappa"],
-        switch: None,
-        off: never,
-        ran: None,
-        eligible: None,
-        output: None,
-        in_prompt: false,
-        contrast: |d| {
-            vec![("retrieve.fusion", json!(if text(d, "retrieve.fusion") == "rrf" { "weighted_sum" } else { "rrf" }))]
-        },
-    },
-    Mechanism {
-        name: "expansion",
-        fields: &["retrieve.expansion.enabled", "retrieve.expansion.terms", "retrieve.weights.expansion"],
-        switch: Some("retrieve.expansion.enabled"),
-        ran: Some(expansion_ran),
-        eligible: None,
-        output: Some(expansion_output),
-        in_prompt: false,
-        off: |d| {
-            (get_path(d, "retrieve.expansion.enabled") == Some(&json!(false)))
-                .then(|| "retrieve.expansion.enabled is false: its terms and weight change nothing".into())
-        },
-        contrast: |_| vec![("retrieve.expansion.enabled", json!(false))],
-    },
-    Mechanism {
-        name: "recency decay",
-        fields: &["retrieve.recency_half_life_days"],
-        switch: Some("retrieve.recency_half_life_days"),
-        off: |d| {
-            (num(d, "retrieve.recency_half_life_days") == 0.0)
-                .then(|| "retrieve.recency_half_life_days is 0 (no decay)".into())
-        },
-        ran: None,
-        eligible: None,
-        output: None,
-        in_prompt: false,
-        contrast: |_| vec![("retrieve.recency_half_life_days", json!(0))],
-    },
-    Mechanism {
-        name: "intent overrides",
-        ran: Some(intent_ran),
-        eligible: Some(intent_eligible),
-        output: None,
-        in_prompt: false,
-        fields: &[
-            "retrieve.intent_overrides.temporal.top_k_multiplier",
-            "retrieve.intent_overrides.quantity.top_k_multiplier",
-            "retrieve.intent_overrides.reasoning.top_k_multiplier",
-        ],
-        switch: None,
-        off: |d| {
-            ["temporal", "quantity", "reasoning"]
-                .iter()
-                .all(|i| num(d, &format!("retrieve.intent_overrides.{i}.top_k_multiplier")) == 1.0)
-                .then(|| "every intent's top_k_multiplier is 1".into())
-        },
-        contrast: |_| {
-            vec![
-                ("retrieve.intent_overrides.temporal.top_k_multiplier", json!(1.0)),
-                ("retrieve.intent_overrides.quantity.top_k_multiplier", json!(1.0)),
-                ("retrieve.intent_overrides.reasoning.top_k_multiplier", json!(1.0)),
-            ]
-        },
-    },
-    Mechanism {
-        name: "rerank",
-        fields: &["retrieve.rerank_top_n"],
-        switch: Some("retrieve.rerank_top_n"),
-        off: |d| (num(d, "retrieve.rerank_top_n") == 0.0).then(|| "retrieve.rerank_top_n is 0".into()),
-        ran: None,
-        eligible: None,
-        output: None,
-        in_prompt: false,
-        contrast: |_| vec![("retrieve.rerank_top_n", json!(0))],
-    },
-    Mechanism {
-        name: "retrieval depth",
-        fields: &["retrieve.top_k", "retrieve.pool"],
-        switch: None,
-        off: never,
-        ran: None,
-        eligible: None,
-        output: None,
-        in_prompt: false,
-        contrast: |d| {
-            let k = num(d, "retrieve.top_k");
-            vec![("retrieve.top_k", json!(((k / 2.0).floor() as u64).max(1)))]
-        },
-    },
-    Mechanism {
-        name: "context budget",
-        fields: &["assemble.token_budget"],
-        switch: None,
-        off: never,
-        ran: None,
-        eligible: None,
-        output: None,
-        in_prompt: false,
-        contrast: |d| vec![("assemble.token_budget", json!(((num(d, "assemble.token_budget") / 2.0) as u64).max(1)))],
-    },
-    Mechanism {
-        name: "backfill",
-        fields: &["assemble.backfill_window"],
-        switch: Some("assemble.backfill_window"),
-        off: |d| (num(d, "assemble.backfill_window") == 0.0).then(|| "assemble.backfill_window is 0".into()),
-        ran: None,
-        eligible: None,
-        output: None,
-        in_prompt: false,
-        contrast: |_| vec![("assemble.backfill_window", json!(0))],
-    },
-    Mechanism {
-        name: "ordering",
-        fields: &["assemble.order"],
-        switch: None,
-        off: never,
-        ran: None,
-        eligible: None,
-        output: None,
-        in_prompt: false,
-        contrast: |d| {
-            vec![(
-                "assemble.order",
-                json!(if text(d, "assemble.order") == "score" { "chronological" } else { "score" }),
-            )]
-        },
-    },
-    Mechanism {
-        name: "answer",
-        fields: &["answer.prompt", "answer.format"],
-        switch: None,
-        off: never,
-        ran: None,
-        eligible: None,
-        output: None,
-        in_prompt: true,
-        contrast: |d| {
-            vec![("answer.format", json!(if text(d, "answer.format") == "short" { "sentence" } else { "short" }))]
-        },
-    },
-];
-
-/// The fields an audit covers, mechanism by mechanism (for the proposer and tests).
-pub fn mechanism_fields() -> Vec<(&'static str, &'static [&'static str])> {
-    MECHANISMS.iter().map(|m| (m.name, m.fields)).collect()
+    #[error("buildup: {0}")]
+    Buildup(String),
 }
 
 /// The context of an outcome as the audit compares it: size, gold turns in
@@ -476,18 +277,13 @@ fn compare(
     changes: Vec<String>,
 ) -> (Contrast, Trace) {
     let by_id: BTreeMap<&str, &OutcomeRecord> = other.outcomes.iter().map(|o| (o.id.as_str(), o)).collect();
-    let mut c = Contrast { changes, questions: 0, changed_contexts: 0, served_only: 0, contrast_only: 0 };
+    let p = paired::paired(served, other);
+    let mut c = contrast_of(changes, &p);
     let mut t = Trace { questions: served.outcomes.len(), ..Trace::default() };
     for a in &served.outcomes {
         let Some(b) = by_id.get(a.id.as_str()) else { continue };
-        c.questions += 1;
         let changed = context_of(a) != context_of(b);
         c.changed_contexts += usize::from(changed);
-        match (a.correct, b.correct) {
-            (true, false) => c.served_only += 1,
-            (false, true) => c.contrast_only += 1,
-            _ => {}
-        }
         if !m.eligible.is_none_or(|f| f(doc, a)) {
             continue;
         }
@@ -513,46 +309,75 @@ fn compare(
     (c, t)
 }
 
+/// The contrast record of a paired comparison (served first), before the
+/// context counts.
+fn contrast_of(changes: Vec<String>, p: &PairedCounts) -> Contrast {
+    let replay = p.unit == TestUnit::Probe;
+    Contrast {
+        changes,
+        questions: p.observations,
+        changed_contexts: 0,
+        unit: p.unit,
+        pairs: p.pairs,
+        served_only: p.first_only,
+        contrast_only: p.second_only,
+        observations_served_only: replay.then_some(p.observations_first_only),
+        observations_contrast_only: replay.then_some(p.observations_second_only),
+    }
+}
+
 /// Level of the two-sided exact McNemar test ([`contrast_p`], Holm-adjusted
 /// across the audited mechanisms) that gives a changed outcome a direction:
 /// the direction is the sign of the contrast once that test rejects.
 pub const ALPHA: f64 = 0.05;
 
-/// The outcome of a mechanism that ran, from its trace alone: `unexercised`
-/// or `defective` (with why), or None when its output reached a context and
-/// the contrast decides.
-pub fn judge_trace(t: &Trace, traced_output: bool) -> Option<(Status, String)> {
+/// The mechanistic outcome of a mechanism whose contrast ran, from its trace
+/// alone, with why.
+pub fn judge_trace(t: &Trace, traced_output: bool) -> (Mechanistic, String) {
     let counts =
         format!("trace eligible/executed/produced/selected/included {} of {} questions", t.counts(), t.questions);
-    Some(if t.eligible == 0 {
-        (Status::Unexercised, format!("never eligible on this task set ({counts})"))
+    if t.eligible == 0 {
+        (Mechanistic::Unexercised, format!("never eligible on this task set ({counts})"))
     } else if t.executed == 0 {
-        (Status::Unexercised, format!("never executed ({counts})"))
+        (Mechanistic::Unexercised, format!("never executed ({counts})"))
     } else if t.failed > 0 {
-        (Status::Defective, format!("failed on {} questions: an error that goes away without it ({counts})", t.failed))
+        (
+            Mechanistic::Defective,
+            format!("failed on {} questions: an error that goes away without it ({counts})", t.failed),
+        )
     } else if traced_output && t.produced == 0 {
         (
-            Status::Defective,
+            Mechanistic::Defective,
             format!(
                 "executed on {} questions and produced no output where the trace expects it ({counts})",
                 t.executed
             ),
         )
-    } else if t.included == 0 && traced_output {
+    } else if t.selected == 0 && traced_output {
         (
-            Status::Defective,
+            Mechanistic::Defective,
             format!("its output (on {} questions) is never selected or included in a context ({counts})", t.produced),
         )
-    } else if t.included == 0 {
-        (Status::Unexercised, format!("it runs, but no context changes without it: nothing to act on here ({counts})"))
+    } else if t.selected == 0 {
+        (
+            Mechanistic::Unexercised,
+            format!("it runs, but nothing retrieved or in a context changes without it ({counts})"),
+        )
     } else {
-        return None;
-    })
+        (
+            Mechanistic::Contributing,
+            format!(
+                "executed, and its output changed the retrieved memory or context on {} and reached the context on \
+                 {} questions ({counts})",
+                t.selected, t.included
+            ),
+        )
+    }
 }
 
-/// The contrast's two-sided exact McNemar p-value.
+/// The contrast's two-sided exact McNemar p-value on its pairs.
 pub fn contrast_p(c: &Contrast) -> f64 {
-    stats::mcnemar(c.served_only as u64, c.contrast_only as u64).exact_p
+    emend_model::stats::mcnemar(c.served_only as u64, c.contrast_only as u64).exact_p
 }
 
 /// Holm's step-down adjustment of `p` (same order, each at most 1).
@@ -568,59 +393,73 @@ pub fn holm(p: &[f64]) -> Vec<f64> {
     out
 }
 
-/// The verdict of a contrast whose mechanism reached a context, at its Holm-adjusted p.
-pub fn judge_contrast(c: &Contrast, adjusted_p: f64) -> (Status, String) {
+/// The quality attribution of a tested contrast, at its Holm-adjusted p.
+pub fn judge_contrast(c: &Contrast, adjusted_p: f64) -> (Quality, String) {
+    let unit = c.unit.plural();
+    let observations = match (c.observations_served_only, c.observations_contrast_only) {
+        (Some(s), Some(o)) => format!(" (observations: {s} better served, {o} better without, of {})", c.questions),
+        _ => String::new(),
+    };
     let counts = format!(
-        "{} of {} questions change outcome ({} better served, {} better without), {} contexts change; \
-         exact McNemar p = {:.2e}, Holm-adjusted {:.2e}",
+        "{} of {} {unit} change outcome ({} better served, {} better without){observations}; exact McNemar p = \
+         {:.2e}, Holm-adjusted {:.2e}",
         c.served_only + c.contrast_only,
-        c.questions,
+        c.pairs,
         c.served_only,
         c.contrast_only,
-        c.changed_contexts,
         contrast_p(c),
         adjusted_p
     );
     if adjusted_p < ALPHA && c.served_only > c.contrast_only {
-        (Status::Contributing, counts)
+        (Quality::Contributing, format!("quality: the served strategy is more accurate: {counts}"))
     } else if adjusted_p < ALPHA && c.contrast_only > c.served_only {
-        (Status::Harmful, format!("the contrast is more accurate: {counts}"))
+        (Quality::Harmful, format!("quality: the contrast is more accurate: {counts}"))
     } else {
-        (Status::Inconclusive, format!("its output reaches contexts, with no significant effect: {counts}"))
+        (Quality::Inconclusive, format!("quality: no significant effect: {counts}"))
     }
 }
 
-/// Audits every mechanism of `served` on the task set (or on `ids`).
+/// The harness facts the audit reads (`{"judge": ...}` for the built-in
+/// harness): whether the answer is computed at all.
+pub fn answer_computed(harness: &Value) -> bool {
+    harness.get("judge").and_then(Value::as_str) != Some("evidence")
+}
+
+/// Audits every mechanism of `served` on the task set (or on `ids`);
+/// `harness` holds the harness facts (`{"judge": "evidence"}`, as the
+/// search's `x-inert-when` conditions read them).
 pub fn audit(
     schema: &StrategySchema,
     backend: &dyn Backend,
     served: &Artifact,
     ids: Option<&[String]>,
+    harness: &Value,
 ) -> Result<Vec<MechanismAudit>, AuditError> {
     let base = backend
         .evaluate(served, ids)
         .map_err(|source| AuditError::Evaluate { mechanism: "served strategy".into(), source })?;
     let mut out = Vec::new();
     for m in MECHANISMS {
-        out.push(audit_one(m, schema, backend, served, &base, ids)?);
+        out.push(audit_one(m, schema, backend, served, &base, ids, harness)?);
     }
-    // The contrasts that decide, adjusted together (Holm).
+    // The contrasts tested for quality, adjusted together (Holm).
     let judged: Vec<usize> = (0..out.len()).filter(|&i| out[i].p_value.is_some()).collect();
     let raw: Vec<f64> = judged.iter().map(|&i| out[i].p_value.expect("judged")).collect();
     for (&i, adjusted) in judged.iter().zip(holm(&raw)) {
         let a = &mut out[i];
         let c = a.contrast.as_ref().expect("a judged mechanism has its contrast");
-        let (status, evidence) = judge_contrast(c, adjusted);
-        a.status = status;
+        let (quality, evidence) = judge_contrast(c, adjusted);
+        a.set(a.mechanistic, quality);
         a.adjusted_p = Some(adjusted);
         a.evidence = format!("{}; {}", a.evidence, evidence);
     }
     Ok(out)
 }
 
-/// One mechanism: switched off, refused, or its contrast evaluated and
-/// traced. A mechanism whose output reached a context is left `inconclusive`
-/// with its raw p-value, for [`audit`] to judge after the correction.
+/// One mechanism: switched off, idle, never isolated, or its contrast
+/// evaluated and traced. A mechanistically contributing one is left
+/// `inconclusive` in quality with its raw p-value, for [`audit`] to judge
+/// after the correction.
 fn audit_one(
     m: &Mechanism,
     schema: &StrategySchema,
@@ -628,16 +467,20 @@ fn audit_one(
     served: &Artifact,
     base: &Evaluation,
     ids: Option<&[String]>,
+    harness: &Value,
 ) -> Result<MechanismAudit, AuditError> {
     let doc = &served.value;
+    let questions = base.outcomes.len();
     let mut a = MechanismAudit {
         mechanism: m.name.into(),
         fields: m.fields.iter().map(|f| f.to_string()).collect(),
         switch: m.switch.map(str::to_string),
+        mechanistic: Mechanistic::Unexercised,
+        quality: Quality::NotTested,
         status: Status::Unexercised,
         evidence: String::new(),
         contrast: None,
-        trace: Trace { questions: base.outcomes.len(), ..Trace::default() },
+        trace: Trace { questions, ..Trace::default() },
         p_value: None,
         adjusted_p: None,
     };
@@ -645,20 +488,25 @@ fn audit_one(
         a.evidence = format!("switched off: {why}");
         return Ok(a);
     }
-    let mut value = doc.clone();
-    let mut changes = Vec::new();
-    for (path, to) in (m.contrast)(doc) {
-        let from = get_path(doc, path).cloned().unwrap_or(Value::Null);
-        if from != to {
-            changes.push(format!("{path}: {from} -> {to}"));
-        }
-        set_path(&mut value, path, to);
+    if m.in_prompt && !answer_computed(harness) {
+        a.trace.eligible = questions;
+        a.evidence = "never executed: under harness.judge: evidence no answer is computed, so the answer prompt \
+                      reaches no context and is not judged"
+            .into();
+        return Ok(a);
+    }
+    let (changes, value) = m.contrasted(doc);
+    if changes.is_empty() {
+        a.set(Mechanistic::NeverIsolated, Quality::NotTested);
+        a.evidence =
+            "never isolated: its contrast setting is the served one (a constant ablation flag): no claim".into();
+        return Ok(a);
     }
     let contrast = match artifact::from_value(&format!("the {} contrast", m.name), value, schema) {
         Ok(c) => c,
         Err(e) => {
-            a.status = Status::Inconclusive;
-            a.evidence = format!("no legal contrast: {e}");
+            a.set(Mechanistic::NeverIsolated, Quality::NotTested);
+            a.evidence = format!("never isolated: the schema refuses its contrast ({e}): no claim");
             return Ok(a);
         }
     };
@@ -666,21 +514,12 @@ fn audit_one(
         backend.evaluate(&contrast, ids).map_err(|source| AuditError::Evaluate { mechanism: m.name.into(), source })?;
     let (c, trace) = compare(m, doc, base, &other, changes);
     let ran = m.ran.map_or(String::new(), |ran| format!("; {}", ran(doc, base)));
-    let head = format!("contrast {}", c.changes.join(", "));
-    match judge_trace(&trace, m.output.is_some()) {
-        Some((status, why)) => {
-            a.status = status;
-            a.evidence = format!("{head}: {why}{ran}");
-        }
-        None => {
-            a.status = Status::Inconclusive;
-            a.p_value = Some(contrast_p(&c));
-            a.evidence = format!(
-                "{head}: output reaches the context (trace eligible/executed/produced/selected/included {} of {}){ran}",
-                trace.counts(),
-                trace.questions
-            );
-        }
+    let (mechanistic, why) = judge_trace(&trace, m.output.is_some());
+    a.set(mechanistic, Quality::NotTested);
+    a.evidence = format!("contrast {}: {why}{ran}", c.changes.join(", "));
+    if mechanistic == Mechanistic::Contributing {
+        a.set(mechanistic, Quality::Inconclusive);
+        a.p_value = Some(contrast_p(&c));
     }
     a.trace = trace;
     a.contrast = Some(c);
@@ -692,7 +531,7 @@ fn audit_one(
 pub fn skippable_fields(audits: &[MechanismAudit]) -> Vec<String> {
     audits
         .iter()
-        .filter(|a| a.status == Status::Unexercised)
+        .filter(|a| a.mechanistic == Mechanistic::Unexercised)
         .flat_map(|a| a.fields.iter().filter(|f| Some(*f) != a.switch.as_ref()).cloned())
         .collect()
 }
@@ -702,6 +541,9 @@ mod tests {
     use super::*;
     use emend_eval::fake::FakeBackend;
     use emend_model::outcome::{EvidenceStep, OutcomeRecord};
+    use emend_model::schema::set_path;
+    use emend_model::stats;
+    use serde_json::json;
 
     #[derive(Clone, Copy, PartialEq)]
     enum Broken {
@@ -710,6 +552,11 @@ mod tests {
         RerankErrors,
         /// Expansion on, adding terms, which never reach a context.
         ExpansionIgnored,
+    }
+
+    /// The harness facts of a judge that reads the answer.
+    fn f1() -> Value {
+        json!({"judge": "f1"})
     }
 
     fn fake() -> FakeBackend {
@@ -771,13 +618,25 @@ mod tests {
     #[test]
     fn each_status_on_a_constructed_case() {
         let backend = fake();
-        let audits = audit(&StrategySchema::builtin(), &backend, &served(), None).unwrap();
+        let audits = audit(&StrategySchema::builtin(), &backend, &served(), None, &f1()).unwrap();
         let status: BTreeMap<&str, Status> = audits.iter().map(|a| (a.mechanism.as_str(), a.status)).collect();
         assert_eq!(status["retrieval depth"], Status::Contributing);
         // The ablation wins: harmful here, not defective (it ran and did not fail).
         assert_eq!(status["fusion"], Status::Harmful);
         assert_eq!(status["ordering"], Status::Inconclusive);
         assert_eq!(status["answer"], Status::Inconclusive);
+        let both = |m: &str| {
+            let a = audits.iter().find(|a| a.mechanism == m).unwrap();
+            (a.mechanistic, a.quality)
+        };
+        assert_eq!(both("retrieval depth"), (Mechanistic::Contributing, Quality::Contributing));
+        assert_eq!(both("fusion"), (Mechanistic::Contributing, Quality::Harmful));
+        // Ordering changes every context and no answer: contributing by the
+        // trace, inconclusive in quality.
+        assert_eq!(both("ordering"), (Mechanistic::Contributing, Quality::Inconclusive));
+        assert_eq!(both("answer"), (Mechanistic::Contributing, Quality::Inconclusive));
+        // Nothing changes without the windows: unexercised here, and not tested.
+        assert_eq!(both("windows"), (Mechanistic::Unexercised, Quality::NotTested));
         // Nothing is defective: no mechanism executed and failed.
         assert!(audits.iter().all(|a| a.status != Status::Defective), "{audits:#?}");
         // Switched off in the default strategy: no contrast is run for them.
@@ -819,7 +678,7 @@ mod tests {
         let find = |audits: &[MechanismAudit], m: &str| audits.iter().find(|a| a.mechanism == m).unwrap().clone();
         // Rerank errors on four questions, which answer without it.
         let broken = broken_fake(Broken::RerankErrors);
-        let audits = audit(&schema, &broken, &with("retrieve.rerank_top_n", json!(4)), None).unwrap();
+        let audits = audit(&schema, &broken, &with("retrieve.rerank_top_n", json!(4)), None, &f1()).unwrap();
         let rerank = find(&audits, "rerank");
         assert_eq!(
             (rerank.status, rerank.trace.failed, rerank.trace.executed),
@@ -830,12 +689,12 @@ mod tests {
         assert_eq!(audits.iter().filter(|a| a.status == Status::Defective).count(), 1);
         // Expansion adds terms that never reach a context.
         let ignored = broken_fake(Broken::ExpansionIgnored);
-        let audits = audit(&schema, &ignored, &with("retrieve.expansion.enabled", json!(true)), None).unwrap();
+        let audits = audit(&schema, &ignored, &with("retrieve.expansion.enabled", json!(true)), None, &f1()).unwrap();
         let e = find(&audits, "expansion");
         assert_eq!((e.status, e.trace.produced, e.trace.included), (Status::Defective, 24, 0), "{e:?}");
         assert!(e.evidence.contains("never selected or included"), "{}", e.evidence);
         // Expansion on that adds no term at all: empty where output was expected.
-        let audits = audit(&schema, &fake(), &with("retrieve.expansion.enabled", json!(true)), None).unwrap();
+        let audits = audit(&schema, &fake(), &with("retrieve.expansion.enabled", json!(true)), None, &f1()).unwrap();
         let e = find(&audits, "expansion");
         assert_eq!((e.status, e.trace.executed, e.trace.produced), (Status::Defective, 24, 0), "{e:?}");
         assert!(e.evidence.contains("produced no output"), "{}", e.evidence);
@@ -855,7 +714,7 @@ mod tests {
     #[test]
     fn the_proposer_skips_unexercised_parameters_but_not_their_switch() {
         let backend = fake();
-        let audits = audit(&StrategySchema::builtin(), &backend, &served(), None).unwrap();
+        let audits = audit(&StrategySchema::builtin(), &backend, &served(), None, &f1()).unwrap();
         let skip = skippable_fields(&audits);
         assert!(skip.contains(&"retrieve.expansion.terms".to_string()));
         assert!(skip.contains(&"retrieve.weights.expansion".to_string()));
@@ -869,7 +728,7 @@ mod tests {
         let mut doc = served().value;
         set_path(&mut doc, "retrieve.intent_overrides.temporal.top_k_multiplier", json!(2.0));
         let a = artifact::from_value("served", doc, &schema).unwrap();
-        let audits = audit(&schema, &fake(), &a, None).unwrap();
+        let audits = audit(&schema, &fake(), &a, None, &f1()).unwrap();
         let find = |m: &str| audits.iter().find(|a| a.mechanism == m).unwrap();
         // The fake's trace records no intent: no question is eligible.
         let intents = find("intent overrides");
@@ -889,14 +748,17 @@ mod tests {
             selected: included,
             included,
         };
-        assert_eq!(judge_trace(&tr(0, 0, 0, 0, 0), false).unwrap().0, Status::Unexercised);
-        assert_eq!(judge_trace(&tr(10, 0, 0, 0, 0), false).unwrap().0, Status::Unexercised);
-        assert_eq!(judge_trace(&tr(10, 10, 2, 8, 8), false).unwrap().0, Status::Defective);
-        assert_eq!(judge_trace(&tr(10, 10, 0, 0, 0), true).unwrap().0, Status::Defective);
-        assert_eq!(judge_trace(&tr(10, 10, 0, 10, 0), true).unwrap().0, Status::Defective);
+        assert_eq!(judge_trace(&tr(0, 0, 0, 0, 0), false).0, Mechanistic::Unexercised);
+        assert_eq!(judge_trace(&tr(10, 0, 0, 0, 0), false).0, Mechanistic::Unexercised);
+        assert_eq!(judge_trace(&tr(10, 10, 2, 8, 8), false).0, Mechanistic::Defective);
+        assert_eq!(judge_trace(&tr(10, 10, 0, 0, 0), true).0, Mechanistic::Defective);
+        assert_eq!(judge_trace(&tr(10, 10, 0, 10, 0), true).0, Mechanistic::Defective);
         // Without a traced output, no context changing means nothing to act on.
-        assert_eq!(judge_trace(&tr(10, 10, 0, 10, 0), false).unwrap().0, Status::Unexercised);
-        assert_eq!(judge_trace(&tr(10, 10, 0, 10, 3), true), None);
+        assert_eq!(judge_trace(&tr(10, 10, 0, 10, 0), false).0, Mechanistic::Unexercised);
+        assert_eq!(judge_trace(&tr(10, 10, 0, 10, 3), true).0, Mechanistic::Contributing);
+        // Output that changes what is retrieved, though no context: contributing.
+        let retrieved_only = Trace { selected: 2, ..tr(10, 10, 0, 10, 0) };
+        assert_eq!(judge_trace(&retrieved_only, false).0, Mechanistic::Contributing);
     }
 
     #[test]
@@ -905,17 +767,21 @@ mod tests {
             changes: vec![],
             questions: 100,
             changed_contexts: ctx,
+            unit: TestUnit::Question,
+            pairs: 100,
             served_only: s,
             contrast_only: o,
+            observations_served_only: None,
+            observations_contrast_only: None,
         };
         let judge = |c: Contrast| judge_contrast(&c, contrast_p(&c)).0;
-        assert_eq!(judge(c(0, 1, 3)), Status::Inconclusive);
-        assert_eq!(judge(c(5, 4, 9)), Status::Inconclusive);
-        assert_eq!(judge(c(0, 0, 2)), Status::Inconclusive);
-        assert_eq!(judge(c(10, 0, 10)), Status::Contributing);
-        assert_eq!(judge(c(1, 12, 13)), Status::Harmful);
+        assert_eq!(judge(c(0, 1, 3)), Quality::Inconclusive);
+        assert_eq!(judge(c(5, 4, 9)), Quality::Inconclusive);
+        assert_eq!(judge(c(0, 0, 2)), Quality::Inconclusive);
+        assert_eq!(judge(c(10, 0, 10)), Quality::Contributing);
+        assert_eq!(judge(c(1, 12, 13)), Quality::Harmful);
         // Significant alone, not after the correction.
-        assert_eq!(judge_contrast(&c(10, 0, 10), 0.08).0, Status::Inconclusive);
+        assert_eq!(judge_contrast(&c(10, 0, 10), 0.08).0, Quality::Inconclusive);
     }
 
     #[test]
@@ -925,9 +791,88 @@ mod tests {
         let mut doc = served().value;
         set_path(&mut doc, "retrieve.rerank_top_n", json!(8));
         let a = artifact::from_value("served", doc, &schema).unwrap();
-        let audits = audit(&schema, &fake(), &a, None).unwrap();
+        let audits = audit(&schema, &fake(), &a, None, &f1()).unwrap();
         let depth = audits.iter().find(|a| a.mechanism == "retrieval depth").unwrap();
         assert_eq!(depth.status, Status::Inconclusive);
-        assert!(depth.evidence.starts_with("no legal contrast"), "{}", depth.evidence);
+        assert_eq!((depth.mechanistic, depth.quality), (Mechanistic::NeverIsolated, Quality::NotTested));
+        assert!(depth.evidence.starts_with("never isolated: the schema refuses its contrast"), "{}", depth.evidence);
+        assert!(depth.contrast.is_none() && depth.p_value.is_none());
+    }
+
+    #[test]
+    fn a_contrast_that_moves_nothing_never_isolates_its_mechanism() {
+        // top_k 1 halves to 1: the contrast's setting is the served one.
+        let schema = StrategySchema::builtin();
+        let mut doc = served().value;
+        set_path(&mut doc, "retrieve.top_k", json!(1));
+        let a = artifact::from_value("served", doc, &schema).unwrap();
+        let backend = fake();
+        let audits = audit(&schema, &backend, &a, None, &f1()).unwrap();
+        let depth = audits.iter().find(|a| a.mechanism == "retrieval depth").unwrap();
+        assert_eq!((depth.mechanistic, depth.quality), (Mechanistic::NeverIsolated, Quality::NotTested));
+        assert!(depth.evidence.contains("constant ablation flag"), "{}", depth.evidence);
+        let json = serde_json::to_value(depth).unwrap();
+        assert_eq!(
+            (json["mechanistic"].as_str(), json["status"].as_str()),
+            (Some("never_isolated"), Some("inconclusive"))
+        );
+        // Never evaluated: the served evaluation and one per other contrast.
+        assert_eq!(backend.calls(), 1 + audits.iter().filter(|a| a.contrast.is_some()).count());
+    }
+
+    #[test]
+    fn under_the_evidence_judge_the_answer_is_never_executed() {
+        let backend = fake();
+        let audits =
+            audit(&StrategySchema::builtin(), &backend, &served(), None, &json!({"judge": "evidence"})).unwrap();
+        let answer = audits.iter().find(|a| a.mechanism == "answer").unwrap();
+        assert_eq!((answer.mechanistic, answer.quality), (Mechanistic::Unexercised, Quality::NotTested));
+        assert_eq!((answer.trace.executed, answer.trace.included), (0, 0));
+        assert!(answer.evidence.contains("reaches no context and is not judged"), "{}", answer.evidence);
+        assert!(answer.contrast.is_none());
+        // Three mechanisms are tested now (depth, fusion, ordering).
+        assert_eq!(audits.iter().filter(|a| a.adjusted_p.is_some()).count(), 3);
+        assert!(skippable_fields(&audits).contains(&"answer.format".to_string()));
+    }
+
+    /// Probes `c#p` observed at checkpoints 1..=10: deep retrieval gets
+    /// probes 0..5 right at every checkpoint, nothing else is right.
+    fn replay_fake() -> FakeBackend {
+        let ids: Vec<String> = (0..12).flat_map(|p| (1..=10).map(move |k| format!("c#{p}@{k}"))).collect();
+        let questions = ids.iter().map(|id| (id.clone(), "single-hop".to_string())).collect();
+        FakeBackend::new(questions, move |a, _| {
+            let deep = a.typed().unwrap().retrieve.top_k > 4;
+            Ok(ids
+                .iter()
+                .map(|id| {
+                    let probe: usize = id[2..id.find('@').unwrap()].parse().unwrap();
+                    let correct = deep && probe < 5;
+                    OutcomeRecord {
+                        conversation: Some("c".into()),
+                        context_tokens: Some(if deep { 200.0 } else { 100.0 }),
+                        ..OutcomeRecord::new(id, "single-hop", correct)
+                    }
+                })
+                .collect())
+        })
+    }
+
+    #[test]
+    fn under_replay_the_contrast_counts_probes_not_observations() {
+        let audits = audit(&StrategySchema::builtin(), &replay_fake(), &served(), None, &f1()).unwrap();
+        let depth = audits.iter().find(|a| a.mechanism == "retrieval depth").unwrap();
+        let c = depth.contrast.as_ref().unwrap();
+        assert_eq!((c.unit, c.pairs, c.questions), (TestUnit::Probe, 12, 120));
+        assert_eq!((c.served_only, c.contrast_only), (5, 0));
+        assert_eq!((c.observations_served_only, c.observations_contrast_only), (Some(50), Some(0)));
+        // By observation 50 of 50 discordant would be p = 2^-49; by probe it is 2^-4.
+        assert!(stats::mcnemar(50, 0).exact_p < 1e-14);
+        assert!((depth.p_value.unwrap() - 0.0625).abs() < 1e-12, "{depth:?}");
+        assert_eq!((depth.mechanistic, depth.quality), (Mechanistic::Contributing, Quality::Inconclusive));
+        assert!(depth.evidence.contains("5 of 12 probes change outcome"), "{}", depth.evidence);
+        // The endpoint outcomes of the same probes keep the question as the unit.
+        let endpoint = audit(&StrategySchema::builtin(), &fake(), &served(), None, &f1()).unwrap();
+        let c = endpoint.iter().find(|a| a.mechanism == "retrieval depth").unwrap().contrast.clone().unwrap();
+        assert_eq!((c.unit, c.pairs, c.observations_served_only), (TestUnit::Question, 24, None));
     }
 }

@@ -55,6 +55,7 @@ mod summary;
 pub use error::{EvolveError, Result};
 pub use proposal::{Proposal, Proposed as ProposalOutcome, parse_field};
 pub use retest::{RETEST, Retested, judged as retest_judged};
+pub use screening::harness_facts;
 pub use summary::{RunSummary, Stopped, recorded_accuracy};
 
 use apply::{RoundExtras, split_record};

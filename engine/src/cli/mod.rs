@@ -130,8 +130,8 @@ enum Command {
     /// Check strategy files (YAML syntax, the schema, unknown fields, invariants, prompt markers) or an emend.yaml;
     /// in a project, against its strategy schema (harness.schema).
     Validate(validate::ValidateArgs),
-    /// Mechanism fidelity: per mechanism of the served strategy, contributing, unexercised, defective or inconclusive.
-    Audit(inspect::JsonArg),
+    /// Mechanism fidelity: per mechanism of the served strategy, its mechanistic outcome and quality attribution (--buildup: the cumulative buildup).
+    Audit(audit::AuditArgs),
     /// Entity collision: hit@1 of the strategy's retrieval against its BM25 channel alone (1/K by construction), per tag and K.
     Collision(collision::CollisionArgs),
     /// Evaluate one task shard with the built-in pipeline (a shard command: local or on Ray).

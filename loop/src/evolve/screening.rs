@@ -332,7 +332,7 @@ fn diff_credits(plan: &Plan, changes: &[planner::Change]) -> Vec<emend_model::ev
 
 /// The harness settings `x-inert-when` conditions may name (`harness.judge`):
 /// the built-in harness's judge; an external harness judges by itself.
-pub(super) fn harness_facts(h: &emend_model::config::HarnessConfig) -> serde_json::Value {
+pub fn harness_facts(h: &emend_model::config::HarnessConfig) -> serde_json::Value {
     match h.kind {
         emend_model::config::HarnessKind::Builtin => serde_json::json!({"judge": h.judge}),
         emend_model::config::HarnessKind::Command => serde_json::json!({"kind": "command"}),
