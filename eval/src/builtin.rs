@@ -176,6 +176,7 @@ fn ray_shards(project: &Project, dataset: &harness::Dataset) -> Result<crate::co
     let judge = match h.judge {
         harness::strategy::JudgeKind::Evidence => "evidence",
         harness::strategy::JudgeKind::F1 => "f1",
+        harness::strategy::JudgeKind::Temporal => "temporal",
         harness::strategy::JudgeKind::Llm => {
             return Err(SetupError::new("harness.executor: ray runs the built-in pipeline without the llm judge"));
         }

@@ -320,6 +320,7 @@ pub fn memory_of(task: &CollisionTask) -> Memory {
         holders,
         last_day: None,
         stats: IngestStats { candidates: n, ..IngestStats::default() },
+        retired: 0,
     }
 }
 

@@ -173,17 +173,22 @@ impl Question {
     /// The question as asked once the sessions up to number `session` are
     /// available: its reference then (answer and evidence of the latest
     /// version with `from_session <= session`), or None when no version holds
-    /// yet. A question without versions is always its own reference.
+    /// yet. A question without versions is always its own reference. Its
+    /// `reference_versions` then end with the valid one.
     pub fn reference_at(&self, session: u32) -> Option<Question> {
         if self.reference_versions.is_empty() {
             return Some(self.clone());
         }
-        let v = self.reference_versions.iter().rev().find(|v| v.from_session <= session)?;
+        let at = self.reference_versions.iter().rposition(|v| v.from_session <= session)?;
+        let v = &self.reference_versions[at];
         Some(Question {
             answer: v.answer.clone(),
             raw_evidence: v.raw_evidence.clone(),
             evidence: v.evidence.clone(),
             unresolved: Vec::new(),
+            // The versions known then, ending with the valid one: the earlier
+            // ones are superseded (see `judge::superseded_evidence`).
+            reference_versions: self.reference_versions[..=at].to_vec(),
             ..self.clone()
         })
     }

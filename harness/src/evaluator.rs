@@ -27,10 +27,11 @@ use crate::HARNESS_VERSION;
 use crate::answer::{AnswerError, AnswerInput, Answerer, Extractive};
 use crate::assemble::{Context, ContextLine, assemble, render};
 use crate::cache::DiskCache;
+use crate::consolidate::consolidate;
 use crate::dataset::{Dataset, Question, Sample, Selection, UnknownConversation};
 use crate::index::{self, Index};
 use crate::ingest::{self, ExtractError, Extractor, IngestStats, Memory};
-use crate::judge::{EvidenceJudge, F1Judge, Judge, JudgeCase, JudgeError, Verdict};
+use crate::judge::{EvidenceJudge, F1Judge, Judge, JudgeCase, JudgeError, TemporalJudge, Verdict};
 use crate::minilm::{EmbedError, MiniLm};
 use crate::outcome::{AnswerCoverage, EvidenceTrace, Outcome, RetrievedItem, Summary};
 use crate::replay::{self, CheckpointSummary, Observed, Protocol};
@@ -148,6 +149,14 @@ pub struct MemoryStats {
     pub too_short: u32,
     pub duplicates: u32,
     pub over_cap: u32,
+    /// Items retired by maintenance (`ingest.consolidate`) over the whole
+    /// history (under replay: at each conversation's last checkpoint).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retired: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The result of one evaluation.
@@ -258,6 +267,9 @@ struct Prepared {
     sample: Option<Arc<Sample>>,
     /// The whole conversation's memory (for the memory statistics).
     full: Arc<Memory>,
+    /// The whole conversation's memory as ingested, before maintenance
+    /// (checkpoint memories are its prefixes, maintained again).
+    raw: Arc<Memory>,
 }
 
 impl Prepared {
@@ -512,10 +524,23 @@ impl Evaluator {
             })
         })?;
         local.count(INGEST, hit || from_disk);
+        // Maintenance over the whole history (the last checkpoint's); the
+        // memory's key is the ingest key when none runs.
+        let raw = memory;
+        let (memory, memory_key) = if s.ingest.consolidate.is_off() {
+            (raw.clone(), ingest_key)
+        } else {
+            let ckey = key(&[b"consolidate", &ingest_key, &s.consolidate_fields()]);
+            let (m, _) = self
+                .ingest_cache
+                .get_or_try::<std::convert::Infallible>(ckey, || Ok(consolidate(&raw, sample, &s.ingest)))
+                .unwrap_or_else(|e| match e {});
+            (m, ckey)
+        };
         // A model's channel is keyed by the model too.
         let minilm = self.minilm.as_deref().filter(|_| s.index.dense_kind == DenseKind::Minilm);
         let model_id = minilm.map(MiniLm::id).unwrap_or_default();
-        let index_key = key(&[b"index", &ingest_key, &json(&s.index_fields()), model_id.as_bytes()]);
+        let index_key = key(&[b"index", &memory_key, &json(&s.index_fields()), model_id.as_bytes()]);
         let mut from_disk = false;
         let (index, hit) = self.index_cache.get_or_try(index_key, || {
             self.through_disk("index", &index_key, local, &mut from_disk, Index::decode, Index::encode, || {
@@ -536,7 +561,7 @@ impl Evaluator {
             None => None,
         };
 
-        Ok(Prepared { full: memory.clone(), memory, index, index_key, sample: None, queries })
+        Ok(Prepared { full: memory.clone(), memory, raw, index, index_key, sample: None, queries })
     }
 
     /// The memory and index at a replay checkpoint of `sessions` sessions.
@@ -544,8 +569,9 @@ impl Evaluator {
     /// filters (length, dedup against kept items, per-session caps) look only
     /// backwards, so the checkpoint's memory is the prefix of the whole
     /// conversation's (tested equal to ingesting the truncated conversation).
-    /// The index is rebuilt: BM25 and the dense channel weigh terms by corpus
-    /// statistics of the items present.
+    /// Maintenance (`ingest.consolidate`) then runs on the checkpoint's
+    /// items. The index is rebuilt: BM25 and the dense channel weigh terms by
+    /// corpus statistics of the items present.
     fn prepare_view(
         &self,
         sample: &Sample,
@@ -561,7 +587,7 @@ impl Evaluator {
         let minilm = self.minilm.as_deref().filter(|_| s.index.dense_kind == DenseKind::Minilm);
         let vkey = key(&[b"view", &full.index_key, &(sessions as u64).to_le_bytes()]);
         let (pair, hit) = self.view_cache.get_or_try::<EmbedError>(vkey, || {
-            let memory = Arc::new(memory_prefix(&full.memory, &view));
+            let memory = Arc::new(consolidate(&memory_prefix(&full.raw, &view), &view, &s.ingest));
             let index = Arc::new(index::build(&memory, &s.index, minilm)?);
             Ok((memory, index))
         })?;
@@ -572,6 +598,7 @@ impl Evaluator {
             index_key: vkey,
             sample: Some(view),
             full: full.memory,
+            raw: full.raw,
             queries: full.queries.clone(),
         })
     }

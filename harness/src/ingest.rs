@@ -55,6 +55,9 @@ pub struct Memory {
     /// The latest session date of the conversation (recency decay's reference).
     pub last_day: Option<f64>,
     pub stats: IngestStats,
+    /// Items retired by maintenance ([`crate::consolidate`]); 0 for an
+    /// ingested memory (never in the persistent cache).
+    pub retired: u32,
 }
 
 impl Memory {
@@ -112,7 +115,7 @@ impl Memory {
         }
         let last_day = d.opt_f64()?;
         let stats = IngestStats { candidates: d.u32()?, too_short: d.u32()?, duplicates: d.u32()?, over_cap: d.u32()? };
-        d.done().then_some(Memory { conversation, items, holders, last_day, stats })
+        d.done().then_some(Memory { conversation, items, holders, last_day, stats, retired: 0 })
     }
 }
 
@@ -238,16 +241,7 @@ pub fn ingest(sample: &Sample, spec: &Ingest, extractor: Option<&dyn Extractor>)
     let mut items = Vec::with_capacity(kept.len());
     for (i, (number, c)) in kept.into_iter().enumerate() {
         let session = &sample.sessions[c.session];
-        let stamp = if spec.stamp_date {
-            match (&session.date, &session.date_time) {
-                (Some(d), _) => Some(d.stamp()),
-                (None, Some(raw)) => Some(raw.clone()),
-                (None, None) => None,
-            }
-        } else {
-            None
-        };
-        let text = match stamp {
+        let text = match stamp(session, spec) {
             Some(s) => format!("[{s}]\n{}", c.body),
             None => c.body,
         };
@@ -269,7 +263,32 @@ pub fn ingest(sample: &Sample, spec: &Ingest, extractor: Option<&dyn Extractor>)
         .iter()
         .filter_map(|s| s.date.map(|d| d.days()))
         .fold(None, |m: Option<f64>, d| Some(m.map_or(d, |m| m.max(d))));
-    Ok(Memory { conversation: sample.id.clone(), items, holders, last_day, stats })
+    Ok(Memory { conversation: sample.id.clone(), items, holders, last_day, stats, retired: 0 })
+}
+
+/// The date stamp an item of `session` starts with (`[stamp]` on its own line).
+fn stamp(session: &crate::dataset::Session, spec: &Ingest) -> Option<String> {
+    if !spec.stamp_date {
+        return None;
+    }
+    match (&session.date, &session.date_time) {
+        (Some(d), _) => Some(d.stamp()),
+        (None, Some(raw)) => Some(raw.clone()),
+        (None, None) => None,
+    }
+}
+
+/// The text of an item that min_chars and dedup look at (without speakers
+/// or stamp), lowercased: what the consolidation compares.
+pub(crate) fn item_content(sample: &Sample, spec: &Ingest, item: &MemoryItem) -> String {
+    let content = match spec.unit {
+        IngestUnit::Window => item.turns.iter().map(|&o| sample.turn(o).content()).collect::<Vec<_>>().join(" "),
+        IngestUnit::Fact => match stamp(&sample.sessions[item.session], spec) {
+            Some(s) => item.text.strip_prefix(&format!("[{s}]\n")).unwrap_or(&item.text).to_string(),
+            None => item.text.clone(),
+        },
+    };
+    content.to_lowercase()
 }
 
 /// The candidates that become memory items, numbered in candidate order:
@@ -320,7 +339,7 @@ fn keep(candidates: Vec<Candidate>, spec: &Ingest, sessions: usize) -> (Vec<(u32
 /// Trigrams found in more kept items than this may go to a query's common part.
 const LONG_POSTINGS: usize = 64;
 
-struct Deduper {
+pub(crate) struct Deduper {
     threshold: f64,
     ids: HashMap<u64, u32, FnvBuild>,
     /// Per trigram id: (kept item, count).
@@ -334,13 +353,13 @@ struct Deduper {
 }
 
 /// A text's trigram counts by compact trigram id, ascending, and the vector's norm.
-struct Profile {
+pub(crate) struct Profile {
     counts: Vec<(u32, u32)>,
     norm: f64,
 }
 
 impl Deduper {
-    fn new(threshold: f64) -> Self {
+    pub(crate) fn new(threshold: f64) -> Self {
         Deduper {
             threshold,
             ids: HashMap::default(),
@@ -353,7 +372,7 @@ impl Deduper {
         }
     }
 
-    fn profile(&mut self, text: &str) -> Profile {
+    pub(crate) fn profile(&mut self, text: &str) -> Profile {
         if self.threshold >= 1.0 {
             return Profile { counts: Vec::new(), norm: 0.0 };
         }
@@ -402,7 +421,7 @@ impl Deduper {
         best
     }
 
-    fn is_duplicate(&mut self, text: &str, p: &Profile) -> bool {
+    pub(crate) fn is_duplicate(&mut self, text: &str, p: &Profile) -> bool {
         let t = self.threshold;
         if self.exact.contains(text) || t <= 0.0 || p.norm == 0.0 {
             return self.max_similarity(text, p) >= t;
@@ -465,7 +484,7 @@ impl Deduper {
         duplicate
     }
 
-    fn keep(&mut self, text: String, p: &Profile) {
+    pub(crate) fn keep(&mut self, text: String, p: &Profile) {
         let k = self.norms.len() as u32;
         self.norms.push(p.norm);
         self.profiles.push(p.counts.clone());
@@ -509,6 +528,7 @@ mod tests {
             max_items_per_session: 100,
             stamp_date: false,
             extraction_prompt: "{turns}".into(),
+            consolidate: Default::default(),
         }
     }
 

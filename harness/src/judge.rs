@@ -2,7 +2,9 @@
 //!
 //! [`EvidenceJudge`] (the default): correct iff every resolved gold evidence
 //! turn is in the context; a question with no resolvable evidence is
-//! incorrect. Deterministic, no model. [`F1Judge`]: token F1 of the answer
+//! incorrect. Deterministic, no model. [`TemporalJudge`]: the evidence rule,
+//! and a context that holds a superseded reference's evidence is wrong.
+//! [`F1Judge`]: token F1 of the answer
 //! against the gold answer at or above a threshold (SQuAD normalization:
 //! lowercase, alphanumeric tokens, articles dropped); with no gold answer
 //! (adversarial), correct iff there is no answer either. An LLM judge plugs
@@ -77,6 +79,58 @@ impl Judge for EvidenceJudge {
         let correct = !ev.is_empty() && ev.iter().all(|e| case.context_turns.iter().any(|t| t == e));
         Ok(Verdict { correct, score: None })
     }
+}
+
+/// The evidence rule, aware of revised references (`judge.kind: temporal`).
+///
+/// A question with `reference_versions` is asked (at a replay checkpoint, or
+/// at endpoint where the last version is valid) with the valid version's
+/// reference. Its superseded evidence is every turn an earlier version cites
+/// that the valid version does not ([`superseded_evidence`]). Correct iff
+/// every valid evidence turn is in the context and no superseded one is:
+/// a context holding only the superseded version's evidence is wrong (so it
+/// is under [`EvidenceJudge`], which asks for the valid evidence), and so is
+/// one holding both, which leaves the reader two answers to choose between
+/// (the evidence judge credits that one). A question without versions is
+/// judged as by the evidence judge.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TemporalJudge;
+
+impl Judge for TemporalJudge {
+    fn id(&self) -> String {
+        "temporal/1".into()
+    }
+
+    fn reads_answer(&self) -> bool {
+        false
+    }
+
+    /// Cases are independent and pure: judged on every core, in input order.
+    fn judge_batch(&self, cases: &[JudgeCase<'_>]) -> Vec<Result<Verdict, JudgeError>> {
+        use rayon::prelude::*;
+        cases.par_iter().map(|c| self.judge(c)).collect()
+    }
+
+    fn judge(&self, case: &JudgeCase<'_>) -> Result<Verdict, JudgeError> {
+        let valid = EvidenceJudge.judge(case)?.correct;
+        let stale = superseded_evidence(case.question).iter().any(|e| case.context_turns.iter().any(|t| t == *e));
+        Ok(Verdict { correct: valid && !stale, score: None })
+    }
+}
+
+/// The turns a question's superseded references cite and its valid one does
+/// not, in order of first mention. The question is as asked (its reference
+/// versions end with the valid one, see
+/// [`crate::dataset::Question::reference_at`]); empty without versions.
+pub fn superseded_evidence(q: &Question) -> Vec<&str> {
+    let Some((_, earlier)) = q.reference_versions.split_last() else { return Vec::new() };
+    let mut out: Vec<&str> = Vec::new();
+    for e in earlier.iter().flat_map(|v| &v.evidence) {
+        if !q.evidence.contains(e) && !out.contains(&e.as_str()) {
+            out.push(e);
+        }
+    }
+    out
 }
 
 /// Token F1 against the gold answer.

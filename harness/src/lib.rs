@@ -18,6 +18,7 @@ pub mod answer;
 pub mod assemble;
 pub mod cache;
 pub mod collision;
+pub mod consolidate;
 pub mod dataset;
 pub mod evaluator;
 pub mod index;

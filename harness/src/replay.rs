@@ -118,12 +118,14 @@ pub fn observations(sample: &Sample, q: &Question, every_sessions: u32) -> Vec<O
 }
 
 /// Replay's lifecycle schedule: what runs on memory between checkpoints and
-/// what answering a probe does to it. Today one schedule exists, and every
-/// replay states it: between checkpoints the next sessions' turns are
-/// appended (ingest filters look only backwards, the index is rebuilt over
-/// the items present); no maintenance runs (no consolidation, merging,
-/// forgetting or re-ingest); answering writes nothing back (no
-/// reinforcement, no reordering). Recency decay, when the strategy has it,
+/// what answering a probe does to it, as every replay states it: between
+/// checkpoints the next sessions' turns are appended (ingest filters look
+/// only backwards, the index is rebuilt over the items present); one
+/// maintenance job may run at each checkpoint, `ingest.consolidate`
+/// (retiring an item that is a near-duplicate of a newer one, see
+/// [`crate::consolidate`]), and none otherwise (no merging, forgetting or
+/// re-ingest); answering writes nothing back (no reinforcement, no
+/// reordering). Recency decay, when the strategy has it,
 /// is measured from the clock of the checkpoint: the latest session date the
 /// memory holds then.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -131,7 +133,8 @@ pub struct Lifecycle {
     pub every_sessions: u32,
     /// `append-only`.
     pub between_checkpoints: String,
-    /// `none`.
+    /// `none`, or `consolidate (threshold T)`: at each checkpoint an item
+    /// that is a near-duplicate of a newer one is retired ([`crate::consolidate`]).
     pub maintenance: String,
     /// `none`.
     pub query_side_effects: String,
@@ -173,6 +176,14 @@ impl Lifecycle {
             clock: "latest-session-date".into(),
             clocks,
         }
+    }
+
+    /// The schedule with the strategy's maintenance (`ingest.consolidate`).
+    pub fn with_maintenance(mut self, consolidate: &crate::strategy::Consolidate) -> Lifecycle {
+        if !consolidate.is_off() {
+            self.maintenance = format!("consolidate (threshold {})", consolidate.threshold);
+        }
+        self
     }
 
     /// One line for a terminal.

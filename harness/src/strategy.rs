@@ -42,6 +42,38 @@ pub struct Ingest {
     pub max_items_per_session: u32,
     pub stamp_date: bool,
     pub extraction_prompt: String,
+    /// Maintenance at each replay checkpoint (and over the whole history at
+    /// endpoint); off unless the strategy names it, and then left out of the
+    /// serialized strategy, so the stage cache keys of strategies without it
+    /// are the ones they always were.
+    #[serde(default, skip_serializing_if = "Consolidate::is_off")]
+    pub consolidate: Consolidate,
+}
+
+/// `ingest.consolidate`: an item that is a near-duplicate (the character-trigram
+/// cosine dedup uses, at or above `threshold`) of a newer item of the memory
+/// is retired: its text and its turn ids leave the memory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Consolidate {
+    pub enabled: bool,
+    pub threshold: f64,
+}
+
+impl Default for Consolidate {
+    fn default() -> Self {
+        Consolidate { enabled: false, threshold: Consolidate::DEFAULT_THRESHOLD }
+    }
+}
+
+impl Consolidate {
+    /// The threshold of a strategy that does not set one.
+    pub const DEFAULT_THRESHOLD: f64 = 0.6;
+
+    /// True when consolidation does not run.
+    pub fn is_off(&self) -> bool {
+        !self.enabled
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -154,10 +186,14 @@ pub enum JudgeKind {
     F1,
     /// The project's judge model (roles.judge of emend.yaml).
     Llm,
+    /// The evidence rule, and a context holding a superseded reference's
+    /// evidence (a turn only an earlier `reference_versions` entry cites) is
+    /// wrong. Equal to `evidence` on questions without reference versions.
+    Temporal,
 }
 
 impl JudgeKind {
-    pub const ALL: [JudgeKind; 3] = [JudgeKind::Evidence, JudgeKind::F1, JudgeKind::Llm];
+    pub const ALL: [JudgeKind; 4] = [JudgeKind::Evidence, JudgeKind::F1, JudgeKind::Llm, JudgeKind::Temporal];
 
     /// The name as written in YAML and on the command line.
     pub fn as_str(self) -> &'static str {
@@ -165,6 +201,7 @@ impl JudgeKind {
             JudgeKind::Evidence => "evidence",
             JudgeKind::F1 => "f1",
             JudgeKind::Llm => "llm",
+            JudgeKind::Temporal => "temporal",
         }
     }
 
@@ -184,13 +221,26 @@ pub struct JudgeSpec {
 /// these, so a field a stage ignores (for example `rrf_kappa` under
 /// `weighted_sum`) never invalidates that stage's cached output.
 impl Strategy {
-    /// `ingest.*`; `extraction_prompt` only for `unit: fact`.
+    /// `ingest.*`; `extraction_prompt` only for `unit: fact`. Never
+    /// `consolidate`: it runs on the ingested memory, by checkpoint
+    /// ([`Strategy::consolidate_fields`]).
     pub fn ingest_fields(&self) -> serde_json::Value {
         let mut v = serde_json::to_value(&self.ingest).expect("a strategy serializes");
+        let o = v.as_object_mut().expect("an object");
         if self.ingest.unit == IngestUnit::Window {
-            v.as_object_mut().expect("an object").remove("extraction_prompt");
+            o.remove("extraction_prompt");
         }
+        o.remove("consolidate");
         v
+    }
+
+    /// `ingest.consolidate` when it runs, empty otherwise (keys of the
+    /// memory after maintenance and of the index built on it).
+    pub fn consolidate_fields(&self) -> Vec<u8> {
+        if self.ingest.consolidate.is_off() {
+            return Vec::new();
+        }
+        serde_json::to_vec(&self.ingest.consolidate).expect("a strategy serializes")
     }
 
     /// `index.*`; `dense_dim` only with the trigram channel (the only one it sizes).

@@ -39,6 +39,9 @@ fn judge_parser() -> impl clap::builder::TypedValueParser<Value = JudgeKind> {
         JudgeKind::Evidence => "Every resolvable gold evidence turn is in the context (deterministic)",
         JudgeKind::F1 => "Token F1 of the answer against the gold answer, at the strategy's threshold",
         JudgeKind::Llm => "The project's judge model (roles.judge of emend.yaml)",
+        JudgeKind::Temporal => {
+            "The evidence rule; a context holding a superseded reference version's evidence is wrong"
+        }
     };
     PossibleValuesParser::new(JudgeKind::ALL.map(|k| PossibleValue::new(k.as_str()).help(help(k))))
         .map(|s| JudgeKind::parse(&s).expect("one of the possible values"))
@@ -201,6 +204,7 @@ fn run_builtin(args: &EvalArgs, project: Option<Project>, start: Instant) -> Cmd
         let samples: Vec<harness::dataset::Sample> =
             evaluator.dataset().samples().iter().filter(|s| held.contains(s.id.as_str())).cloned().collect();
         harness::replay::Lifecycle::new(args.every_sessions, r.strategy.retrieve.recency_half_life_days, &samples)
+            .with_maintenance(&r.strategy.ingest.consolidate)
     });
     if args.json {
         let mut doc = json_report(args, &tasks_name, &eval, &hashes, &usage, elapsed_ms);
@@ -346,6 +350,13 @@ fn human_report(
         "memory items          {} ({} too short, {} near-duplicates, {} over the session cap)\n",
         m.items, m.too_short, m.duplicates, m.over_cap
     );
+    if m.retired > 0 {
+        out += &format!(
+            "retired               {} items (ingest.consolidate, over the whole history)
+",
+            m.retired
+        );
+    }
     if s.errors > 0 {
         out += &format!("errors                {} questions (model calls failed)\n", s.errors);
     }

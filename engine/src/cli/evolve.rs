@@ -167,14 +167,17 @@ pub fn open_initialized(project: &Project, schema: &StrategySchema) -> Result<jo
 fn replay_lifecycle(project: &Project, log: &journal::SledJournal) -> Option<harness::replay::Lifecycle> {
     let harness::Protocol::Replay { every_sessions } = project.config.harness.protocol() else { return None };
     let store = engine::store::Store::new(log);
-    let half_life = store
-        .served()
-        .ok()
-        .flatten()
-        .and_then(|s| store.document(&s.hash).ok().flatten())
+    let served = store.served().ok().flatten().and_then(|s| store.document(&s.hash).ok().flatten());
+    let half_life = served
+        .as_ref()
         .and_then(|d| d.pointer("/retrieve/recency_half_life_days").and_then(serde_json::Value::as_f64))
         .unwrap_or(0.0);
-    Some(harness::replay::Lifecycle::new(every_sessions, half_life, &[]))
+    let consolidate: harness::strategy::Consolidate = served
+        .as_ref()
+        .and_then(|d| d.pointer("/ingest/consolidate"))
+        .and_then(|c| serde_json::from_value(c.clone()).ok())
+        .unwrap_or_default();
+    Some(harness::replay::Lifecycle::new(every_sessions, half_life, &[]).with_maintenance(&consolidate))
 }
 
 pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {

@@ -26,6 +26,7 @@ use super::{CmdResult, Failure};
 enum WorkerJudge {
     Evidence,
     F1,
+    Temporal,
 }
 
 #[derive(Debug, clap::Args)]
@@ -94,6 +95,7 @@ pub fn run(args: &WorkerArgs) -> CmdResult {
         judge: Some(match args.judge {
             WorkerJudge::Evidence => JudgeKind::Evidence,
             WorkerJudge::F1 => JudgeKind::F1,
+            WorkerJudge::Temporal => JudgeKind::Temporal,
         }),
         f1_threshold: Some(args.f1_threshold),
         // The shard holds only the questions to answer.

@@ -81,6 +81,7 @@ impl Evaluator {
     pub(super) fn judge_for(&self, s: &Strategy) -> Arc<dyn Judge> {
         match self.judge_kind(s) {
             JudgeKind::Evidence => Arc::new(EvidenceJudge),
+            JudgeKind::Temporal => Arc::new(TemporalJudge),
             JudgeKind::F1 => {
                 Arc::new(F1Judge { threshold: self.settings.f1_threshold.unwrap_or(s.judge.f1_threshold) })
             }
@@ -352,6 +353,7 @@ pub(super) fn memory_stats(prepared: &PreparedMap) -> MemoryStats {
         memory.too_short += st.too_short;
         memory.duplicates += st.duplicates;
         memory.over_cap += st.over_cap;
+        memory.retired += m.retired;
     }
     memory
 }
@@ -375,5 +377,6 @@ pub(super) fn memory_prefix(full: &Memory, view: &Sample) -> Memory {
         holders: full.holders[..turns.min(full.holders.len())].to_vec(),
         last_day,
         stats: full.stats,
+        retired: 0,
     }
 }

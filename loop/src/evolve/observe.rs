@@ -50,7 +50,11 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             (&mut event, self.project.config.harness.protocol())
         {
             let half_life = artifact.strategy.as_ref().map_or(0.0, |s| s.retrieve.recency_half_life_days);
-            *lifecycle = Some(Box::new(harness::replay::Lifecycle::new(every_sessions, half_life, &[])));
+            let mut l = harness::replay::Lifecycle::new(every_sessions, half_life, &[]);
+            if let Some(s) = &artifact.strategy {
+                l = l.with_maintenance(&s.ingest.consolidate);
+            }
+            *lifecycle = Some(Box::new(l));
         }
         self.log.append(vec![event.to_new()])?;
         Ok((results, false))
