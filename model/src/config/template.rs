@@ -135,7 +135,12 @@ fn render_harness(out: &mut String, tasks: &str, harness_command: Option<&[Strin
     // command judges its own answers and keeps its own budget.
     let builtin = harness_command.is_none();
     if builtin {
-        k(out, "How answers are judged (locked): evidence (deterministic), f1 or llm.", "judge", &"evidence");
+        k(
+            out,
+            "How answers are judged (locked): evidence (deterministic), temporal (evidence, no superseded answer), f1 or llm.",
+            "judge",
+            &"evidence",
+        );
     }
     let doc = "endpoint: every question once, after whole conversations; replay: longitudinal, a checkpoint\n\
                after every replay.every_sessions sessions, each question asked from the checkpoint its evidence is in.";
