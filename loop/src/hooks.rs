@@ -4,7 +4,8 @@
 //! directory, with its facts in `EMEND_*` variables, and is killed (with its
 //! process group) at `hooks.timeout`. The change it reports is already
 //! committed, so a failure does not undo it: the failure is journaled as a
-//! `hook_failed` event and reported on stderr, never passed over.
+//! `hook_failed` event and returned as a message for the caller to report
+//! (the binary prints it on stderr), never passed over.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -91,15 +92,15 @@ pub fn run(argv: &[String], env: &[(String, String)], dir: &Path, timeout: Durat
     }
 }
 
-/// Journals and reports a failed hook. Returns the message reported.
+/// Journals a failed hook. Returns the message to report (which says so when
+/// the failure itself could not be journaled).
 fn failed<L: EventLog + ?Sized>(log: &mut L, hook: &str, version: u64, change: &str, error: String) -> String {
     let message = format!("hooks.{hook} failed for v{version} ({change}): {error}; the change itself stands");
-    eprintln!("warning: {message}");
     let event = Event::HookFailed { hook: hook.into(), version, change: change.into(), error, at: now_rfc3339() };
-    if let Err(e) = log.append(vec![event.to_new()]) {
-        eprintln!("warning: the hook failure could not be journaled: {e}");
+    match log.append(vec![event.to_new()]) {
+        Ok(_) => message,
+        Err(e) => format!("{message} (the failure could not be journaled: {e})"),
     }
-    message
 }
 
 fn base_env(project: &Project) -> Vec<(String, String)> {

@@ -244,6 +244,14 @@ pub fn reader(project: &Project) -> Result<ReadView, Failure> {
 /// it, so stdout stays one JSON document.
 static JSON_PRINTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// Reports each hook failure the library returned on stderr (the change
+/// itself stands and the exit code does not move).
+pub fn warn_hook_failures<'a>(failures: impl IntoIterator<Item = &'a String>) {
+    for message in failures {
+        eprintln!("warning: {}", engine::sanitize::escape_controls(message));
+    }
+}
+
 pub fn json_printed() -> bool {
     JSON_PRINTED.load(std::sync::atomic::Ordering::SeqCst)
 }

@@ -229,6 +229,7 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
         Evolution { project: &project, schema: &search_schema, backend: backend.as_ref(), log: &mut log };
     let summary = evolution.run(&opts, &mut progress).map_err(common::evolve_failure)?;
     live.finish();
+    common::warn_hook_failures(&summary.hook_failures);
     let stopped = summary.interrupted_round.and(engine::stop::requested());
     let lifecycle = replay_lifecycle(&project, &log);
     if args.json {

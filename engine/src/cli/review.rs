@@ -680,6 +680,7 @@ fn do_rollback(project: &Project, request: Request) -> CmdResult {
         }
         Rollback::RolledBack(done) => done,
     };
+    common::warn_hook_failures(&done.hook);
     if json_out {
         common::print_json(&rolled_back_json(&done));
     } else {

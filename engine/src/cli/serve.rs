@@ -267,6 +267,7 @@ pub fn approve(args: &ApproveArgs, project_dir: Option<&Path>) -> CmdResult {
         return Err(Failure::failed(anyhow::anyhow!("approve wrote no served change")));
     };
     let hook = hooks::on_served(&project, &mut log, from, v, &hash, Change::Approved);
+    common::warn_hook_failures(&hook);
     if args.json {
         common::print_json(
             &json!({"approved": v, "from": from, "retest": retested, "events": events, "hook_failure": hook}),
