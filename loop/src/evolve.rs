@@ -386,6 +386,9 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
         let outcome = self.round(&input, proposers, opts.max_evals.map(|m| m - state.used), progress)?;
         if let Some(o) = &outcome {
             state.used += o.evaluations_used;
+            for message in &o.hook_failures {
+                progress(Progress::HookFailed { round, message: message.clone() });
+            }
         }
         match after_round(outcome) {
             AfterRound::Count(outcome) => {

@@ -29,6 +29,9 @@ pub enum Progress {
     /// A round's search screened candidates on the search part and found none
     /// worth a confirm test: nothing is journaled, no alpha is spent.
     Searched { round: u64, evaluations_used: f64 },
+    /// A hook failed after the round's change was committed (journaled as
+    /// `hook_failed`; the change stands). Reported even by a quiet run.
+    HookFailed { round: u64, message: String },
     /// The round's decision, applied.
     Decided { round: u64, accepted: Option<Accepted>, restored: Option<u64>, served_accuracy: f64, candidates: usize },
 }
@@ -106,6 +109,7 @@ impl fmt::Display for Progress {
                 "round {round}: the search found nothing worth a confirm test \
                  ({evaluations_used:.2} full-evaluation equivalents screened; journaled as a search, not a round)"
             ),
+            Progress::HookFailed { message, .. } => write!(f, "warning: {message}"),
             Progress::Decided { round, accepted, restored, served_accuracy, candidates } => {
                 match (accepted, restored) {
                     (Some(a), _) => write!(

@@ -202,6 +202,12 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
     // not configured) is reported once per run, not once per searched segment.
     let mut notices = std::collections::BTreeSet::new();
     let mut progress = |p: Progress| {
+        if let Progress::HookFailed { message, .. } = &p {
+            // The change stands and the exit code does not move, so a quiet run says it too.
+            let line = format!("warning: {}", engine::sanitize::escape_controls(message));
+            live.println(anstyle::Style::new(), &line);
+            return;
+        }
         if args.quiet {
             return;
         }
@@ -229,7 +235,6 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
         Evolution { project: &project, schema: &search_schema, backend: backend.as_ref(), log: &mut log };
     let summary = evolution.run(&opts, &mut progress).map_err(common::evolve_failure)?;
     live.finish();
-    common::warn_hook_failures(&summary.hook_failures);
     let stopped = summary.interrupted_round.and(engine::stop::requested());
     let lifecycle = replay_lifecycle(&project, &log);
     if args.json {
@@ -490,6 +495,7 @@ pub(super) fn render(p: &Progress) -> (anstyle::Style, String, String) {
             (term::DECISION, p.to_string(), format!("round {round} decided; observing the served strategy"))
         }
         Progress::Searched { round, .. } => (plain, p.to_string(), format!("round {round}: searching again")),
+        Progress::HookFailed { round, .. } => (plain, p.to_string(), format!("round {round}: decided")),
     }
 }
 
