@@ -10,7 +10,7 @@
 //! - [`hooks`]: the commands a project runs on events.
 //! - [`progress`]: what a run reports as it goes (to a callback).
 //! - [`audit`]: the fidelity audit of the pipeline's mechanisms.
-//! - [`operate`]: operator workflows (rollback, restore-best) for the binary to print.
+//! - [`operate`]: operator workflows (rollback, restore-best, approve) for the binary to print.
 //! - [`init`]: creating a project (`emend init`), checked before it writes, undone on failure.
 //!
 //! The rule: this crate depends on `emend-model` and `emend-eval` (and the

@@ -1,5 +1,6 @@
-//! Operator workflows: the sequences behind `emend rollback` and `emend
-//! restore-best`, as plain inputs and a plain result. The binary parses the
+//! Operator workflows: the sequences behind `emend rollback`, `emend
+//! restore-best` and `emend approve` ([`approve`]), as plain inputs and a
+//! plain result. The binary parses the
 //! arguments, opens the journal with the operator's takeover flags, prints
 //! the [`Rollback`] and maps a [`RollbackError`] to its exit code.
 //!
@@ -19,6 +20,9 @@ use emend_model::store::{Store, StoreError};
 use journal::EventLog;
 
 use crate::hooks;
+
+mod approve;
+pub use approve::{ApproveError, ApproveRequest, Approved, approve, approve_refusal};
 
 /// Where a rollback goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

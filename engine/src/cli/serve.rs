@@ -7,8 +7,8 @@ use std::path::Path;
 
 use engine::events::{Event, who};
 use engine::exit;
-use engine::hooks::{self, Change};
 use engine::hypothesis::Status;
+use engine::operate::{self, ApproveError, ApproveRequest};
 use engine::served;
 use engine::store::Store;
 use journal::EventLog;
@@ -192,137 +192,59 @@ pub struct ApproveArgs {
     pub takeover: common::Takeover,
 }
 
-/// Refuses to approve over a hand-edited served file.
-fn refuse_hand_edit(
-    project: &engine::config::Project,
-    schema: &engine::schema::StrategySchema,
-    log: &dyn EventLog,
-) -> Result<(), Failure> {
-    let state = engine::served::served_file_state(project, schema, log).map_err(common::served_failure)?;
-    if let engine::served::FileState::HandEdited { file_hash } = state {
-        return Err(bad(format!(
-            "{}: edited by hand (hash {file_hash:.12}); refusing to replace it (see `emend rollback --force`)",
-            project.strategy_path().display()
-        )));
-    }
-    Ok(())
+fn approve_request(args: &ApproveArgs) -> Result<ApproveRequest, Failure> {
+    let version = version_arg(&args.version)?;
+    Ok(ApproveRequest { version, reason: args.reason.clone(), retest: args.retest, force: args.force })
 }
 
-/// Every refusal of `approve` (the version's review state, a quarantine, a hand-edited served file, a stale
-/// tested pair without --retest or --force), on any view of the journal: nothing is written.
-fn approve_refusal(
-    project: &engine::config::Project,
-    schema: &engine::schema::StrategySchema,
-    log: &dyn EventLog,
-    v: u64,
-    args: &ApproveArgs,
-) -> Result<(), Failure> {
-    match pending_status(log, v)?.as_str() {
-        "pending" => {}
-        "superseded" => {
-            return Err(bad(format!(
-                "v{v} was superseded by a newer pending version tested against the same served version \
-                 (see `emend pending --all`); it is no longer a live option"
-            )));
+/// An approval's error as an exit code: a refusal is bad input (2), a test
+/// that ran and failed is a failure (1) after its verdict line.
+fn approve_failure(project: &engine::config::Project, e: ApproveError) -> Failure {
+    match e {
+        ApproveError::Refused(msg) => bad(msg),
+        ApproveError::NotServed { verdict, message } => {
+            if let Some(verdict) = verdict {
+                eprintln!("{}", engine::sanitize::escape_controls(&verdict));
+            }
+            Failure::failed(anyhow::anyhow!(message))
         }
-        other => return Err(bad(format!("v{v} is not pending: it was {other}"))),
+        ApproveError::Setup(e) => common::setup_failure(project, e),
+        ApproveError::Evolve(e) => common::evolve_failure(e),
+        ApproveError::Served(e) => common::served_failure(e),
+        ApproveError::Store(e) => common::store_failure(e),
+        ApproveError::Journal(e) => common::journal_failure(e),
     }
-    let store = Store::new(log);
-    if let Some(q) = store.quarantined().map_err(common::store_failure)?.get(&v) {
-        return Err(bad(format!("v{v} is quarantined ({}); unquarantine it first", q["reason"])));
-    }
-    refuse_hand_edit(project, schema, log)?;
-    let tested = store.live_pending().map_err(common::store_failure)?.get(&v).copied();
-    let served_now = store.served().map_err(common::store_failure)?.map_or(0, |s| s.version);
-    if tested != Some(served_now) && !args.force && !args.retest {
-        return Err(stale_pair(v, tested, served_now));
-    }
-    Ok(())
-}
-
-/// The refusal of an approval of `v`, tested against `tested`, while `served_now` is served.
-fn stale_pair(v: u64, tested: Option<u64>, served_now: u64) -> Failure {
-    let against = tested.map_or("a version the journal does not name".to_string(), |t| format!("v{t}"));
-    bad(format!(
-        "v{v} was tested against {against}, but v{served_now} is served now; approve it with --retest (a confirm \
-         test against v{served_now} at the next LORD++ alpha, served only if it passes) or with --force --reason \
-         ... (served untested against v{served_now}, journaled as forced)"
-    ))
 }
 
 pub fn approve(args: &ApproveArgs, project_dir: Option<&Path>) -> CmdResult {
     let project = common::project(project_dir)?;
-    let v = version_arg(&args.version)?;
-    if args.force && args.reason.as_deref().is_none_or(|r| r.trim().is_empty()) {
-        return Err(bad("approve --force: --reason is required (it is journaled with the forced approval)".into()));
-    }
+    let request = approve_request(args)?;
     let schema = common::schema(&project)?;
-    let refuse = |log: &dyn EventLog| approve_refusal(&project, &schema, log, v, args);
-    let mut log = common::operator_writer(&project, args.takeover, &format!("approve v{v}"), &refuse)?;
-    let reason = args.reason.clone().unwrap_or_else(|| format!("approved by {}", who()));
-    let approval = tested_pair(&project, &schema, &mut log, v, args, reason)?;
-    let retested = approval.retest.clone();
-    let events = served::approve(&project, &schema, &mut log, v, approval).map_err(common::served_failure)?;
-    let Some(Event::ServedChanged { from, hash, reason, .. }) = events.last().cloned() else {
-        return Err(Failure::failed(anyhow::anyhow!("approve wrote no served change")));
+    let refuse = |log: &dyn EventLog| {
+        operate::approve_refusal(&project, &schema, log, &request).map_err(|e| approve_failure(&project, e))
     };
-    let hook = hooks::on_served(&project, &mut log, from, v, &hash, Change::Approved);
-    common::warn_hook_failures(&hook);
+    let command = format!("approve v{}", request.version);
+    let mut log = common::operator_writer(&project, args.takeover, &command, &refuse)?;
+    let done =
+        operate::approve(&project, &schema, &mut log, &request, &who()).map_err(|e| approve_failure(&project, e))?;
+    if let Some(verdict) = &done.retest_reason {
+        eprintln!("{}", engine::sanitize::escape_controls(verdict));
+    }
+    common::warn_hook_failures(&done.hook);
+    let (v, from) = (done.version, done.from);
     if args.json {
         common::print_json(
-            &json!({"approved": v, "from": from, "retest": retested, "events": events, "hook_failure": hook}),
+            &json!({"approved": v, "from": from, "retest": done.retest, "events": done.events, "hook_failure": done.hook}),
         );
     } else {
         println!(
             "approved: served v{} -> v{v} ({})\n{} written",
             from.unwrap_or(0),
-            engine::sanitize::escape_controls(&reason),
+            engine::sanitize::escape_controls(&done.reason),
             project.strategy_path().display()
         );
     }
     Ok(exit::OK)
-}
-
-/// The approval of pending `v` as a tested pair: as it is when the served
-/// version is the one `v` was tested against; else after a passed retest
-/// (`--retest`), or forced (`--force`), or refused (exit 2).
-fn tested_pair(
-    project: &engine::config::Project,
-    schema: &engine::schema::StrategySchema,
-    log: &mut journal::SledJournal,
-    v: u64,
-    args: &ApproveArgs,
-    reason: String,
-) -> Result<served::Approval, Failure> {
-    let store = Store::new(&*log);
-    let tested = store.live_pending().map_err(common::store_failure)?.get(&v).copied();
-    let served_now = store.served().map_err(common::store_failure)?.map_or(0, |s| s.version);
-    let mut approval = served::Approval { reason, ..Default::default() };
-    if tested == Some(served_now) {
-        return Ok(approval);
-    }
-    if args.force {
-        approval.forced_over = Some(served_now);
-        return Ok(approval);
-    }
-    if !args.retest {
-        return Err(stale_pair(v, tested, served_now));
-    }
-    let backend = common::backend(project, schema)?;
-    let mut evolution = engine::evolve::Evolution { project, schema, backend: backend.as_ref(), log: &mut *log };
-    let retested = evolution.retest(v).map_err(common::evolve_failure)?;
-    eprintln!("{}", retested.record.reason);
-    if !retested.passed {
-        log.append(vec![engine::evolve::retest_judged(&retested).to_new()]).map_err(common::journal_failure)?;
-        return Err(Failure::failed(anyhow::anyhow!(
-            "v{v} was not served: {} (the test is journaled as {})",
-            retested.record.reason,
-            retested.record.id
-        )));
-    }
-    approval.retest = Some(retested.record.id.clone());
-    approval.evidence = vec![engine::evolve::retest_judged(&retested)];
-    Ok(approval)
 }
 
 pub fn reject(args: &ReviewArgs, project_dir: Option<&Path>) -> CmdResult {
