@@ -21,7 +21,8 @@ use emend_model::config::{self, HarnessKind, Project};
 use emend_model::events::EngineProjector;
 use emend_model::schema::{self, SchemaError, StrategySchema};
 use emend_model::served::{self, ServedError};
-use journal::{JournalError, SledJournal};
+use emend_model::store::{Store, StoreError};
+use journal::{EventLog, JournalError, SledJournal};
 
 /// The built-in default strategy, the first version without `--strategy`.
 const DEFAULT_STRATEGY: &str = include_str!("../../strategies/default.yaml");
@@ -77,7 +78,7 @@ pub struct Initialized {
 /// Why `init` refused or failed. [`InitError::BadInput`], [`InitError::Schema`] and
 /// [`InitError::Strategy`] are bad input (exit 2); [`InitError::Failed`] and
 /// [`InitError::Io`] are failures (exit 1); [`InitError::Journal`] and
-/// [`InitError::Served`] carry their own class.
+/// [`InitError::Served`] and [`InitError::Store`] carry their own class.
 #[derive(Debug, thiserror::Error)]
 pub enum InitError {
     /// Refused as asked: the message names the file or flag.
@@ -101,6 +102,9 @@ pub enum InitError {
     /// The first version could not be journaled or served.
     #[error(transparent)]
     Served(ServedError),
+    /// The journal could not be read.
+    #[error(transparent)]
+    Store(StoreError),
 }
 
 /// Creates the project `request` asks for: checks everything it can before
@@ -270,11 +274,42 @@ fn write_project(plan: &Plan, request: &InitRequest) -> Result<usize, InitError>
         // still means the built-in schema, so editing this copy changes nothing.
         write_file(&dir.join(artifact::PROJECT_SCHEMA_FILE), schema::BUILTIN_SCHEMA.as_bytes())?;
     }
-    let start = &plan.start;
-    served::initialize(&mut log, start, &format!("initialized from {}", plan.origin)).map_err(InitError::Served)?;
-    served::write_served(project, 1, None, &start.hash, &served::strip_metadata(&start.value))
-        .map_err(InitError::Served)?;
+    serve_first(project, &mut log, &plan.start, &plan.origin).map_err(InitError::Served)?;
     Ok(questions)
+}
+
+/// Journals `start` as v1 and writes it as the served file.
+fn serve_first<L: EventLog>(project: &Project, log: &mut L, start: &Artifact, origin: &str) -> Result<(), ServedError> {
+    served::initialize(log, start, &format!("initialized from {origin}"))?;
+    served::write_served(project, 1, None, &start.hash, &served::strip_metadata(&start.value))
+}
+
+/// A project whose journal serves nothing yet (emend.yaml written by hand,
+/// no `emend init`): its served file, else `initial_strategy`, becomes v1.
+/// Returns where v1 came from, None when a version was served already.
+/// Refused (bad input) when there is neither.
+pub fn ensure_first_version<L: EventLog>(
+    project: &Project,
+    schema: &StrategySchema,
+    log: &mut L,
+) -> Result<Option<PathBuf>, InitError> {
+    if Store::new(&*log).served().map_err(InitError::Store)?.is_some() {
+        return Ok(None);
+    }
+    let path = project.strategy_path();
+    let source = if path.exists() {
+        path.clone()
+    } else if let Some(initial) = &project.config.initial_strategy {
+        project.resolve(initial)
+    } else {
+        return Err(InitError::BadInput(format!(
+            "{}: no served strategy and no journal (set initial_strategy in emend.yaml or run `emend init`)",
+            path.display()
+        )));
+    };
+    let start = artifact::load_file(&source, schema).map_err(InitError::Strategy)?;
+    serve_first(project, log, &start, &source.display().to_string()).map_err(InitError::Served)?;
+    Ok(Some(source))
 }
 
 /// Writes `contents` to `path` atomically, creating its parent; errors name the path.

@@ -69,6 +69,7 @@ fn init_failure(e: InitError) -> Failure {
         InitError::Io(e) => Failure::failed(e),
         InitError::Journal(e) => common::journal_failure(e),
         InitError::Served(e) => common::served_failure(e),
+        InitError::Store(e) => common::store_failure(e),
     }
 }
 
@@ -140,25 +141,7 @@ fn parse_max_evals(s: &str) -> Result<f64, String> {
 /// Opens the journal for writing, creating the first version when it is empty.
 pub fn open_initialized(project: &Project, schema: &StrategySchema) -> Result<journal::SledJournal, Failure> {
     let mut log = common::writer(project)?;
-    let store = engine::store::Store::new(&log);
-    if store.served().map_err(common::store_failure)?.is_none() {
-        let path = project.strategy_path();
-        let source = if path.exists() {
-            path.clone()
-        } else if let Some(initial) = &project.config.initial_strategy {
-            project.resolve(initial)
-        } else {
-            return Err(Failure::bad_input(anyhow::anyhow!(
-                "{}: no served strategy and no journal (set initial_strategy in emend.yaml or run `emend init`)",
-                path.display()
-            )));
-        };
-        let a = artifact::load_file(&source, schema).map_err(Failure::bad_input)?;
-        served::initialize(&mut log, &a, &format!("initialized from {}", source.display()))
-            .map_err(common::served_failure)?;
-        served::write_served(project, 1, None, &a.hash, &served::strip_metadata(&a.value))
-            .map_err(common::served_failure)?;
-    }
+    engine::init::ensure_first_version(project, schema, &mut log).map_err(init_failure)?;
     Ok(log)
 }
 
