@@ -76,11 +76,11 @@ fn collision_prints_one_cell_per_tag_and_k_and_exports_the_task_set() {
 #[test]
 fn collision_refuses_bad_parameters_with_exit_2() {
     for args in
-        [&["collision", "--tags", "colour"][..], &["collision", "--k", "1"], &["collision", "--dense-kind", "x"]]
+        [&["collision", "--tags", "colour"][..], &["collision", "--k", "0"], &["collision", "--dense-kind", "x"]]
             .into_iter()
             .chain([
                 &["collision", "--paraphrase", "0"][..],
-                &["collision", "--paraphrase", "9"],
+                &["collision", "--paraphrase", "1,9"],
                 &["collision", "--entities", "577"],
             ])
     {
@@ -88,8 +88,29 @@ fn collision_refuses_bad_parameters_with_exit_2() {
         assert_eq!(code, 2, "{args:?}: {stderr}");
         assert!(stderr.starts_with("error: ") && stderr.lines().count() == 1, "{stderr}");
     }
+    // The new flags: one line naming the flag and what it expects.
+    for (args, says) in [
+        (&["collision", "--seeds", "5-1"][..], "--seeds 5-1: expected a range like 1-5"),
+        (&["collision", "--seeds", "1,x"], "--seeds 1,x: expected"),
+        (&["collision", "--seeds", "1-3,2"], "seed 2 is listed twice"),
+        (&["collision", "--dense-dim", "0"], "--dense-dim 0: expected a dimension from 1 to 65536"),
+        (&["collision", "--dense-dim", "128", "--dense-kind", "none"], "--dense-dim: sizes the trigram channel only"),
+        (
+            &["collision", "--hash-idf", "off", "--dense-kind", "none"],
+            "--hash-idf off: weighs the trigram channel only",
+        ),
+        (&["collision", "--hash-stats", "--dense-kind", "none"], "--hash-stats: describes the trigram channel only"),
+        (
+            &["collision", "--fusion", "rrf,weighted-sum", "--vocab", "seed,emend"],
+            "--fusion, --vocab: one flag at a time",
+        ),
+    ] {
+        let (code, _, stderr) = emend(args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stderr.starts_with("error: ") && stderr.lines().count() == 1 && stderr.contains(says), "{stderr}");
+    }
     // clap's own refusal of a value outside an enum: exit 2 and the values it takes.
-    for (flag, value) in [("--vocab", "other"), ("--fusion", "max")] {
+    for (flag, value) in [("--vocab", "other"), ("--fusion", "max"), ("--hash-idf", "maybe"), ("--fusion", "rrf,max")] {
         let (code, _, stderr) = emend(&["collision", flag, value]);
         assert_eq!(code, 2, "{flag}: {stderr}");
         assert!(stderr.starts_with("error: ") && stderr.contains("possible values"), "{stderr}");
