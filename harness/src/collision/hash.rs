@@ -16,6 +16,7 @@
 
 use std::collections::BTreeSet;
 
+use rayon::prelude::*;
 use serde::Serialize;
 
 use super::CollisionTask;
@@ -74,17 +75,32 @@ fn ratio(a: usize, b: usize) -> f64 {
 }
 
 /// One [`HashStats`] per dimension in `dims` (in that order) over `tasks`;
-/// tasks with one memory (K = 1) have no distractor and are skipped.
+/// tasks with one memory (K = 1) have no distractor and are skipped. Tasks
+/// are counted in parallel; the sums do not depend on the order.
 pub fn hash_stats(tasks: &[CollisionTask], dims: &[usize]) -> Vec<HashStats> {
+    let per_task: Vec<Vec<HashStats>> = tasks
+        .par_iter()
+        .filter(|t| t.memories.len() >= 2)
+        .map(|task| {
+            let query: BTreeSet<u64> = trigram_hashes(&task.query).into_iter().collect();
+            let sets: Vec<BTreeSet<u64>> =
+                task.memories.iter().map(|m| trigram_hashes(m).into_iter().collect()).collect();
+            let common: BTreeSet<u64> =
+                sets.iter().skip(1).fold(sets[0].clone(), |acc, s| acc.intersection(s).copied().collect());
+            let own: Vec<Vec<u64>> = sets.iter().map(|s| s.difference(&common).copied().collect()).collect();
+            dims.iter()
+                .map(|&dim| {
+                    let mut st = HashStats { dim, ..HashStats::default() };
+                    add_task(&mut st, task.gold, &query, &sets, &own);
+                    st
+                })
+                .collect()
+        })
+        .collect();
     let mut out: Vec<HashStats> = dims.iter().map(|&dim| HashStats { dim, ..HashStats::default() }).collect();
-    for task in tasks.iter().filter(|t| t.memories.len() >= 2) {
-        let query: BTreeSet<u64> = trigram_hashes(&task.query).into_iter().collect();
-        let sets: Vec<BTreeSet<u64>> = task.memories.iter().map(|m| trigram_hashes(m).into_iter().collect()).collect();
-        let common: BTreeSet<u64> =
-            sets.iter().skip(1).fold(sets[0].clone(), |acc, s| acc.intersection(s).copied().collect());
-        let own: Vec<Vec<u64>> = sets.iter().map(|s| s.difference(&common).copied().collect()).collect();
-        for st in &mut out {
-            add_task(st, task.gold, &query, &sets, &own);
+    for t in &per_task {
+        for (o, st) in out.iter_mut().zip(t) {
+            o.merge(st);
         }
     }
     out
@@ -107,11 +123,14 @@ fn add_task(st: &mut HashStats, gold: usize, query: &BTreeSet<u64>, sets: &[BTre
             st.distractor_spurious += spurious;
         }
     }
+    let mut a: Vec<u64> = Vec::new();
     for i in 0..own.len() {
         for j in i + 1..own.len() {
             st.pairs += 1;
-            let a: BTreeSet<u64> = own[i].iter().filter(|h| !sets[j].contains(h)).map(|h| h % dim).collect();
-            let shared = own[j].iter().any(|h| !sets[i].contains(h) && a.contains(&(h % dim)));
+            a.clear();
+            a.extend(own[i].iter().filter(|h| !sets[j].contains(h)).map(|h| h % dim));
+            a.sort_unstable();
+            let shared = own[j].iter().any(|h| !sets[i].contains(h) && a.binary_search(&(h % dim)).is_ok());
             st.shared_pairs += usize::from(shared);
         }
     }

@@ -312,29 +312,42 @@ pub fn hash_stats(plan: &Plan) -> Result<Vec<HashRow>, Failure> {
     if plan.base.index.dense_kind != DenseKind::Trigram {
         return Err(bad("--hash-stats: describes the trigram channel only (index.dense_kind: trigram)".into()));
     }
-    let mut rows = Vec::new();
-    let mut seen: Vec<(Option<u32>, Vocab, usize)> = Vec::new();
+    // Columns with the same tasks (vocabulary, paraphrase) share one pass over them, every dimension at once.
+    let mut groups: Vec<((Vocab, usize), Vec<(usize, usize)>)> = Vec::new();
     for (i, c) in plan.columns.iter().enumerate() {
-        let key = (c.dense_dim, c.vocab, c.paraphrase);
-        if seen.contains(&key) {
-            continue;
-        }
-        seen.push(key);
         let dim = c.dense_dim.unwrap_or(plan.base.index.dense_dim).max(1) as usize;
-        let mut all = HashStats { dim, ..HashStats::default() };
+        let key = (c.vocab, c.paraphrase);
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, cols)) if cols.iter().any(|&(_, d)| d == dim) => {}
+            Some((_, cols)) => cols.push((i, dim)),
+            None => groups.push((key, vec![(i, dim)])),
+        }
+    }
+    let mut rows = Vec::new();
+    for (_, cols) in &groups {
+        let dims: Vec<usize> = cols.iter().map(|&(_, d)| d).collect();
+        let mut all: Vec<HashStats> = dims.iter().map(|&dim| HashStats { dim, ..HashStats::default() }).collect();
+        let mut per_tag = Vec::new();
         for tag in &plan.tags {
             let mut tasks = Vec::new();
             for &seed in &plan.seeds {
-                let spec = plan.spec(c, seed);
+                let spec = plan.spec(&plan.columns[cols[0].0], seed);
                 for &k in plan.ks.iter().filter(|&&k| k >= 2) {
                     tasks.extend(spec.cell(tag, k).map_err(Failure::bad_input)?);
                 }
             }
-            let stats = collision::hash_stats(&tasks, &[dim]).remove(0);
-            all.merge(&stats);
-            rows.push(HashRow { column: i, tag: tag.clone(), stats });
+            let stats = collision::hash_stats(&tasks, &dims);
+            for (a, st) in all.iter_mut().zip(&stats) {
+                a.merge(st);
+            }
+            per_tag.push((tag.clone(), stats));
         }
-        rows.push(HashRow { column: i, tag: "all".into(), stats: all });
+        for (n, &(column, _)) in cols.iter().enumerate() {
+            for (tag, stats) in &per_tag {
+                rows.push(HashRow { column, tag: tag.clone(), stats: stats[n].clone() });
+            }
+            rows.push(HashRow { column, tag: "all".into(), stats: all[n].clone() });
+        }
     }
     Ok(rows)
 }
