@@ -308,12 +308,15 @@ pub struct HashRow {
     pub stats: HashStats,
 }
 
+/// Columns whose tasks are the same (vocabulary, paraphrase): (column, dimension) of each.
+type TaskGroup = ((Vocab, usize), Vec<(usize, usize)>);
+
 pub fn hash_stats(plan: &Plan) -> Result<Vec<HashRow>, Failure> {
     if plan.base.index.dense_kind != DenseKind::Trigram {
         return Err(bad("--hash-stats: describes the trigram channel only (index.dense_kind: trigram)".into()));
     }
     // Columns with the same tasks (vocabulary, paraphrase) share one pass over them, every dimension at once.
-    let mut groups: Vec<((Vocab, usize), Vec<(usize, usize)>)> = Vec::new();
+    let mut groups: Vec<TaskGroup> = Vec::new();
     for (i, c) in plan.columns.iter().enumerate() {
         let dim = c.dense_dim.unwrap_or(plan.base.index.dense_dim).max(1) as usize;
         let key = (c.vocab, c.paraphrase);
