@@ -73,14 +73,45 @@ fn collision_prints_one_cell_per_tag_and_k_and_exports_the_task_set() {
     assert!(stdout.contains("seed 0"), "{stdout}");
 }
 
+/// K = 1 is in the default grid at 100% / 100%; `--seeds` and a list axis
+/// run one grid per (value, seed); `--hash-stats --json` adds the statistics.
+#[test]
+fn collision_seeds_axes_and_hash_stats() {
+    let (code, stdout, stderr) = emend(&["collision", "--tags", "tool", "--entities", "10", "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let cells: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+    let ks: Vec<u64> = cells.iter().map(|c| c["k"].as_u64().unwrap()).collect();
+    assert_eq!(ks, [1, 2, 4, 8, 16]);
+    assert_eq!((cells[0]["bm25_hit1"].as_f64(), cells[0]["hit1"].as_f64()), (Some(1.0), Some(1.0)));
+    assert_eq!(cells[0]["mark"], "n.s.");
+    let args = ["collision", "--tags", "tool", "--k", "4", "--entities", "10", "--seeds", "1-2,5"];
+    let (code, stdout, stderr) = emend(&[&args[..], &["--hash-idf", "on,off", "--hash-stats", "--json"]].concat());
+    assert_eq!(code, 0, "{stderr}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    let runs: Vec<(u64, bool)> =
+        v["cells"].as_array().unwrap().iter().map(|c| (c["seed"].as_u64().unwrap(), c["hash_idf"] == true)).collect();
+    assert_eq!(runs, [(1, true), (2, true), (5, true), (1, false), (2, false), (5, false)]);
+    let stats = v["hash_stats"].as_array().unwrap();
+    assert_eq!(stats.len(), 2, "one column's tasks at 256-d: the tag and all");
+    assert_eq!((stats[0]["tasks"].as_u64(), stats[0]["dim"].as_u64()), (Some(30), Some(256)));
+    // The plain table: one column per value, the seeds' counts in each cell.
+    let (code, stdout, _) = emend(&[&args[..], &["--fusion", "weighted-sum,rrf"]].concat());
+    assert_eq!(code, 0);
+    let header = stdout.lines().next().unwrap();
+    assert!(header.contains(" weighted sum ") && header.ends_with(" RRF"), "{stdout}");
+    assert!(stdout.contains("seeds 1-2,5 (each: tasks"), "{stdout}");
+    let (_, twice, _) = emend(&[&args[..], &["--fusion", "weighted-sum,rrf"]].concat());
+    assert_eq!(stdout, twice, "the same command prints the same bytes");
+}
+
 #[test]
 fn collision_refuses_bad_parameters_with_exit_2() {
     for args in
-        [&["collision", "--tags", "colour"][..], &["collision", "--k", "1"], &["collision", "--dense-kind", "x"]]
+        [&["collision", "--tags", "colour"][..], &["collision", "--k", "0"], &["collision", "--dense-kind", "x"]]
             .into_iter()
             .chain([
                 &["collision", "--paraphrase", "0"][..],
-                &["collision", "--paraphrase", "9"],
+                &["collision", "--paraphrase", "1,9"],
                 &["collision", "--entities", "577"],
             ])
     {
@@ -88,8 +119,29 @@ fn collision_refuses_bad_parameters_with_exit_2() {
         assert_eq!(code, 2, "{args:?}: {stderr}");
         assert!(stderr.starts_with("error: ") && stderr.lines().count() == 1, "{stderr}");
     }
+    // The new flags: one line naming the flag and what it expects.
+    for (args, says) in [
+        (&["collision", "--seeds", "5-1"][..], "--seeds 5-1: expected a range like 1-5"),
+        (&["collision", "--seeds", "1,x"], "--seeds 1,x: expected"),
+        (&["collision", "--seeds", "1-3,2"], "seed 2 is listed twice"),
+        (&["collision", "--dense-dim", "0"], "--dense-dim 0: expected a dimension from 1 to 65536"),
+        (&["collision", "--dense-dim", "128", "--dense-kind", "none"], "--dense-dim: sizes the trigram channel only"),
+        (
+            &["collision", "--hash-idf", "off", "--dense-kind", "none"],
+            "--hash-idf off: weighs the trigram channel only",
+        ),
+        (&["collision", "--hash-stats", "--dense-kind", "none"], "--hash-stats: describes the trigram channel only"),
+        (
+            &["collision", "--fusion", "rrf,weighted-sum", "--vocab", "seed,emend"],
+            "--fusion, --vocab: one flag at a time",
+        ),
+    ] {
+        let (code, _, stderr) = emend(args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stderr.starts_with("error: ") && stderr.lines().count() == 1 && stderr.contains(says), "{stderr}");
+    }
     // clap's own refusal of a value outside an enum: exit 2 and the values it takes.
-    for (flag, value) in [("--vocab", "other"), ("--fusion", "max")] {
+    for (flag, value) in [("--vocab", "other"), ("--fusion", "max"), ("--hash-idf", "maybe"), ("--fusion", "rrf,max")] {
         let (code, _, stderr) = emend(&["collision", flag, value]);
         assert_eq!(code, 2, "{flag}: {stderr}");
         assert!(stderr.starts_with("error: ") && stderr.contains("possible values"), "{stderr}");

@@ -29,9 +29,12 @@
 //! part of the measurement. [`to_locomo`] writes a task set in the LoCoMo
 //! format for a full evaluation.
 
+mod hash;
 mod vocab;
 
 use std::fmt;
+
+use rayon::prelude::*;
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -42,6 +45,7 @@ use crate::minilm::MiniLm;
 use crate::retrieve::retrieve;
 use crate::strategy::{DenseKind, Strategy};
 use crate::text::estimate_tokens;
+pub use hash::{HashStats, hash_stats};
 pub use vocab::SlotClass;
 use vocab::{FIRST, LAST, TEMPLATES, TagSpec};
 
@@ -94,7 +98,7 @@ pub fn max_entities() -> usize {
 }
 
 /// Tasks per cell when not given: seed 001's 64 / 128 / 256 / 512 for
-/// K = 2 / 4 / 8 / 16, that is 32 K.
+/// K = 2 / 4 / 8 / 16, that is 32 K (32 at K = 1, the trivial cell).
 pub fn default_entities(k: usize) -> usize {
     32 * k
 }
@@ -109,9 +113,7 @@ pub fn max_paraphrase() -> usize {
 pub enum CollisionError {
     #[error("unknown tag {0:?} (known: service, tool, preference, project, technical)")]
     UnknownTag(String),
-    #[error(
-        "k = {k} is out of range: each task needs a gold memory and at least one distractor, at most {max} memories"
-    )]
+    #[error("k = {k} is out of range: each task has a gold memory and K - 1 distractors, 1 to {max} memories")]
     BadK { k: usize, max: usize },
     #[error("entities = {n} is out of range (1 to {max})")]
     BadEntities { n: usize, max: usize },
@@ -137,12 +139,13 @@ pub struct CollisionSpec {
 }
 
 impl CollisionSpec {
-    /// The default grid: every tag, K = 2, 4, 8, 16, seed 001's n per K,
-    /// the seed vocabulary, one template.
+    /// The default grid: every tag, K = 1, 2, 4, 8, 16 (K = 1, one memory,
+    /// is the trivial cell: both hit@1 are 100%), seed 001's n per K, the
+    /// seed vocabulary, one template.
     pub fn new(seed: u64) -> CollisionSpec {
         CollisionSpec {
             tags: tag_names().iter().map(|t| t.to_string()).collect(),
-            ks: vec![2, 4, 8, 16],
+            ks: vec![1, 2, 4, 8, 16],
             entities: None,
             seed,
             vocab: Vocab::Seed,
@@ -162,7 +165,7 @@ impl CollisionSpec {
             }
         }
         for &k in &self.ks {
-            if k < 2 || k > max_k() {
+            if k < 1 || k > max_k() {
                 return Err(CollisionError::BadK { k, max: max_k() });
             }
             let n = self.entities_for(k);
@@ -250,7 +253,7 @@ pub fn generate_cell(
         .enumerate()
         .find(|(_, s)| s.name == tag)
         .ok_or_else(|| CollisionError::UnknownTag(tag.into()))?;
-    if k < 2 || k > spec.vocab.len() {
+    if k < 1 || k > spec.vocab.len() {
         return Err(CollisionError::BadK { k, max: spec.vocab.len() });
     }
     if entities == 0 || entities > max_entities() {
@@ -339,16 +342,41 @@ pub fn bm25_only(strategy: &Strategy) -> Strategy {
     s
 }
 
+/// How the dense channel is built beyond the strategy's `index.*` fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Channel {
+    /// The trigram channel's bucket idf weights (true: every strategy's
+    /// channel; false: [`index::Dense::build_unweighted`], plain cosine of
+    /// the hashed counts).
+    pub hash_idf: bool,
+}
+
+impl Default for Channel {
+    fn default() -> Channel {
+        Channel { hash_idf: true }
+    }
+}
+
 /// Whether a strategy's retrieval ranks the gold memory first. `minilm` is
 /// the model for a strategy whose dense channel is `minilm`.
 pub fn hit_at_1(task: &CollisionTask, strategy: &Strategy, minilm: Option<&MiniLm>) -> Result<bool, CollisionError> {
+    hit_at_1_with(task, strategy, minilm, Channel::default())
+}
+
+/// [`hit_at_1`] with the dense channel built as `channel` says.
+pub fn hit_at_1_with(
+    task: &CollisionTask,
+    strategy: &Strategy,
+    minilm: Option<&MiniLm>,
+    channel: Channel,
+) -> Result<bool, CollisionError> {
     let memory = memory_of(task);
     let model = match strategy.index.dense_kind {
         DenseKind::Minilm => Some(minilm.ok_or(CollisionError::NeedsModel)?),
         _ => None,
     };
     let embed_err = |e: crate::minilm::EmbedError| CollisionError::Embed(e.to_string());
-    let ix = index::build(&memory, &strategy.index, model).map_err(embed_err)?;
+    let ix = index::build_with(&memory, &strategy.index, model, channel.hash_idf).map_err(embed_err)?;
     let query = match model {
         Some(m) => m.embed(&[task.query.as_str()]).map_err(embed_err)?.pop(),
         None => None,
@@ -403,6 +431,18 @@ pub fn run_with(
     strategy: &Strategy,
     minilm: Option<&MiniLm>,
 ) -> Result<Vec<CellResult>, CollisionError> {
+    run_channel(spec, strategy, minilm, Channel::default())
+}
+
+/// [`run_with`] with the dense channel built as `channel` says. Tasks are
+/// scored in parallel and come back in task order (the same results on any
+/// number of threads).
+pub fn run_channel(
+    spec: &CollisionSpec,
+    strategy: &Strategy,
+    minilm: Option<&MiniLm>,
+    channel: Channel,
+) -> Result<Vec<CellResult>, CollisionError> {
     spec.validate()?;
     let lexical = bm25_only(strategy);
     let mut out = Vec::new();
@@ -410,9 +450,12 @@ pub fn run_with(
         for &k in &spec.ks {
             let tasks = spec.cell(tag, k)?;
             let results = tasks
-                .iter()
+                .par_iter()
                 .map(|t| {
-                    let r = TaskResult { bm25: hit_at_1(t, &lexical, None)?, strategy: hit_at_1(t, strategy, minilm)? };
+                    let r = TaskResult {
+                        bm25: hit_at_1(t, &lexical, None)?,
+                        strategy: hit_at_1_with(t, strategy, minilm, channel)?,
+                    };
                     Ok((t.id.clone(), r))
                 })
                 .collect::<Result<_, CollisionError>>()?;
@@ -577,7 +620,7 @@ mod tests {
     fn default_n_per_cell_is_the_seeds() {
         let spec = CollisionSpec::new(0);
         let n: Vec<usize> = spec.ks.iter().map(|&k| spec.entities_for(k)).collect();
-        assert_eq!(n, [64, 128, 256, 512]);
+        assert_eq!(n, [32, 64, 128, 256, 512]);
         spec.validate().unwrap();
         assert_eq!(spec.cell("project", 16).unwrap().len(), 512);
     }
@@ -600,11 +643,29 @@ mod tests {
         }
     }
 
+    /// K = 1: one memory, the gold; BM25 alone and the strategy both rank it
+    /// first, in every tag and vocabulary, with or without the bucket weights.
+    #[test]
+    fn k_1_is_the_trivial_cell_at_100_percent() {
+        let strategy: Strategy = serde_yaml::from_str(include_str!("../../strategies/default.yaml")).unwrap();
+        for vocab in VOCABS {
+            let spec = CollisionSpec { vocab, ks: vec![1], ..CollisionSpec::new(4) };
+            for hash_idf in [true, false] {
+                let cells = run_channel(&spec, &strategy, None, Channel { hash_idf }).unwrap();
+                assert_eq!(cells.len(), 5);
+                for c in &cells {
+                    assert_eq!((c.k, c.tasks.len()), (1, 32));
+                    assert_eq!((c.bm25_hit1(), c.hit1()), (1.0, 1.0), "{} {vocab:?}", c.tag);
+                }
+            }
+        }
+    }
+
     #[test]
     fn bad_parameters_are_refused() {
         let cell = |tag, k, n, p| generate_cell(Vocab::Seed, tag, k, n, p, 0);
         assert!(matches!(cell("colour", 2, 5, 1), Err(CollisionError::UnknownTag(_))));
-        assert!(matches!(cell("tool", 1, 5, 1), Err(CollisionError::BadK { .. })));
+        assert!(matches!(cell("tool", 0, 5, 1), Err(CollisionError::BadK { .. })));
         assert!(matches!(cell("tool", 99, 5, 1), Err(CollisionError::BadK { .. })));
         assert!(matches!(cell("tool", 2, 0, 1), Err(CollisionError::BadEntities { .. })));
         assert!(matches!(cell("tool", 2, 5, 0), Err(CollisionError::BadParaphrase { .. })));

@@ -150,6 +150,19 @@ impl Dense {
         Dense { dim, idf, rows }
     }
 
+    /// The trigram channel without its bucket weights (every bucket weighs 1):
+    /// [`embed`] of each item, queried by [`Dense::scores`] as plain cosine.
+    /// Not a strategy's channel (those are built by [`Dense::build`]); the
+    /// collision protocol's `--hash-idf off` measures what the weights do.
+    pub fn build_unweighted(texts: &[&str], dim: usize) -> Dense {
+        let idf = vec![1.0; dim];
+        let mut rows = Vec::with_capacity(texts.len() * dim);
+        for t in texts {
+            rows.extend(weighted_unit(hashed_counts(t, dim), &idf));
+        }
+        Dense { dim, idf, rows }
+    }
+
     /// A model's unit embeddings of the items (all of dimension `dim`).
     pub fn from_embeddings(embeddings: Vec<Vec<f32>>, dim: usize) -> Dense {
         let rows: Vec<f32> = embeddings.into_iter().flatten().collect();
@@ -394,13 +407,25 @@ impl Index {
 /// Runs the index stage; `minilm` is the embedder for `dense_kind: minilm`
 /// (the caller checks that it is there).
 pub fn build(memory: &Memory, spec: &IndexSpec, minilm: Option<&MiniLm>) -> Result<Index, EmbedError> {
+    build_with(memory, spec, minilm, true)
+}
+
+/// [`build`], with the trigram channel's bucket idf weights (`hash_idf`
+/// true, every strategy's channel) or without them ([`Dense::build_unweighted`]).
+pub fn build_with(
+    memory: &Memory,
+    spec: &IndexSpec,
+    minilm: Option<&MiniLm>,
+    hash_idf: bool,
+) -> Result<Index, EmbedError> {
     let texts: Vec<&str> = memory.items.iter().map(|i| i.text.as_str()).collect();
     // The two channels are independent: built side by side, so that a
     // conversation's index keeps both cores busy when conversations are few.
     let (bm25, dense) = rayon::join(
         || Bm25::build(&texts, spec.bm25_k1, spec.bm25_b),
         || match spec.dense_kind {
-            DenseKind::Trigram => Ok(Some(Dense::build(&texts, spec.dense_dim.max(1) as usize))),
+            DenseKind::Trigram if hash_idf => Ok(Some(Dense::build(&texts, spec.dense_dim.max(1) as usize))),
+            DenseKind::Trigram => Ok(Some(Dense::build_unweighted(&texts, spec.dense_dim.max(1) as usize))),
             DenseKind::Minilm => {
                 let m = minilm.expect("dense_kind: minilm is checked to have its model");
                 Ok(Some(Dense::from_embeddings(m.embed(&texts)?, m.dim())))
@@ -461,5 +486,11 @@ mod tests {
         let d = Dense::build(&["I have been painting sunsets", "we went swimming yesterday"], 512);
         let s = d.scores("paint a sunset");
         assert!(s[0] > s[1] + 0.1, "{s:?}");
+        // Unweighted: plain cosine of the two `embed`s.
+        let u = Dense::build_unweighted(&["I have been painting sunsets", "we went swimming yesterday"], 512);
+        let (q, m) = (embed("paint a sunset", 512), embed("I have been painting sunsets", 512));
+        let cos: f32 = q.iter().zip(&m).map(|(a, b)| a * b).sum();
+        assert!((u.scores("paint a sunset")[0] - f64::from(cos)).abs() < 1e-6);
+        assert!(!u.is_model());
     }
 }
