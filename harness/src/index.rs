@@ -143,7 +143,12 @@ impl Dense {
         }
         let n = texts.len() as f32;
         let idf: Vec<f32> = df.iter().map(|&d| ((n + 1.0) / (d as f32 + 1.0)).ln() + 1.0).collect();
-        let mut rows = Vec::with_capacity(texts.len() * dim);
+        Dense::weighted(raw, dim, idf)
+    }
+
+    /// The hashed counts `raw` weighted by `idf`, each row of unit length.
+    fn weighted(raw: Vec<Vec<f32>>, dim: usize, idf: Vec<f32>) -> Dense {
+        let mut rows = Vec::with_capacity(raw.len() * dim);
         for r in raw {
             rows.extend(weighted_unit(r, &idf));
         }
@@ -155,12 +160,7 @@ impl Dense {
     /// Not a strategy's channel (those are built by [`Dense::build`]); the
     /// collision protocol's `--hash-idf off` measures what the weights do.
     pub fn build_unweighted(texts: &[&str], dim: usize) -> Dense {
-        let idf = vec![1.0; dim];
-        let mut rows = Vec::with_capacity(texts.len() * dim);
-        for t in texts {
-            rows.extend(weighted_unit(hashed_counts(t, dim), &idf));
-        }
-        Dense { dim, idf, rows }
+        Dense::weighted(texts.iter().map(|t| hashed_counts(t, dim)).collect(), dim, vec![1.0; dim])
     }
 
     /// A model's unit embeddings of the items (all of dimension `dim`).
