@@ -57,7 +57,10 @@ echo "== a run under manual approval, until a version waits for approval"
     cd "$work/q"
     sed -i 's/^  approval: auto/  approval: manual/' emend.yaml
     "$EMEND" evolve --rounds 30 --quiet >/dev/null
-    "$EMEND" pending --json | grep -q '"state": "pending"' || { echo "error: no version waits for approval" >&2; exit 1; }
+    # Into a file first: `grep -q` quits at its first match, and under pipefail
+    # the SIGPIPE that ends the writer would fail the check at random.
+    "$EMEND" pending --json >"$work/pending.json"
+    grep -q '"state": "pending"' "$work/pending.json" || { echo "error: no version waits for approval" >&2; exit 1; }
     "$EMEND" report --out "$out/pending.html"
 )
 
