@@ -128,7 +128,7 @@ print(f"   {outcomes} question outcomes in evaluated events, {verdicts} candidat
 EOF
 
 echo "== Ray tests (a worker killed mid-shard is retried; the built-in pipeline on Ray)"
-EMEND_REQUIRE_RAY=1 EMEND_RAY_PYTHON="$PY" cargo test --release -p emend --all-features --test shards -- --test-threads=1 2>&1 \
+EMEND_REQUIRE_RAY=1 EMEND_RAY_PYTHON="$PY" cargo test --release -p emend --all-features --test cli shards:: -- --test-threads=1 2>&1 \
     | grep -E "^test |test result" || fail "the Ray tests failed"
 
 echo "check-ray: OK"

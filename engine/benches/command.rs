@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use engine::artifact;
-use engine::backend::Backend;
-use engine::command::{CommandBackend, CommandSpec};
-use engine::schema::StrategySchema;
+use emend_eval::backend::Backend;
+use emend_eval::command::{CommandBackend, CommandSpec};
+use emend_model::artifact;
+use emend_model::schema::StrategySchema;
 
 const RUNS: usize = 15;
 const TARGET: Duration = Duration::from_millis(50);
@@ -79,8 +79,8 @@ fn main() {
     let example = root.join("examples/python-bm25");
     let schema = StrategySchema::from_path(&example.join("strategy.schema.json")).expect("the example schema loads");
     let strategy = artifact::load_file(&example.join("default.yaml"), &schema).expect("the example strategy loads");
-    let dataset = harness::load_path(&data).expect("the dataset loads");
-    let selection = harness::Selection::default();
+    let dataset = emend_harness::load_path(&data).expect("the dataset loads");
+    let selection = emend_harness::Selection::default();
     let tmp = tempfile::tempdir().expect("a temporary directory");
     let backend = |argv: Vec<String>, shards: usize, concurrency: usize| {
         let spec = CommandSpec {

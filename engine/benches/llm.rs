@@ -8,18 +8,15 @@
 //! `../shared/data/locomo10-dev.json` from the workspace root, or
 //! `EMEND_LOCOMO`; without it the benchmark says so and exits.
 
-#[path = "../tests/llm_support/mod.rs"]
-mod llm_support;
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use engine::config::RoleConfig;
-use engine::llm::Models;
-use harness::strategy::JudgeKind;
-use harness::{Evaluator, HarnessSettings};
+use emend_eval::llm::Models;
+use emend_harness::strategy::JudgeKind;
+use emend_harness::{Evaluator, HarnessSettings};
+use emend_model::config::RoleConfig;
 
 const TARGET_SECS: f64 = 5.0;
 
@@ -31,12 +28,12 @@ fn main() {
         println!("llm bench: skipped ({} not found; set EMEND_LOCOMO)", path.display());
         return;
     }
-    let dataset = Arc::new(harness::load_path(&path).expect("locomo10-dev loads"));
-    let strategy: harness::Strategy = serde_yaml::from_str(
+    let dataset = Arc::new(emend_harness::load_path(&path).expect("locomo10-dev loads"));
+    let strategy: emend_harness::Strategy = serde_yaml::from_str(
         &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../strategies/default.yaml")).unwrap(),
     )
     .expect("the default strategy");
-    let server = llm_support::Server::roles();
+    let server = emend_eval::test_server::Server::roles();
     let role = |model: &str| RoleConfig { concurrency: 16, ..RoleConfig::new(&server.url, model) };
     let roles: BTreeMap<String, RoleConfig> =
         [("answerer".to_string(), role("answer-model")), ("judge".to_string(), role("judge-model"))].into();
@@ -53,7 +50,7 @@ fn main() {
         // A fresh process each time: new models (the disk cache persists), new stage cache.
         let models = Arc::new(Models::new(&roles, Some(cache.path())).unwrap());
         let evaluator =
-            engine::llm::pipeline::plug(Evaluator::new(dataset.clone(), settings.clone()).unwrap(), &models);
+            emend_eval::llm::pipeline::plug(Evaluator::new(dataset.clone(), settings.clone()).unwrap(), &models);
         let before = server.requests();
         let t = Instant::now();
         let eval = evaluator.evaluate(&strategy).unwrap();

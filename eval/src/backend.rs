@@ -29,7 +29,7 @@ pub enum BackendError {
     Strategy(#[from] emend_model::artifact::ArtifactError),
     /// The built-in harness could not run the evaluation.
     #[error(transparent)]
-    Harness(#[from] harness::EvalError),
+    Harness(#[from] emend_harness::EvalError),
     /// A subset named a question the task set does not have.
     #[error("question {id} is not in the task set")]
     UnknownQuestion { id: String },
@@ -154,7 +154,7 @@ impl BackendError {
 
     /// An evaluation that could not complete is a failed run (exit 1), never bad input:
     /// even an unknown question id is the engine's own subset, not the user's.
-    pub fn exit_class(&self) -> journal::ErrorClass {
+    pub fn exit_class(&self) -> emend_journal::ErrorClass {
         match self {
             BackendError::Strategy(_)
             | BackendError::Harness(_)
@@ -162,7 +162,7 @@ impl BackendError {
             | BackendError::Io(_)
             | BackendError::Shard { .. }
             | BackendError::Incomplete { .. }
-            | BackendError::Interrupted { .. } => journal::ErrorClass::Failed,
+            | BackendError::Interrupted { .. } => emend_journal::ErrorClass::Failed,
         }
     }
 }
@@ -190,7 +190,7 @@ mod tests {
         ]);
         let e = BackendError::incomplete(&eval, 3);
         assert_eq!(e.to_string(), "1 of 3 questions answered; 2 could not be evaluated (first: q2: timeout)");
-        assert_eq!(e.exit_class(), journal::ErrorClass::Failed);
+        assert_eq!(e.exit_class(), emend_journal::ErrorClass::Failed);
         let short = BackendError::incomplete(&Evaluation::new(vec![outcome("q1", None)]), 2);
         assert_eq!(short.to_string(), "1 of 2 questions answered (1 outcomes returned)");
     }

@@ -16,7 +16,7 @@ use emend_model::setup::{SetupError, load_tasks_limited, with_minilm, with_stage
 
 /// The built-in memory QA harness.
 pub struct BuiltinBackend {
-    evaluator: harness::Evaluator,
+    evaluator: emend_harness::Evaluator,
     harness_hash: String,
     questions: Vec<(String, String)>,
     version: Option<String>,
@@ -29,7 +29,7 @@ impl BuiltinBackend {
     pub fn from_project(project: &Project) -> Result<BuiltinBackend, SetupError> {
         let h = &project.config.harness;
         let dataset = load_tasks_limited(&h.tasks, &project.dir, h.max_dataset_bytes())?;
-        let settings = harness::HarnessSettings {
+        let settings = emend_harness::HarnessSettings {
             budget_ceiling: h.budget_ceiling,
             judge: Some(h.judge),
             f1_threshold: Some(h.f1_threshold),
@@ -92,11 +92,11 @@ impl BuiltinBackend {
     }
 
     pub fn new(
-        dataset: Arc<harness::Dataset>,
-        settings: harness::HarnessSettings,
+        dataset: Arc<emend_harness::Dataset>,
+        settings: emend_harness::HarnessSettings,
         version: Option<&str>,
     ) -> Result<BuiltinBackend, SetupError> {
-        let evaluator = harness::Evaluator::new(dataset, settings)
+        let evaluator = emend_harness::Evaluator::new(dataset, settings)
             .map_err(|e| SetupError::new(format!("harness.conversations: {e}")))?;
         let base = evaluator.harness_hash();
         // The configured version string is part of the identity, so a changed
@@ -165,19 +165,22 @@ impl BuiltinBackend {
         }
     }
 
-    pub fn evaluator(&self) -> &harness::Evaluator {
+    pub fn evaluator(&self) -> &emend_harness::Evaluator {
         &self.evaluator
     }
 }
 
 /// The built-in pipeline as a sharded command (`emend worker`) on Ray.
-fn ray_shards(project: &Project, dataset: &harness::Dataset) -> Result<crate::command::CommandBackend, SetupError> {
+fn ray_shards(
+    project: &Project,
+    dataset: &emend_harness::Dataset,
+) -> Result<crate::command::CommandBackend, SetupError> {
     let h = &project.config.harness;
     let judge = match h.judge {
-        harness::strategy::JudgeKind::Evidence => "evidence",
-        harness::strategy::JudgeKind::F1 => "f1",
-        harness::strategy::JudgeKind::Temporal => "temporal",
-        harness::strategy::JudgeKind::Llm => {
+        emend_harness::strategy::JudgeKind::Evidence => "evidence",
+        emend_harness::strategy::JudgeKind::F1 => "f1",
+        emend_harness::strategy::JudgeKind::Temporal => "temporal",
+        emend_harness::strategy::JudgeKind::Llm => {
             return Err(SetupError::new("harness.executor: ray runs the built-in pipeline without the llm judge"));
         }
     };
@@ -212,7 +215,7 @@ fn ray_shards(project: &Project, dataset: &harness::Dataset) -> Result<crate::co
     let spec = crate::command::CommandSpec::from_config(&c, &project.dir)
         .map_err(|e| SetupError::new(e.to_string().replace("harness.command.", "harness.ray.")))?;
     let selection =
-        harness::Selection { include_adversarial: h.include_adversarial, conversations: h.conversations.clone() };
+        emend_harness::Selection { include_adversarial: h.include_adversarial, conversations: h.conversations.clone() };
     let executor = crate::command::executor_of(project, None)?;
     Ok(crate::command::CommandBackend::new(dataset, &selection, spec, &serde_json::Value::Null, None)?
         .with_executor(executor))

@@ -164,8 +164,10 @@ impl CommandBackend {
         let executor = executor_of(project, c.workdir.as_deref())?;
         let dataset = emend_model::setup::load_tasks_limited(&h.tasks, &project.dir, h.max_dataset_bytes())
             .map_err(|e| SetupError::new(format!("harness.tasks: {e}")))?;
-        let selection =
-            harness::Selection { include_adversarial: h.include_adversarial, conversations: h.conversations.clone() };
+        let selection = emend_harness::Selection {
+            include_adversarial: h.include_adversarial,
+            conversations: h.conversations.clone(),
+        };
         Ok(CommandBackend::new(&dataset, &selection, spec, schema.raw(), h.version.as_deref())?.with_executor(executor))
     }
 
@@ -183,8 +185,8 @@ impl CommandBackend {
     /// `schema` is the strategy schema document of the system, `version` the
     /// configured harness version string: both are part of the harness hash.
     pub fn new(
-        dataset: &harness::Dataset,
-        selection: &harness::Selection,
+        dataset: &emend_harness::Dataset,
+        selection: &emend_harness::Selection,
         spec: CommandSpec,
         schema: &Value,
         version: Option<&str>,
@@ -581,8 +583,8 @@ mod tests {
       "qa": [{"question": "What did Cy say?", "answer": "hello", "evidence": ["D1:1"], "category": 1}]}]"#;
 
     fn tasks(adversarial: bool) -> TaskSet {
-        let d = harness::load_str("fixture.json", FIXTURE).unwrap();
-        TaskSet::new(&d, &harness::Selection { include_adversarial: adversarial, conversations: None }).unwrap()
+        let d = emend_harness::load_str("fixture.json", FIXTURE).unwrap();
+        TaskSet::new(&d, &emend_harness::Selection { include_adversarial: adversarial, conversations: None }).unwrap()
     }
 
     fn shard_validator() -> jsonschema::Validator {
@@ -710,8 +712,8 @@ mod tests {
     #[test]
     fn the_builtin_harness_outcomes_follow_the_outcome_schema() {
         // The protocol pins the shape `emend eval` writes: a built-in outcome must validate.
-        let dataset = std::sync::Arc::new(harness::Dataset::builtin());
-        let evaluator = harness::Evaluator::new(dataset, harness::HarnessSettings::default()).unwrap();
+        let dataset = std::sync::Arc::new(emend_harness::Dataset::builtin());
+        let evaluator = emend_harness::Evaluator::new(dataset, emend_harness::HarnessSettings::default()).unwrap();
         let default = include_str!("../../strategies/default.yaml");
         let a = artifact::from_yaml("default.yaml", default, &StrategySchema::builtin()).unwrap();
         let eval = evaluator.evaluate(a.typed().unwrap()).unwrap();

@@ -6,6 +6,8 @@
 //! - [`command`]: an external system run as a command, shard by shard.
 //! - [`open`]: the backend a project's `harness.kind` names.
 //! - `fake` (feature `test-support`): the scripted backend of the tests above.
+//! - `test_server` (feature `test-support`): an OpenAI-compatible HTTP server
+//!   for the tests and benchmarks of the model roles.
 //! - [`llm`]: the model roles over OpenAI-compatible endpoints (HTTP behind
 //!   the `llm` feature).
 //!
@@ -18,6 +20,8 @@ pub mod command;
 #[cfg(any(test, feature = "test-support"))]
 pub mod fake;
 pub mod llm;
+#[cfg(feature = "test-support")]
+pub mod test_server;
 
 use emend_model::config::{HarnessKind, Project};
 use emend_model::schema::StrategySchema;

@@ -26,7 +26,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use harness::{Evaluator, HarnessSettings, Strategy};
+use emend_harness::{Evaluator, HarnessSettings, Strategy};
 
 fn median(mut xs: Vec<Duration>) -> Duration {
     xs.sort();
@@ -113,13 +113,13 @@ fn lengthen(text: &str, n: usize) -> String {
 
 /// Median time of the ingest stage alone on the first sample of `text`.
 fn ingest_time(text: &str, strategy: &Strategy, runs: usize) -> (usize, Duration) {
-    let d = harness::load_str("long.json", text).expect("loads");
+    let d = emend_harness::load_str("long.json", text).expect("loads");
     let sample = &d.samples()[0];
     let mut ts = Vec::new();
     let mut items = 0;
     for _ in 0..runs {
         let t = Instant::now();
-        let m = harness::ingest::ingest(sample, &strategy.ingest, None).expect("ingests");
+        let m = emend_harness::ingest::ingest(sample, &strategy.ingest, None).expect("ingests");
         ts.push(t.elapsed());
         items = m.items.len() + m.stats.duplicates as usize;
     }
@@ -143,14 +143,14 @@ fn in_process(path: &Path, strategy: &Strategy, runs: usize) -> (usize, Rows) {
     let c0 = cpu_time();
     for _ in 0..runs {
         let t = Instant::now();
-        let dataset = harness::load_path(path).expect("the task set loads");
+        let dataset = emend_harness::load_path(path).expect("the task set loads");
         let ev = Evaluator::new(Arc::new(dataset), HarnessSettings::default()).expect("default settings");
         let e = ev.evaluate(strategy).expect("the default strategy evaluates");
         cold.push(t.elapsed());
         n = e.summary.n;
     }
     let cold_cpu = (cpu_time() - c0) / runs as u32;
-    let dataset = Arc::new(harness::load_path(path).expect("the task set loads"));
+    let dataset = Arc::new(emend_harness::load_path(path).expect("the task set loads"));
     let ev = Evaluator::new(dataset, HarnessSettings::default()).expect("default settings");
     ev.evaluate(strategy).expect("the default strategy evaluates");
     let (mut warm, mut repeat) = (Vec::new(), Vec::new());

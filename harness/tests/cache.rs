@@ -6,11 +6,11 @@ mod common;
 use std::sync::Arc;
 
 use common::{default_strategy, repo_file, with};
-use harness::{Evaluator, HarnessSettings};
+use emend_harness::{Evaluator, HarnessSettings};
 use serde_json::json;
 
 /// The embedded dataset with every conversation copied `n` times (renamed).
-fn replica(n: usize) -> harness::Dataset {
+fn replica(n: usize) -> emend_harness::Dataset {
     let text = std::fs::read_to_string(repo_file("harness/data/synthetic-locomo.json")).unwrap();
     let samples: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
     let mut out = Vec::new();
@@ -21,7 +21,7 @@ fn replica(n: usize) -> harness::Dataset {
             out.push(s);
         }
     }
-    harness::load_str("replica.json", &serde_json::to_string(&out).unwrap()).unwrap()
+    emend_harness::load_str("replica.json", &serde_json::to_string(&out).unwrap()).unwrap()
 }
 
 #[test]
@@ -48,12 +48,12 @@ fn the_disk_cache_serves_another_evaluator_with_identical_outcomes() {
     let root = tmp.path().join("stages");
     let s = default_strategy();
     let make = || {
-        Evaluator::new(Arc::new(harness::Dataset::builtin()), HarnessSettings::default())
+        Evaluator::new(Arc::new(emend_harness::Dataset::builtin()), HarnessSettings::default())
             .unwrap()
             .with_disk_cache(&root, 1 << 30)
             .unwrap()
     };
-    let plain = Evaluator::new(Arc::new(harness::Dataset::builtin()), HarnessSettings::default()).unwrap();
+    let plain = Evaluator::new(Arc::new(emend_harness::Dataset::builtin()), HarnessSettings::default()).unwrap();
     let want = plain.evaluate(&s).unwrap();
 
     let cold = make().evaluate(&s).unwrap();
@@ -72,7 +72,7 @@ fn the_disk_cache_serves_another_evaluator_with_identical_outcomes() {
 
     // Another harness (settings) reads none of it.
     let other = Evaluator::new(
-        Arc::new(harness::Dataset::builtin()),
+        Arc::new(emend_harness::Dataset::builtin()),
         HarnessSettings { budget_ceiling: 1500, ..HarnessSettings::default() },
     )
     .unwrap()

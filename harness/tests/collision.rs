@@ -3,7 +3,7 @@
 
 mod common;
 
-use harness::collision::{CollisionSpec, Vocab, bm25_only, hit_at_1, run};
+use emend_harness::collision::{CollisionSpec, Vocab, bm25_only, hit_at_1, run};
 use serde_json::json;
 
 fn spec(seed: u64) -> CollisionSpec {
@@ -56,7 +56,7 @@ fn the_bm25_only_strategy_is_the_floor_and_results_are_seeded() {
 #[test]
 fn weighted_sum_fusion_carries_no_bm25_tie_signal_and_rrf_does() {
     let rrf = common::default_strategy();
-    assert_eq!(rrf.retrieve.fusion, harness::strategy::Fusion::Rrf);
+    assert_eq!(rrf.retrieve.fusion, emend_harness::strategy::Fusion::Rrf);
     let ws = common::with(&rrf, "retrieve.fusion", json!("weighted_sum"));
     let dense_only = common::with(&ws, "retrieve.weights.bm25", json!(0.0));
     let lexical = bm25_only(&rrf);

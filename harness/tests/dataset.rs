@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use common::*;
-use harness::{Category, Evaluator, HarnessSettings, Selection, load_path};
+use emend_harness::{Category, Evaluator, HarnessSettings, Selection, load_path};
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)

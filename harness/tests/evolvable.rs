@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use harness::HarnessSettings;
+use emend_harness::HarnessSettings;
 use serde_json::{Value, json};
 
 /// (path, schema) of every evolvable leaf, `$ref`s followed.

@@ -14,7 +14,7 @@ mod common;
 use std::sync::Arc;
 
 use common::{builtin_evaluator, default_strategy, repo_file, with};
-use harness::{Evaluator, HarnessSettings, Outcome, Strategy};
+use emend_harness::{Evaluator, HarnessSettings, Outcome, Strategy};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
@@ -65,7 +65,7 @@ fn digests(ev: &Evaluator) -> Vec<String> {
         .into_iter()
         .map(|(name, s)| {
             let e = ev.evaluate(&s).unwrap();
-            let keep = s.judge.kind != harness::strategy::JudgeKind::Evidence;
+            let keep = s.judge.kind != emend_harness::strategy::JudgeKind::Evidence;
             format!("{name} {}", digest(&e.outcomes, keep))
         })
         .collect()
@@ -91,7 +91,7 @@ fn locomo_outcomes_are_unchanged() {
         eprintln!("skipped: {} is absent", path.display());
         return;
     }
-    let ev = Evaluator::new(Arc::new(harness::load_path(&path).unwrap()), HarnessSettings::default()).unwrap();
+    let ev = Evaluator::new(Arc::new(emend_harness::load_path(&path).unwrap()), HarnessSettings::default()).unwrap();
     let got = digests(&ev);
     let want = [
         "default 0f8303e0656c634965ca78175b7f187c9aa3aaedbe6c84e10d0f4834e91bc563",
@@ -107,15 +107,15 @@ fn locomo_outcomes_are_unchanged() {
 #[derive(Default)]
 struct Counting(std::sync::atomic::AtomicUsize);
 
-impl harness::answer::Answerer for Counting {
+impl emend_harness::answer::Answerer for Counting {
     fn id(&self) -> String {
         "counting".into()
     }
     fn answer(
         &self,
-        _: &harness::answer::AnswerInput<'_>,
-        _: &harness::strategy::Answer,
-    ) -> Result<Option<String>, harness::answer::AnswerError> {
+        _: &emend_harness::answer::AnswerInput<'_>,
+        _: &emend_harness::strategy::Answer,
+    ) -> Result<Option<String>, emend_harness::answer::AnswerError> {
         self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(Some("x".into()))
     }

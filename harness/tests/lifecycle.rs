@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use common::*;
-use harness::judge::{EvidenceJudge, Judge, JudgeCase, TemporalJudge, superseded_evidence};
-use harness::replay::{self, Protocol};
-use harness::strategy::{Consolidate, JudgeKind};
-use harness::{Dataset, Evaluation, Evaluator, HarnessSettings, Outcome, Strategy};
+use emend_harness::judge::{EvidenceJudge, Judge, JudgeCase, TemporalJudge, superseded_evidence};
+use emend_harness::replay::{self, Protocol};
+use emend_harness::strategy::{Consolidate, JudgeKind};
+use emend_harness::{Dataset, Evaluation, Evaluator, HarnessSettings, Outcome, Strategy};
 
 fn settings(protocol: Protocol, judge: Option<JudgeKind>) -> HarnessSettings {
     HarnessSettings { protocol, judge, ..HarnessSettings::default() }
@@ -27,7 +27,7 @@ fn consolidating(threshold: f64) -> Strategy {
 }
 
 fn example() -> Arc<Dataset> {
-    Arc::new(harness::load_path(&repo_file("examples/evolving-references/locomo-evolving.json")).unwrap())
+    Arc::new(emend_harness::load_path(&repo_file("examples/evolving-references/locomo-evolving.json")).unwrap())
 }
 
 /// A conversation whose revision retells the old fact with a detail changed
@@ -49,7 +49,7 @@ fn retold() -> Arc<Dataset> {
                 "reference_versions": [{"from_session": 1, "answer": "the Alfama bakery", "evidence": ["D1:1"]},
                                        {"from_session": 2, "answer": "the Alfama studio", "evidence": ["D2:1"]}]},
                {"question": "What is the kitten called?", "category": 4, "answer": "Pixel", "evidence": ["D1:3"]}]}]"#;
-    Arc::new(harness::load_str("retold.json", json).unwrap())
+    Arc::new(emend_harness::load_str("retold.json", json).unwrap())
 }
 
 fn run(d: &Arc<Dataset>, s: HarnessSettings, strategy: &Strategy) -> Evaluation {
@@ -70,7 +70,7 @@ fn a_superseded_only_context_is_wrong_where_the_reference_moved() {
     let asked = |q: usize, k: u32| {
         replay::observations(sample, &sample.questions[q], 1).into_iter().find(|o| o.checkpoint == k).unwrap().question
     };
-    let verdicts = |q: &harness::dataset::Question, turns: &[&str]| {
+    let verdicts = |q: &emend_harness::dataset::Question, turns: &[&str]| {
         let turns: Vec<String> = turns.iter().map(|t| t.to_string()).collect();
         let case = JudgeCase { question: q, answer: None, context_turns: &turns };
         (EvidenceJudge.judge(&case).unwrap().correct, TemporalJudge.judge(&case).unwrap().correct)
@@ -187,7 +187,7 @@ fn endpoint_equals_the_final_checkpoint_with_consolidation_on() {
     let mut sets: Vec<(&str, Arc<Dataset>)> =
         vec![("builtin", Arc::new(Dataset::builtin())), ("example", example()), ("retold", retold())];
     if let Some(p) = locomo_path() {
-        sets.push(("locomo10-dev", Arc::new(harness::load_path(&p).unwrap())));
+        sets.push(("locomo10-dev", Arc::new(emend_harness::load_path(&p).unwrap())));
     }
     for (name, d) in sets {
         for (t, judge) in [(0.6, None), (0.8, Some(JudgeKind::Temporal))] {

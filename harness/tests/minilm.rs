@@ -9,15 +9,15 @@ mod common;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use harness::HarnessSettings;
-use harness::cache::DiskCache;
-use harness::minilm::MiniLm;
+use emend_harness::HarnessSettings;
+use emend_harness::cache::DiskCache;
+use emend_harness::minilm::MiniLm;
 use serde_json::json;
 
 use common::{builtin_evaluator, default_strategy, with};
 
 fn model() -> Option<MiniLm> {
-    let dir = std::env::var_os(harness::minilm::ENV_DIR).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let dir = std::env::var_os(emend_harness::minilm::ENV_DIR).filter(|v| !v.is_empty()).map(PathBuf::from);
     let required = std::env::var("EMEND_MINILM_REQUIRED").is_ok_and(|v| v == "1");
     let Some(dir) = dir else {
         assert!(!required, "EMEND_MINILM_REQUIRED=1 but EMEND_MINILM_DIR is not set");
@@ -107,7 +107,7 @@ fn a_missing_or_malformed_model_names_the_file() {
     assert!(e.contains("absent") && e.contains("not a directory"), "{e}");
     let e = MiniLm::load(tmp.path()).unwrap_err().to_string();
     assert!(e.contains("model.safetensors") && e.contains("cannot read"), "{e}");
-    for f in harness::minilm::FILES {
+    for f in emend_harness::minilm::FILES {
         let p = tmp.path().join(f);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, "{}").unwrap();
@@ -127,7 +127,7 @@ fn a_minilm_strategy_without_the_model_is_refused_naming_the_setting() {
 #[test]
 fn the_pipeline_runs_on_minilm_and_the_cache_spares_the_model() {
     let Some(_) = model() else { return };
-    let dir = PathBuf::from(std::env::var_os(harness::minilm::ENV_DIR).unwrap());
+    let dir = PathBuf::from(std::env::var_os(emend_harness::minilm::ENV_DIR).unwrap());
     let tmp = tempfile::tempdir().unwrap();
     let open = || {
         let m = MiniLm::load(&dir).unwrap();

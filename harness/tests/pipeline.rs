@@ -6,8 +6,8 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use harness::strategy::{IngestUnit, JudgeKind};
-use harness::{EvalError, HarnessSettings, Outcome, Strategy};
+use emend_harness::strategy::{IngestUnit, JudgeKind};
+use emend_harness::{EvalError, HarnessSettings, Outcome, Strategy};
 use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
 
@@ -104,7 +104,7 @@ fn conversations_restrict_the_task_set() {
     assert_eq!(e.memory.conversations, 1);
     assert_eq!(ev.questions().len(), e.summary.n);
     let bad = HarnessSettings { conversations: Some(vec!["conv-404".into()]), ..HarnessSettings::default() };
-    let err = harness::Evaluator::new(Arc::new(harness::Dataset::builtin()), bad).unwrap_err();
+    let err = emend_harness::Evaluator::new(Arc::new(emend_harness::Dataset::builtin()), bad).unwrap_err();
     assert!(err.to_string().contains("no conversation \"conv-404\""), "{err}");
 }
 
@@ -155,7 +155,7 @@ fn the_f1_judge_scores_answers() {
     let e2 = builtin_evaluator(strict).evaluate(&s).unwrap();
     assert!(e2.summary.correct < e.summary.correct);
     assert_ne!(
-        harness::harness_hash(&HarnessSettings::default()),
+        emend_harness::harness_hash(&HarnessSettings::default()),
         builtin_evaluator(one_conversation()).harness_hash()
     );
 }
@@ -220,7 +220,7 @@ fn check_invariants(s: &Strategy, outcomes: &[Outcome]) {
     }
 }
 
-fn arb_strategy() -> impl proptest::strategy::Strategy<Value = harness::Strategy> {
+fn arb_strategy() -> impl proptest::strategy::Strategy<Value = emend_harness::Strategy> {
     (
         (1u32..=6, 0u32..=3, 0u32..=80, 0.5f64..=1.0, 1u32..=30, any::<bool>()),
         (0.0f64..=3.0, 0.0f64..=1.0, prop_oneof![Just(32u32), Just(256), Just(1024)]),
@@ -238,7 +238,7 @@ fn arb_strategy() -> impl proptest::strategy::Strategy<Value = harness::Strategy
             s.ingest.stamp_date = i.5;
             (s.index.bm25_k1, s.index.bm25_b, s.index.dense_dim) = x;
             s.retrieve.fusion =
-                if r.0 { harness::strategy::Fusion::Rrf } else { harness::strategy::Fusion::WeightedSum };
+                if r.0 { emend_harness::strategy::Fusion::Rrf } else { emend_harness::strategy::Fusion::WeightedSum };
             s.retrieve.rrf_kappa = r.1;
             (s.retrieve.weights.bm25, s.retrieve.weights.dense, s.retrieve.weights.expansion) = (r.2, r.3, r.4);
             s.retrieve.pool = r.5.max(r.6);
@@ -251,9 +251,9 @@ fn arb_strategy() -> impl proptest::strategy::Strategy<Value = harness::Strategy
             s.assemble.token_budget = a.0;
             s.assemble.backfill_window = a.1;
             s.assemble.order = if a.2 {
-                harness::strategy::ContextOrder::Score
+                emend_harness::strategy::ContextOrder::Score
             } else {
-                harness::strategy::ContextOrder::Chronological
+                emend_harness::strategy::ContextOrder::Chronological
             };
             s.assemble.dedup = a.3;
             s
@@ -277,18 +277,18 @@ proptest! {
 /// fact it stores has lost most of what the source said.
 struct Lossy;
 
-impl harness::ingest::Extractor for Lossy {
+impl emend_harness::ingest::Extractor for Lossy {
     fn id(&self) -> String {
         "lossy".into()
     }
     fn extract(
         &self,
         _: &str,
-        window: &[&harness::dataset::Turn],
-    ) -> Result<Vec<harness::ingest::Fact>, harness::ingest::ExtractError> {
+        window: &[&emend_harness::dataset::Turn],
+    ) -> Result<Vec<emend_harness::ingest::Fact>, emend_harness::ingest::ExtractError> {
         Ok(window
             .iter()
-            .map(|t| harness::ingest::Fact {
+            .map(|t| emend_harness::ingest::Fact {
                 text: format!("{} spoke about {}", t.speaker, t.text.split_whitespace().next().unwrap_or("")),
                 turns: vec![t.id.clone()],
             })
@@ -337,13 +337,13 @@ fn answer_coverage_tells_what_the_memory_kept_of_the_source() {
 /// The answer coverage as first written (every term of every text collected
 /// in sets): the reference for the measurement that scans texts instead.
 fn coverage_reference(
-    sample: &harness::dataset::Sample,
-    memory: &harness::ingest::Memory,
-    q: &harness::dataset::Question,
-    ctx: &harness::assemble::Context,
-) -> Option<harness::outcome::AnswerCoverage> {
+    sample: &emend_harness::dataset::Sample,
+    memory: &emend_harness::ingest::Memory,
+    q: &emend_harness::dataset::Question,
+    ctx: &emend_harness::assemble::Context,
+) -> Option<emend_harness::outcome::AnswerCoverage> {
     use std::collections::BTreeSet;
-    let terms = harness::text::terms;
+    let terms = emend_harness::text::terms;
     let answer = q.answer.as_deref()?;
     let gold: Vec<u32> = q.evidence.iter().filter_map(|t| sample.ordinal(t)).collect();
     if gold.is_empty() {
@@ -367,7 +367,7 @@ fn coverage_reference(
         }
     }
     let kept = source.iter().filter(|t| reached.contains(*t)).cloned().collect();
-    Some(harness::outcome::AnswerCoverage { source, kept, memory: texts })
+    Some(emend_harness::outcome::AnswerCoverage { source, kept, memory: texts })
 }
 
 /// The coverage the evaluator measures is the reference's, question by
@@ -381,20 +381,25 @@ fn answer_coverage_equals_its_reference() {
         with(&with(&d, "assemble.backfill_window", serde_json::json!(2)), "retrieve.top_k", serde_json::json!(10)),
         with(&d, "assemble.token_budget", serde_json::json!(120)),
     ];
-    let dataset = harness::Dataset::builtin();
+    let dataset = emend_harness::Dataset::builtin();
     let (mut compared, mut kept_some, mut lost_some) = (0, 0, 0);
     for s in &strategies {
         let ev = builtin_evaluator(HarnessSettings::default());
         let by_id: std::collections::HashMap<String, Outcome> =
             ev.evaluate(s).unwrap().outcomes.into_iter().map(|o| (o.id.clone(), o)).collect();
         for sample in dataset.samples() {
-            let memory = harness::ingest::ingest(sample, &s.ingest, None).unwrap();
-            let index = harness::index::build(&memory, &s.index, None).unwrap();
+            let memory = emend_harness::ingest::ingest(sample, &s.ingest, None).unwrap();
+            let index = emend_harness::index::build(&memory, &s.index, None).unwrap();
             for q in &sample.questions {
                 let Some(o) = by_id.get(&q.id) else { continue };
-                let ret = harness::retrieve::retrieve(&q.question, None, &memory, &index, &s.retrieve);
-                let ctx =
-                    harness::assemble::assemble(sample, &memory, &ret, &s.assemble, harness::DEFAULT_BUDGET_CEILING);
+                let ret = emend_harness::retrieve::retrieve(&q.question, None, &memory, &index, &s.retrieve);
+                let ctx = emend_harness::assemble::assemble(
+                    sample,
+                    &memory,
+                    &ret,
+                    &s.assemble,
+                    emend_harness::DEFAULT_BUDGET_CEILING,
+                );
                 let want = coverage_reference(sample, &memory, q, &ctx);
                 assert_eq!(o.answer_coverage, want, "{}", q.id);
                 compared += 1;

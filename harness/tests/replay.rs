@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use common::*;
-use harness::replay::{self, Protocol};
-use harness::{Dataset, Evaluator, HarnessSettings, Outcome, Strategy};
+use emend_harness::replay::{self, Protocol};
+use emend_harness::{Dataset, Evaluator, HarnessSettings, Outcome, Strategy};
 
 fn replay_settings(every: u32) -> HarnessSettings {
     HarnessSettings { protocol: Protocol::Replay { every_sessions: every }, ..HarnessSettings::default() }
@@ -44,7 +44,7 @@ fn check_final_equals_endpoint(dataset: Arc<Dataset>, strategy: &Strategy, every
     (cps.len(), replayed.final_accuracy().unwrap())
 }
 
-fn check_probe_counts_never_fall(e: &harness::Evaluation) {
+fn check_probe_counts_never_fall(e: &emend_harness::Evaluation) {
     let cps = e.checkpoints();
     assert!(!cps.is_empty());
     for w in cps.windows(2) {
@@ -96,7 +96,7 @@ fn probe_counts_never_fall_and_probes_stay_eligible() {
 #[test]
 fn locomo_replay_final_accuracy_equals_endpoint_accuracy() {
     let Some(path) = locomo_path() else { return };
-    let d = Arc::new(harness::load_path(&path).unwrap());
+    let d = Arc::new(emend_harness::load_path(&path).unwrap());
     let (cps, acc) = check_final_equals_endpoint(d.clone(), &default_strategy(), 1);
     eprintln!("locomo10-dev replay: {cps} checkpoints, final accuracy {acc}");
     let e = Evaluator::new(d, replay_settings(1)).unwrap().evaluate(&default_strategy()).unwrap();
@@ -116,10 +116,10 @@ fn ingest_of_a_truncated_conversation_is_the_prefix_of_the_whole() {
     ];
     for s in &strategies {
         for sample in d.samples() {
-            let full = harness::ingest::ingest(sample, &s.ingest, None).unwrap();
+            let full = emend_harness::ingest::ingest(sample, &s.ingest, None).unwrap();
             for k in [1, 5, 11, sample.sessions.len()] {
                 let view = sample.prefix(k);
-                let part = harness::ingest::ingest(&view, &s.ingest, None).unwrap();
+                let part = emend_harness::ingest::ingest(&view, &s.ingest, None).unwrap();
                 let n = part.items.len();
                 assert!(full.items.len() >= n);
                 for (a, b) in part.items.iter().zip(&full.items) {

@@ -9,7 +9,7 @@ mod synthetic;
 use std::collections::{BTreeMap, BTreeSet};
 
 use common::*;
-use harness::{Category, Dataset, HarnessSettings, Selection};
+use emend_harness::{Category, Dataset, HarnessSettings, Selection};
 
 #[test]
 fn committed_dataset_is_exactly_what_the_seed_generates() {
@@ -50,7 +50,7 @@ fn builtin_dataset_has_the_promised_shape() {
     assert!(qs.iter().any(|q| q.answer.as_deref().is_some_and(|a| a.parse::<u32>().is_ok())));
 }
 
-fn labels(strategy: &harness::Strategy) -> (f64, BTreeMap<&'static str, usize>) {
+fn labels(strategy: &emend_harness::Strategy) -> (f64, BTreeMap<&'static str, usize>) {
     let ev = builtin_evaluator(HarnessSettings::default());
     let e = ev.evaluate(strategy).unwrap();
     let mut m = BTreeMap::new();

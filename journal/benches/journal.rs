@@ -20,7 +20,7 @@
 
 use std::time::{Duration, Instant};
 
-use journal::{
+use emend_journal::{
     EventLog, EventRecord, NewEvent, ProjectError, ProjectionState, Projector, open_reader, open_view, open_writer,
 };
 use serde_json::json;
@@ -204,7 +204,7 @@ fn main() {
     let on_disk = dir_bytes(&dir);
     let mut export = Vec::new();
     let log = open_view(&dir, RoundProjector).expect("open view");
-    journal::export_jsonl(&log, 1, &mut export).expect("export");
+    emend_journal::export_jsonl(&log, 1, &mut export).expect("export");
     let ratio = on_disk as f64 / export.len() as f64;
     println!(
         "size after {size_rounds} rounds: journal directory {on_disk} bytes, JSONL export {} bytes, ratio {ratio:.2} ({} target 2.00)",

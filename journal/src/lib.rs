@@ -18,7 +18,7 @@
 //! deterministic, because `verify` and `rebuild` replay it over the events.
 //!
 //! ```
-//! use journal::{EventLog, EventRecord, NewEvent, ProjectError, ProjectionState, Projector};
+//! use emend_journal::{EventLog, EventRecord, NewEvent, ProjectError, ProjectionState, Projector};
 //! use serde_json::json;
 //!
 //! struct Rounds;
@@ -40,15 +40,15 @@
 //!     }
 //! }
 //!
-//! # fn main() -> journal::Result<()> {
+//! # fn main() -> emend_journal::Result<()> {
 //! # let tmp = tempfile::TempDir::new().unwrap();
 //! # let dir = tmp.path().join("journal");
-//! let mut log = journal::open_writer(&dir, Rounds)?;
+//! let mut log = emend_journal::open_writer(&dir, Rounds)?;
 //! let records = log.append(vec![NewEvent::new("round_finished", json!({"round": 1, "score": 0.71}))])?;
 //! assert_eq!(records[0].seq, 1);
 //! assert_eq!(log.get("scoreboard", "best")?, Some(json!(0.71)));
 //! drop(log);
-//! assert!(journal::verify(&dir, Rounds)?.is_ok());
+//! assert!(emend_journal::verify(&dir, Rounds)?.is_ok());
 //! # Ok(())
 //! # }
 //! ```

@@ -71,7 +71,7 @@ use emend_eval::backend::{Backend, BackendError};
 use emend_model::artifact::{self, Artifact};
 use emend_model::outcome::{Evaluation, OutcomeRecord};
 use emend_model::schema::StrategySchema;
-use emend_model::stats::TestUnit;
+use emend_stats::TestUnit;
 
 pub use buildup::{Buildup, BuildupStep, buildup};
 pub use mechanisms::mechanism_fields;
@@ -377,7 +377,7 @@ pub fn judge_trace(t: &Trace, traced_output: bool) -> (Mechanistic, String) {
 
 /// The contrast's two-sided exact McNemar p-value on its pairs.
 pub fn contrast_p(c: &Contrast) -> f64 {
-    emend_model::stats::mcnemar(c.served_only as u64, c.contrast_only as u64).exact_p
+    emend_stats::mcnemar(c.served_only as u64, c.contrast_only as u64).exact_p
 }
 
 /// Holm's step-down adjustment of `p` (same order, each at most 1).
@@ -542,7 +542,7 @@ mod tests {
     use emend_eval::fake::FakeBackend;
     use emend_model::outcome::{EvidenceStep, OutcomeRecord};
     use emend_model::schema::set_path;
-    use emend_model::stats;
+    use emend_stats;
     use serde_json::json;
 
     #[derive(Clone, Copy, PartialEq)]
@@ -577,8 +577,8 @@ mod tests {
     fn outcomes(a: &Artifact, broken: Broken) -> Vec<OutcomeRecord> {
         let s = a.typed().unwrap();
         let deep = s.retrieve.top_k > 4;
-        let weighted = s.retrieve.fusion == harness::strategy::Fusion::WeightedSum;
-        let chrono = s.assemble.order == harness::strategy::ContextOrder::Chronological;
+        let weighted = s.retrieve.fusion == emend_harness::strategy::Fusion::WeightedSum;
+        let chrono = s.assemble.order == emend_harness::strategy::ContextOrder::Chronological;
         let rerank = s.retrieve.rerank_top_n > 0;
         let expanding = s.retrieve.expansion.enabled && broken == Broken::ExpansionIgnored;
         (0..24)
@@ -866,7 +866,7 @@ mod tests {
         assert_eq!((c.served_only, c.contrast_only), (5, 0));
         assert_eq!((c.observations_served_only, c.observations_contrast_only), (Some(50), Some(0)));
         // By observation 50 of 50 discordant would be p = 2^-49; by probe it is 2^-4.
-        assert!(stats::mcnemar(50, 0).exact_p < 1e-14);
+        assert!(emend_stats::mcnemar(50, 0).exact_p < 1e-14);
         assert!((depth.p_value.unwrap() - 0.0625).abs() < 1e-12, "{depth:?}");
         assert_eq!((depth.mechanistic, depth.quality), (Mechanistic::Contributing, Quality::Inconclusive));
         assert!(depth.evidence.contains("5 of 12 probes change outcome"), "{}", depth.evidence);

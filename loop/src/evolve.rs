@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use journal::EventLog;
+use emend_journal::EventLog;
 
 use crate::jump::{JumpProposer, JumpSettings};
 use crate::progress::Accepted;

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use journal::EventLog;
+use emend_journal::EventLog;
 
 use emend_model::config::Project;
 use emend_model::events::{Event, now_rfc3339};

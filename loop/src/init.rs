@@ -16,13 +16,13 @@
 
 use std::path::{Path, PathBuf};
 
+use emend_journal::{EventLog, JournalError, SledJournal};
 use emend_model::artifact::{self, Artifact, ArtifactError};
 use emend_model::config::{self, HarnessKind, Project};
 use emend_model::events::EngineProjector;
 use emend_model::schema::{self, SchemaError, StrategySchema};
 use emend_model::served::{self, ServedError};
 use emend_model::store::{Store, StoreError};
-use journal::{EventLog, JournalError, SledJournal};
 
 /// The built-in default strategy, the first version without `--strategy`.
 const DEFAULT_STRATEGY: &str = include_str!("../../strategies/default.yaml");
@@ -324,7 +324,7 @@ fn write_file(path: &Path, contents: &[u8]) -> Result<(), InitError> {
 fn open_journal(project: &Project) -> Result<SledJournal, InitError> {
     let dir = project.journal_dir();
     std::fs::create_dir_all(&dir).map_err(|e| InitError::Failed(format!("{}: {e}", dir.display())))?;
-    journal::open_writer(&dir, EngineProjector).map_err(InitError::Journal)
+    emend_journal::open_writer(&dir, EngineProjector).map_err(InitError::Journal)
 }
 
 /// The backend a new project would use ([`emend_eval::open`]), its size in

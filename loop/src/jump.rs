@@ -17,7 +17,7 @@
 //!   on the whole search part that may still be proposed, or the served
 //!   one), at looks of `first_look` questions then doubling; it is dropped
 //!   at a look once the one-sided exact test says, at `race_level`, that it
-//!   is worse ([`emend_model::stats::race_drops`]). Only the questions evaluated
+//!   is worse ([`emend_stats::race_drops`]). Only the questions evaluated
 //!   count toward `--max-evals`.
 //! - **Where the best agree.** Before pruning, the consensus of the
 //!   `consensus` best strategies scored on the whole search part (per field
@@ -79,8 +79,8 @@ use emend_model::records::question_results;
 use emend_model::schema::{FieldKind, StrategySchema, get_path, set_path};
 use emend_model::search::{self, Space, Tpe, TpeConfig};
 use emend_model::search::{materialize, point_of};
-use emend_model::stats::{self, TaskKey};
 use emend_model::steps::{changes_between, snap, step_box};
+use emend_stats::{self, TaskKey};
 
 /// A strategy's evolvable, non-text values by path.
 type Point = BTreeMap<String, Value>;
@@ -402,7 +402,7 @@ impl JumpProposer {
         let price = self.settings.price;
         let (improved, regressed) =
             priced(improved, regressed, served.charge(price), cand.charge(price), self.order.len());
-        self.keeps_categories(ask, served, cand) && stats::better_p_value(improved, regressed) <= ask.next_alpha
+        self.keeps_categories(ask, served, cand) && emend_stats::better_p_value(improved, regressed) <= ask.next_alpha
     }
 
     /// True when `cand` keeps every category of the search part within the
@@ -416,7 +416,7 @@ impl JumpProposer {
             e.1 += usize::from(a);
             e.2 += usize::from(b);
         }
-        per.values().all(|&(n, a, b)| stats::keeps_category(a, b, n, self.settings.category_drop_max))
+        per.values().all(|&(n, a, b)| emend_stats::keeps_category(a, b, n, self.settings.category_drop_max))
     }
 }
 
@@ -583,7 +583,7 @@ impl JumpProposer {
         }
         let (improved, regressed) = cand.discordant(served, n);
         self.keeps_categories(ask, served, cand)
-            && stats::noninferiority_test(improved, regressed, n as u64, margin, ask.next_alpha).noninferior
+            && emend_stats::noninferiority_test(improved, regressed, n as u64, margin, ask.next_alpha).noninferior
     }
 
     /// The cheaper step: prunes its start toward the served strategy (a

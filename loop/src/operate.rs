@@ -11,13 +11,13 @@
 //! with [`served::apply_rollback`] (journal first, then the file) and run
 //! the `on_served` hook.
 
+use emend_journal::EventLog;
 use emend_model::artifact;
 use emend_model::config::Project;
 use emend_model::events::Event;
 use emend_model::schema::StrategySchema;
 use emend_model::served::{self, FileState, ServedError};
 use emend_model::store::{Store, StoreError};
-use journal::EventLog;
 
 use crate::hooks;
 

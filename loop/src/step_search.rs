@@ -48,7 +48,7 @@ use emend_model::planner::Plan;
 use emend_model::records::question_results;
 use emend_model::schema::{Direction, FieldKind, StrategySchema};
 use emend_model::search::{self, Domain, Move, Space, Tpe, TpeConfig};
-use emend_model::stats::TaskKey;
+use emend_stats::TaskKey;
 
 /// Per screened candidate (by index): the largest rung it reached and its accuracy there.
 type Reached = BTreeMap<usize, (usize, f64)>;
@@ -464,7 +464,7 @@ impl SearchProposer {
     }
 
     /// True when `doc` keeps every category of the search part within the
-    /// confirm test's floor ([`emend_model::stats::keeps_category`]).
+    /// confirm test's floor ([`emend_stats::keeps_category`]).
     fn keeps_categories(&self, ask: &Ask<'_>, doc: &Value) -> bool {
         let Some(known) = self.results.get(&artifact::content_hash(doc)) else { return false };
         let mut per: BTreeMap<&str, (usize, usize, usize)> = BTreeMap::new();
@@ -474,9 +474,8 @@ impl SearchProposer {
             e.1 += usize::from(r.correct);
             e.2 += usize::from(known.get(&r.id).is_some_and(|k| k.correct));
         }
-        per.values().all(|&(n, served, cand)| {
-            emend_model::stats::keeps_category(served, cand, n, self.settings.category_drop_max)
-        })
+        per.values()
+            .all(|&(n, served, cand)| emend_stats::keeps_category(served, cand, n, self.settings.category_drop_max))
     }
 
     /// True when `doc`'s gain over the served strategy on the whole search
@@ -495,7 +494,7 @@ impl SearchProposer {
                 _ => {}
             }
         }
-        emend_model::stats::better_p_value(improved, regressed) <= ask.next_alpha
+        emend_stats::better_p_value(improved, regressed) <= ask.next_alpha
     }
 
     fn fruitless(&mut self) -> Option<Proposed> {

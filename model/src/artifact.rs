@@ -30,7 +30,7 @@ pub const METADATA_KEYS: [&str; 2] = ["version", "parent"];
 #[derive(Debug, Clone)]
 pub struct Artifact {
     /// The harness's typed view (built-in schema only; external harnesses have none).
-    pub strategy: Option<harness::Strategy>,
+    pub strategy: Option<emend_harness::Strategy>,
     /// The document as read, metadata included, key order kept.
     pub value: Value,
     /// Content hash (hex SHA-256), metadata excluded.
@@ -41,7 +41,7 @@ pub struct Artifact {
 
 impl Artifact {
     /// The typed strategy; errors for artifacts of external harnesses.
-    pub fn typed(&self) -> Result<&harness::Strategy, ArtifactError> {
+    pub fn typed(&self) -> Result<&emend_harness::Strategy, ArtifactError> {
         self.strategy.as_ref().ok_or_else(|| ArtifactError {
             origin: format!("strategy {}", &self.hash[..12]),
             kind: ArtifactErrorKind::Invalid(vec![Problem::new("(root)", "not a built-in harness strategy")]),
@@ -148,7 +148,7 @@ pub fn from_value(origin: &str, value: Value, schema: &StrategySchema) -> Result
         return Err(fail(ArtifactErrorKind::Invalid(problems)));
     }
     let strategy = if is_builtin(schema) {
-        Some(serde_json::from_value::<harness::Strategy>(value.clone()).map_err(|e| {
+        Some(serde_json::from_value::<emend_harness::Strategy>(value.clone()).map_err(|e| {
             fail(ArtifactErrorKind::Invalid(vec![Problem::new("(root)", format!("does not fit the harness: {e}"))]))
         })?)
     } else {

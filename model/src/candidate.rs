@@ -14,7 +14,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::critic::CriticLabel;
 use crate::gates::Gate;
-use crate::stats::{self, CategoryDelta, McNemarTest, RuleKind};
+use emend_stats::{self, CategoryDelta, McNemarTest, RuleKind};
 
 /// The hypothesis of a candidate record that retests a pending version
 /// against the version served now (`emend approve --retest`).
@@ -232,8 +232,8 @@ pub struct RuleRecord {
     pub detail: String,
 }
 
-impl From<&stats::Rule> for RuleRecord {
-    fn from(r: &stats::Rule) -> Self {
+impl From<&emend_stats::Rule> for RuleRecord {
+    fn from(r: &emend_stats::Rule) -> Self {
         RuleRecord {
             name: Rule::Stats(r.name),
             category: r.category.clone(),
@@ -276,13 +276,13 @@ pub struct FullRecord {
     pub accept: bool,
     /// The one-sided exact test on the confirm part (absent in pre-split journals).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub confirm: Option<stats::BetterTest>,
+    pub confirm: Option<emend_stats::BetterTest>,
     /// The LORD++ test this confirm test was (index, alpha, wealth after).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lord: Option<stats::LordTest>,
+    pub lord: Option<emend_stats::LordTest>,
     /// The CR2 cluster check by conversation, reported whether or not it is required.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cluster: Option<stats::ClusterCheck>,
+    pub cluster: Option<emend_stats::ClusterCheck>,
     /// Older runs only: what Thresholdout let flow back into the search after
     /// an accept. Never written now and never read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -290,15 +290,15 @@ pub struct FullRecord {
     /// Mean context tokens a question of the baseline and the candidate on
     /// the confirm part: the cost change the record accepted or refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost: Option<stats::Cost>,
+    pub cost: Option<emend_stats::Cost>,
     /// Under `cost.objective: utility`, the utility test that decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub utility: Option<stats::UtilityTest>,
+    pub utility: Option<emend_stats::UtilityTest>,
     /// For a `cheaper` candidate, the non-inferiority test that decided; under
     /// `cost.objective: utility` by question, the exact test of the accuracy
     /// difference against the worth of the token difference (its margin).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub noninferior: Option<stats::NonInferiorTest>,
+    pub noninferior: Option<emend_stats::NonInferiorTest>,
 }
 
 /// An accepted candidate's confirm-part gain adjusted for the winner's
@@ -309,7 +309,7 @@ pub struct FullRecord {
 pub struct AdjustedGain {
     pub estimate: f64,
     /// `median_unbiased` (the question-level exact test's conditional
-    /// median-unbiased estimate, [`stats::adjusted_gain`]) or `lower_bound`
+    /// median-unbiased estimate, [`emend_stats::adjusted_gain`]) or `lower_bound`
     /// (the test's own one-sided lower confidence bound, for the probe and
     /// conversation units, which have no adjusted estimate).
     pub method: &'static str,
@@ -361,9 +361,9 @@ impl FullRecord {
     /// predates the confirm test.
     pub fn adjusted_gain(&self) -> Option<AdjustedGain> {
         let c = self.confirm.as_ref().filter(|c| c.better)?;
-        Some(if c.unit == stats::TestUnit::Question {
+        Some(if c.unit == emend_stats::TestUnit::Question {
             AdjustedGain {
-                estimate: stats::adjusted_gain(c.improved, c.regressed, c.questions, c.alpha),
+                estimate: emend_stats::adjusted_gain(c.improved, c.regressed, c.questions, c.alpha),
                 method: "median_unbiased",
             }
         } else {
@@ -379,7 +379,7 @@ impl FullRecord {
     }
 
     /// The record of `cmp` with the engine's own rules (`extra`) appended.
-    pub fn new(cmp: &stats::Comparison, extra: &[RuleRecord], alpha: f64) -> FullRecord {
+    pub fn new(cmp: &emend_stats::Comparison, extra: &[RuleRecord], alpha: f64) -> FullRecord {
         let p = &cmp.paired;
         let ex = |ids: &[String]| ids.iter().take(20).cloned().collect::<Vec<_>>();
         let mut rules: Vec<RuleRecord> = cmp.verdict.rules.iter().map(RuleRecord::from).collect();
@@ -421,11 +421,11 @@ impl FullRecord {
     /// cluster check when required, the floors against v1). Accepts only when
     /// every kept rule passes.
     pub fn confirm(
-        cmp: &stats::Comparison,
+        cmp: &emend_stats::Comparison,
         extra: &[RuleRecord],
-        test: stats::BetterTest,
-        lord: stats::LordTest,
-        cluster: stats::ClusterCheck,
+        test: emend_stats::BetterTest,
+        lord: emend_stats::LordTest,
+        cluster: emend_stats::ClusterCheck,
     ) -> FullRecord {
         let mut r = FullRecord::new(cmp, &[], test.alpha);
         r.rules.retain(|x| {

@@ -12,7 +12,7 @@ use crate::candidate::Resolution;
 use crate::config::GateConfig;
 use crate::config::SplitConfig;
 use crate::events::{CandidateRecord, QuestionResult};
-use crate::stats::{self, Gamma, Lord, LordConfig, TaskKey};
+use emend_stats::{self, Gamma, Lord, LordConfig, TaskKey};
 
 /// The two parts of the task set, as id sets and sorted id lists.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,7 +24,7 @@ pub struct Parts {
     /// Questions in the whole task set.
     pub n: usize,
     /// The design the parts were drawn with (`auto` resolved).
-    pub design: stats::SplitDesign,
+    pub design: emend_stats::SplitDesign,
     /// Conversations in the task set, and in the confirm part.
     pub conversations: usize,
     pub confirm_conversations: usize,
@@ -37,31 +37,31 @@ impl Parts {
     /// (`<question>@<checkpoint>`): the split is drawn over the probes, and
     /// every observation of a probe goes to its probe's part (on endpoint
     /// ids, the split of old).
-    pub fn of(results: &[QuestionResult], config: &SplitConfig) -> Result<Parts, stats::SplitError> {
+    pub fn of(results: &[QuestionResult], config: &SplitConfig) -> Result<Parts, emend_stats::SplitError> {
         let mut seen = BTreeSet::new();
         let keys: Vec<TaskKey> = results
             .iter()
-            .filter(|q| seen.insert(harness::replay::probe_of(&q.id)))
+            .filter(|q| seen.insert(emend_harness::replay::probe_of(&q.id)))
             .map(|q| {
                 TaskKey::new(
-                    harness::replay::probe_of(&q.id).to_string(),
+                    emend_harness::replay::probe_of(&q.id).to_string(),
                     q.conversation.clone().unwrap_or_default(),
                     q.category.clone(),
                 )
             })
             .collect();
         let conversations = keys.iter().map(|k| k.conversation.as_str()).collect::<BTreeSet<_>>().len();
-        let design = stats::SplitDesign {
+        let design = emend_stats::SplitDesign {
             unit: config.unit.resolve(&keys, config),
             confirm_fraction: config.confirm_fraction,
             seed: config.seed,
         };
-        let s = stats::split_by(&keys, &design)?;
+        let s = emend_stats::split_by(&keys, &design)?;
         let confirm_probes: BTreeSet<&str> = s.confirm.iter().map(String::as_str).collect();
         let (mut search, mut confirm) = (BTreeSet::new(), BTreeSet::new());
         let mut confirm_convs = BTreeSet::new();
         for q in results {
-            if confirm_probes.contains(harness::replay::probe_of(&q.id)) {
+            if confirm_probes.contains(emend_harness::replay::probe_of(&q.id)) {
                 confirm.insert(q.id.clone());
                 confirm_convs.insert(q.conversation.as_deref().unwrap_or(""));
             } else {
@@ -112,7 +112,7 @@ pub struct ConfirmState {
     pub questions: u64,
     /// The last confirm test's unit and how many of them it had: under
     /// replay a test counts probes, not the confirm part's observations.
-    pub last_unit: Option<(stats::TestUnit, u64)>,
+    pub last_unit: Option<(emend_stats::TestUnit, u64)>,
 }
 
 impl ConfirmState {
@@ -169,19 +169,19 @@ impl ConfirmState {
     /// rate is 0).
     pub fn next_mde(&self, n: u64) -> Option<f64> {
         let q = self.discordance().filter(|&q| q > 0.0)?;
-        stats::minimum_detectable_effect(n, q, self.lord.next_alpha(), 0.8)
+        emend_stats::minimum_detectable_effect(n, q, self.lord.next_alpha(), 0.8)
     }
 
     /// What the next confirm test counts and how many: under longitudinal
     /// replay the probes of the last test (the confirm part's size counts
     /// observations, which are not independent); otherwise the confirm
     /// part's `part_size` questions.
-    pub fn test_units(&self, part_size: Option<u64>) -> (stats::TestUnit, Option<u64>) {
+    pub fn test_units(&self, part_size: Option<u64>) -> (emend_stats::TestUnit, Option<u64>) {
         match self.last_unit {
-            Some((stats::TestUnit::Probe, probes)) => (stats::TestUnit::Probe, Some(probes)),
+            Some((emend_stats::TestUnit::Probe, probes)) => (emend_stats::TestUnit::Probe, Some(probes)),
             // The sign-flip test's power is not the question-level formula's.
-            Some((stats::TestUnit::Conversation, _)) => (stats::TestUnit::Conversation, None),
-            _ => (stats::TestUnit::Question, part_size),
+            Some((emend_stats::TestUnit::Conversation, _)) => (emend_stats::TestUnit::Conversation, None),
+            _ => (emend_stats::TestUnit::Question, part_size),
         }
     }
 }
@@ -216,7 +216,7 @@ mod tests {
         assert_eq!(p.search.len() + p.confirm.len(), 40);
         assert!(p.search.is_disjoint(&p.confirm));
         assert_eq!(p.confirm.len(), 19, "binomial around 20 (pinned by the hash)");
-        assert_eq!((p.design.unit, p.conversations, p.confirm_conversations), (stats::SplitUnit::Question, 2, 2));
+        assert_eq!((p.design.unit, p.conversations, p.confirm_conversations), (emend_stats::SplitUnit::Question, 2, 2));
         assert_eq!(p, Parts::of(&rs, &half()).unwrap());
         let other = Parts::of(&rs, &SplitConfig { seed: 7, ..half() }).unwrap();
         assert_ne!(p.confirm, other.confirm);
@@ -226,7 +226,7 @@ mod tests {
         let many: Vec<QuestionResult> =
             (0..120).map(|i| result(&format!("q{i:03}"), &format!("c{}", i / 3), "a")).collect();
         let p = Parts::of(&many, &half()).unwrap();
-        assert_eq!(p.design.unit, stats::SplitUnit::Conversation);
+        assert_eq!(p.design.unit, emend_stats::SplitUnit::Conversation);
         let conv = |id: &String| many.iter().find(|q| &q.id == id).unwrap().conversation.clone();
         let confirm: BTreeSet<_> = p.confirm.iter().map(conv).collect();
         assert!(p.search.iter().all(|id| !confirm.contains(&conv(id))), "no conversation in both parts");
@@ -244,7 +244,7 @@ mod tests {
         let p = Parts::of(&rs, &half()).unwrap();
         assert_eq!(p.search.len() + p.confirm.len(), rs.len());
         let probes = |ids: &BTreeSet<String>| -> BTreeSet<String> {
-            ids.iter().map(|id| harness::replay::probe_of(id).to_string()).collect()
+            ids.iter().map(|id| emend_harness::replay::probe_of(id).to_string()).collect()
         };
         assert!(probes(&p.search).is_disjoint(&probes(&p.confirm)));
         assert_eq!(probes(&p.confirm).len(), 20);
@@ -262,16 +262,16 @@ mod tests {
     fn under_replay_the_next_test_counts_probes_not_observations() {
         let g = GateConfig::default();
         let mut full = sample_full(0.01, false, &[]);
-        full.confirm = Some(stats::better_test(60, 20, 400, 0.01));
+        full.confirm = Some(emend_stats::better_test(60, 20, 400, 0.01));
         let endpoint = ConfirmState::replay(&g, &[record("a", full.clone())]);
-        assert_eq!(endpoint.test_units(Some(400)), (stats::TestUnit::Question, Some(400)));
-        let mut probe = stats::better_test(60, 20, 400, 0.01);
-        probe.unit = stats::TestUnit::Probe;
+        assert_eq!(endpoint.test_units(Some(400)), (emend_stats::TestUnit::Question, Some(400)));
+        let mut probe = emend_stats::better_test(60, 20, 400, 0.01);
+        probe.unit = emend_stats::TestUnit::Probe;
         full.confirm = Some(probe);
         let replay = ConfirmState::replay(&g, &[record("a", full)]);
         // The confirm part holds 1,600 observations of those 400 probes.
         let (unit, n) = replay.test_units(Some(1600));
-        assert_eq!((unit, n), (stats::TestUnit::Probe, Some(400)));
+        assert_eq!((unit, n), (emend_stats::TestUnit::Probe, Some(400)));
         assert!(replay.next_mde(400).unwrap() > replay.next_mde(1600).unwrap());
     }
 
@@ -284,7 +284,7 @@ mod tests {
             let t = live.test(p);
             let mut full = sample_full(0.0, t.accepted, &[]);
             full.lord = Some(t);
-            full.confirm = Some(stats::better_test(3, 1, 40, t.alpha));
+            full.confirm = Some(emend_stats::better_test(3, 1, 40, t.alpha));
             let mut r = record(&format!("c{i}"), full);
             r.outcome = if t.accepted { Resolution::Accepted } else { Resolution::Rejected };
             records.push(r);

@@ -4,11 +4,11 @@
 //! (`status`, `show`, `log`, `pending`, `diff`, `evolve`'s summary, the report)
 //! prints this one figure, so none can disagree with another.
 
-use journal::EventLog;
+use emend_journal::EventLog;
 use serde::{Deserialize, Serialize};
 
-use crate::stats::Cost;
 use crate::store::{Best, Result, Store};
+use emend_stats::Cost;
 
 /// Another version's mean context tokens and the ratio of this one's to them.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

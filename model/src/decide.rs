@@ -304,7 +304,7 @@ pub fn events(
 mod tests {
     use super::*;
     use crate::candidate::Rule;
-    use crate::stats::RuleKind;
+    use emend_stats::RuleKind;
 
     fn full(delta: f64, accept: bool, failed: &[Rule]) -> FullRecord {
         crate::candidate::sample_full(delta, accept, failed)

@@ -7,7 +7,7 @@
 //! Events carry everything their projections need, so every store can be
 //! rebuilt from the events alone. Keys zero-pad numbers so they sort.
 
-use journal::{EventRecord, NewEvent, ProjectError, ProjectionState, Projector};
+use emend_journal::{EventRecord, NewEvent, ProjectError, ProjectionState, Projector};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -93,7 +93,7 @@ pub enum Event {
         /// Under longitudinal replay, the lifecycle schedule the evaluation ran
         /// (append-only, no maintenance, no query side effects, the recency clock).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        lifecycle: Option<Box<harness::replay::Lifecycle>>,
+        lifecycle: Option<Box<emend_harness::replay::Lifecycle>>,
     },
     /// The served pointer moved. For rollbacks this is the rollback record.
     ServedChanged {
@@ -605,7 +605,7 @@ fn stamp_actor(m: &mut serde_json::Map<String, Value>) {
 mod tests {
     use super::*;
     use crate::planner::Change;
-    use journal::{EventLog, MemoryJournal};
+    use emend_journal::{EventLog, MemoryJournal};
     use std::collections::BTreeMap;
 
     #[test]

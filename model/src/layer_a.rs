@@ -242,8 +242,8 @@ mod tests {
         }
     }
 
-    fn covered(source: &[&str], kept: &[&str]) -> Option<harness::outcome::AnswerCoverage> {
-        Some(harness::outcome::AnswerCoverage {
+    fn covered(source: &[&str], kept: &[&str]) -> Option<emend_harness::outcome::AnswerCoverage> {
+        Some(emend_harness::outcome::AnswerCoverage {
             source: source.iter().map(|s| s.to_string()).collect(),
             kept: kept.iter().map(|s| s.to_string()).collect(),
             memory: vec![],

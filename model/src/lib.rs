@@ -48,7 +48,3 @@ pub mod steps;
 pub mod stop;
 pub mod store;
 pub mod usage;
-
-/// The paired statistics live in their own crate (`emend-stats`), which knows
-/// nothing of the engine; `emend_model::stats::...` paths reach it.
-pub use stats;

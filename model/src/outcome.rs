@@ -51,7 +51,7 @@ pub struct OutcomeRecord {
     /// The gold answer's terms in the source turns and in the memory that
     /// reached the context (Layer A's source_only / full_coverage test).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub answer_coverage: Option<harness::outcome::AnswerCoverage>,
+    pub answer_coverage: Option<emend_harness::outcome::AnswerCoverage>,
     /// The intent the pipeline read from the question (trace counter of the intent overrides).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intent: Option<String>,
@@ -90,8 +90,8 @@ impl OutcomeRecord {
 
 /// The built-in harness's outcome as the engine's record: the same fields
 /// `emend eval --outcomes` writes, without a trip through JSON.
-impl From<&harness::Outcome> for OutcomeRecord {
-    fn from(o: &harness::Outcome) -> OutcomeRecord {
+impl From<&emend_harness::Outcome> for OutcomeRecord {
+    fn from(o: &emend_harness::Outcome) -> OutcomeRecord {
         OutcomeRecord {
             id: o.id.clone(),
             conversation: Some(o.conversation.clone()),
@@ -303,7 +303,7 @@ mod tests {
         bare["answer"] = json!(null);
         bare.as_object_mut().unwrap().remove("error");
         for v in [full, bare] {
-            let o: harness::Outcome = serde_json::from_value(v).unwrap();
+            let o: emend_harness::Outcome = serde_json::from_value(v).unwrap();
             let via_json: OutcomeRecord = serde_json::from_value(serde_json::to_value(&o).unwrap()).unwrap();
             assert_eq!(OutcomeRecord::from(&o), via_json);
         }

@@ -228,8 +228,8 @@ pub fn evolve(
     if let Some(model) = &field.needs_model
         && !roles.iter().any(|r| r == model)
     {
-        let reason = if model == "minilm" && !harness::minilm::BUILT {
-            format!("{} needs the minilm model: {}", plan.path, harness::minilm::NOT_BUILT)
+        let reason = if model == "minilm" && !emend_harness::minilm::BUILT {
+            format!("{} needs the minilm model: {}", plan.path, emend_harness::minilm::NOT_BUILT)
         } else {
             format!(
                 "{} needs the {model} model installed (EMEND_MINILM_DIR or harness.minilm_dir), which is not",

@@ -30,8 +30,6 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::stats;
-
 /// The two-sided level of every prediction's interval.
 pub const LEVEL: f64 = 0.95;
 
@@ -220,25 +218,25 @@ impl PredictionRecord {
 pub fn judge(
     text: &str,
     items: &[Predicted],
-    base: &[stats::Outcome],
-    cand: &[stats::Outcome],
+    base: &[emend_stats::Outcome],
+    cand: &[emend_stats::Outcome],
     resamples: u32,
     seed: u64,
 ) -> PredictionRecord {
     let verdicts = items
         .iter()
         .map(|p| {
-            let of = |o: &[stats::Outcome]| -> Vec<stats::Outcome> {
+            let of = |o: &[emend_stats::Outcome]| -> Vec<emend_stats::Outcome> {
                 o.iter().filter(|q| q.category == p.category).cloned().collect()
             };
-            let ci = stats::pair(&of(base), &of(cand)).ok().and_then(|paired| {
-                let config = stats::BootstrapConfig {
-                    unit: stats::BootstrapUnit::Question,
+            let ci = emend_stats::pair(&of(base), &of(cand)).ok().and_then(|paired| {
+                let config = emend_stats::BootstrapConfig {
+                    unit: emend_stats::BootstrapUnit::Question,
                     resamples: resamples.max(1),
                     seed,
                     level: LEVEL,
                 };
-                stats::paired_bootstrap(&paired, &config).ok().map(|ci| (paired.n(), ci))
+                emend_stats::paired_bootstrap(&paired, &config).ok().map(|ci| (paired.n(), ci))
             });
             match ci {
                 Some((n, ci)) => CategoryVerdict {
@@ -327,11 +325,11 @@ mod tests {
         assert!(!holds(Claim::AtLeast(-0.02), -0.03, -0.06, 0.0));
     }
 
-    fn outcomes(category: &str, correct: &[bool]) -> Vec<stats::Outcome> {
+    fn outcomes(category: &str, correct: &[bool]) -> Vec<emend_stats::Outcome> {
         correct
             .iter()
             .enumerate()
-            .map(|(i, &c)| stats::Outcome {
+            .map(|(i, &c)| emend_stats::Outcome {
                 id: format!("{category}{i}"),
                 conversation: None,
                 category: category.into(),

@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 use crate::events::{EvalSummary, Event, QuestionResult};
 use crate::layer_a;
 use crate::outcome::Evaluation;
-use crate::stats;
 
 /// Per-question results of an evaluation, with Layer A labels.
 pub fn question_results(eval: &Evaluation) -> Vec<QuestionResult> {
@@ -48,9 +47,9 @@ pub fn summarize(results: &[QuestionResult]) -> EvalSummary {
 }
 
 /// The paired statistics' view of a recorded result (the crate boundary of `stats`).
-impl From<&QuestionResult> for stats::Outcome {
+impl From<&QuestionResult> for emend_stats::Outcome {
     fn from(q: &QuestionResult) -> Self {
-        stats::Outcome {
+        emend_stats::Outcome {
             id: q.id.clone(),
             conversation: q.conversation.clone(),
             category: q.category.clone(),

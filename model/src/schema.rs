@@ -307,7 +307,7 @@ impl StrategySchema {
 
     pub fn from_str(origin: &str, text: &str) -> Result<StrategySchema, SchemaError> {
         let err = |message: String| SchemaError { origin: origin.to_string(), message };
-        let raw: Value = harness::strict_json::from_str(text).map_err(|e| err(format!("not JSON: {e}")))?;
+        let raw: Value = emend_harness::strict_json::from_str(text).map_err(|e| err(format!("not JSON: {e}")))?;
         let validator = jsonschema::options()
             .with_draft(jsonschema::Draft::Draft202012)
             .build(&raw)

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use journal::EventLog;
+use emend_journal::EventLog;
 use serde_json::Value;
 
 use crate::artifact::{self, Artifact};

@@ -29,28 +29,31 @@ impl SetupError {
         SetupError { message: message.into(), source: Some(Box::new(source)) }
     }
 
-    pub fn exit_class(&self) -> journal::ErrorClass {
-        journal::ErrorClass::BadInput
+    pub fn exit_class(&self) -> emend_journal::ErrorClass {
+        emend_journal::ErrorClass::BadInput
     }
 }
 
 /// Free bytes the caches leave on their file system: the journal's reserve
-/// ([`journal::DEFAULT_MIN_FREE_BYTES`], below which it refuses to write) plus
+/// ([`emend_journal::DEFAULT_MIN_FREE_BYTES`], below which it refuses to write) plus
 /// [`CACHE_MARGIN_BYTES`] for the journal's own growth, so a cache never locks
 /// the project. The one figure every cache (stage, dataset, embedding, model
 /// reply) uses.
-pub const CACHE_FLOOR_BYTES: u64 = journal::DEFAULT_MIN_FREE_BYTES + CACHE_MARGIN_BYTES;
+pub const CACHE_FLOOR_BYTES: u64 = emend_journal::DEFAULT_MIN_FREE_BYTES + CACHE_MARGIN_BYTES;
 /// What the caches leave free above the journal's reserve.
 pub const CACHE_MARGIN_BYTES: u64 = 8 * 1024 * 1024;
 
 /// The floor every project cache keeps ([`CACHE_FLOOR_BYTES`], by `statvfs`).
-pub fn cache_floor() -> harness::space::Floor {
-    harness::space::Floor::statvfs(CACHE_FLOOR_BYTES)
+pub fn cache_floor() -> emend_harness::space::Floor {
+    emend_harness::space::Floor::statvfs(CACHE_FLOOR_BYTES)
 }
 
 /// Adds the project's persistent stage cache (`.emend/cache/stages/`, at most
 /// `harness.stage_cache_mb`; none when that is 0). Call after plugging in models.
-pub fn with_stage_cache(evaluator: harness::Evaluator, project: &Project) -> Result<harness::Evaluator, SetupError> {
+pub fn with_stage_cache(
+    evaluator: emend_harness::Evaluator,
+    project: &Project,
+) -> Result<emend_harness::Evaluator, SetupError> {
     let mb = project.config.harness.stage_cache_mb;
     if mb == 0 {
         return Ok(evaluator);
@@ -63,14 +66,14 @@ pub fn with_stage_cache(evaluator: harness::Evaluator, project: &Project) -> Res
 
 /// The project's cache of parsed task sets (`.emend/cache/stages/datasets/`,
 /// under the same `harness.stage_cache_mb` bound as the stage cache; none
-/// when that is 0): see [`harness::dataset::load_path_cached`].
-pub fn dataset_cache(project: &Project) -> Result<Option<harness::cache::DiskCache>, SetupError> {
+/// when that is 0): see [`emend_harness::dataset::load_path_cached`].
+pub fn dataset_cache(project: &Project) -> Result<Option<emend_harness::cache::DiskCache>, SetupError> {
     let mb = project.config.harness.stage_cache_mb;
     if mb == 0 {
         return Ok(None);
     }
     let root = project.cache_dir().join("stages");
-    harness::cache::DiskCache::open_named(&root, "datasets", mb.saturating_mul(1024 * 1024))
+    emend_harness::cache::DiskCache::open_named(&root, "datasets", mb.saturating_mul(1024 * 1024))
         .map(|c| Some(c.with_floor(cache_floor())))
         .map_err(|e| SetupError::new(format!("{}: cannot create the dataset cache: {e}", root.display())))
 }
@@ -82,14 +85,18 @@ pub fn dataset_cache(project: &Project) -> Result<Option<harness::cache::DiskCac
 /// under the same size bound); outside one they are not kept. A directory
 /// that is given but missing or malformed is bad input, naming the setting
 /// and the file. Call after [`with_stage_cache`] or before: they are independent.
-pub fn with_minilm(evaluator: harness::Evaluator, project: Option<&Project>) -> Result<harness::Evaluator, SetupError> {
+pub fn with_minilm(
+    evaluator: emend_harness::Evaluator,
+    project: Option<&Project>,
+) -> Result<emend_harness::Evaluator, SetupError> {
     let configured = project.and_then(|p| p.config.harness.minilm_dir.as_ref().map(|d| p.dir.join(d)));
-    let Some((dir, setting)) = harness::minilm::locate(configured) else { return Ok(evaluator) };
-    let mut model = harness::minilm::MiniLm::load(&dir).map_err(|e| SetupError::new(format!("{setting}: {e}")))?;
+    let Some((dir, setting)) = emend_harness::minilm::locate(configured) else { return Ok(evaluator) };
+    let mut model =
+        emend_harness::minilm::MiniLm::load(&dir).map_err(|e| SetupError::new(format!("{setting}: {e}")))?;
     if let Some(p) = project.filter(|p| p.config.harness.stage_cache_mb > 0) {
         let root = p.cache_dir().join("stages");
         let name = format!("minilm-{}", &model.hash()[..16]);
-        let cache = harness::cache::DiskCache::open_named(
+        let cache = emend_harness::cache::DiskCache::open_named(
             &root,
             &name,
             p.config.harness.stage_cache_mb.saturating_mul(1024 * 1024),
@@ -101,15 +108,15 @@ pub fn with_minilm(evaluator: harness::Evaluator, project: Option<&Project>) -> 
 }
 
 /// `builtin` or a LoCoMo-format file (relative paths against `base`).
-pub fn load_tasks(tasks: &str, base: &Path) -> Result<harness::Dataset, SetupError> {
-    load_tasks_limited(tasks, base, harness::dataset::DEFAULT_MAX_DATASET_BYTES)
+pub fn load_tasks(tasks: &str, base: &Path) -> Result<emend_harness::Dataset, SetupError> {
+    load_tasks_limited(tasks, base, emend_harness::dataset::DEFAULT_MAX_DATASET_BYTES)
 }
 
 /// [`load_tasks`] with the size limit of `harness.max_dataset_mb`.
-pub fn load_tasks_limited(tasks: &str, base: &Path, limit: u64) -> Result<harness::Dataset, SetupError> {
+pub fn load_tasks_limited(tasks: &str, base: &Path, limit: u64) -> Result<emend_harness::Dataset, SetupError> {
     if tasks == "builtin" {
-        return Ok(harness::Dataset::builtin());
+        return Ok(emend_harness::Dataset::builtin());
     }
     let path = base.join(tasks);
-    harness::dataset::load_path_limited(&path, limit).map_err(|e| SetupError::new(format!("harness.tasks: {e}")))
+    emend_harness::dataset::load_path_limited(&path, limit).map_err(|e| SetupError::new(format!("harness.tasks: {e}")))
 }

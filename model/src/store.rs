@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use journal::{EventLog, JournalError};
+use emend_journal::{EventLog, JournalError};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -32,10 +32,10 @@ pub enum StoreError {
 
 impl StoreError {
     /// How the CLI should exit on this error: the journal's own class, else a failed run.
-    pub fn exit_class(&self) -> journal::ErrorClass {
+    pub fn exit_class(&self) -> emend_journal::ErrorClass {
         match self {
             StoreError::Journal(j) => j.exit_class(),
-            StoreError::Corrupt(_) => journal::ErrorClass::Failed,
+            StoreError::Corrupt(_) => emend_journal::ErrorClass::Failed,
         }
     }
 }

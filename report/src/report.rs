@@ -20,7 +20,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use journal::EventLog;
+use emend_journal::EventLog;
 use serde_json::Value;
 
 use crate::texts::{QuestionText, unified_diff};
@@ -158,7 +158,7 @@ pub struct ReportData {
     /// Versions waiting for approval: (version, hash).
     pub pending: Vec<(u64, String)>,
     /// When the served evaluation is a longitudinal replay: its results by checkpoint.
-    pub checkpoints: Vec<harness::replay::CheckpointSummary>,
+    pub checkpoints: Vec<emend_harness::replay::CheckpointSummary>,
     /// How the Layer A labels moved from the start to the served strategy
     /// (their recorded evaluations under the best pointer's harness).
     pub shift: Option<emend_model::layer_a::Shift>,
@@ -557,21 +557,21 @@ fn served_checkpoints<L: EventLog + ?Sized>(
     log: &L,
     hash: &str,
     best: &Best,
-) -> Result<Vec<harness::replay::CheckpointSummary>, StoreError> {
+) -> Result<Vec<emend_harness::replay::CheckpointSummary>, StoreError> {
     let results = recorded_results(log, hash, best)?.unwrap_or_default();
-    let observed: Vec<harness::replay::Observed> = results
+    let observed: Vec<emend_harness::replay::Observed> = results
         .iter()
         .filter_map(|q| {
-            Some(harness::replay::Observed {
+            Some(emend_harness::replay::Observed {
                 conversation: q.conversation.clone().unwrap_or_default(),
                 id: q.id.clone(),
-                checkpoint: harness::replay::checkpoint_of(&q.id)?,
+                checkpoint: emend_harness::replay::checkpoint_of(&q.id)?,
                 correct: Some(q.correct),
                 context_tokens: q.tokens.map(|t| t.round() as u32),
             })
         })
         .collect();
-    Ok(harness::replay::checkpoint_summaries(&observed))
+    Ok(emend_harness::replay::checkpoint_summaries(&observed))
 }
 
 /// Where a stage sits in the fail-fast order: blocked, gates (in their
@@ -650,9 +650,9 @@ fn ratio(nc: Option<(usize, usize)>) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use emend_journal::MemoryJournal;
     use emend_model::events::{EngineProjector, EvalSummary};
-    use emend_model::stats::RuleKind;
-    use journal::MemoryJournal;
+    use emend_stats::RuleKind;
     use serde_json::json;
 
     #[test]

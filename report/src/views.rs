@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use journal::EventLog;
+use emend_journal::EventLog;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -380,7 +380,7 @@ pub struct LogCandidate {
     pub adjusted: Option<emend_model::candidate::AdjustedGain>,
     /// The confirm part's mean context tokens, served and candidate, when the confirm test ran.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub cost: Option<emend_model::stats::Cost>,
+    pub cost: Option<emend_stats::Cost>,
     /// What a priced or cheaper candidate showed ([`emend_model::candidate::FullRecord::claim_summary`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub claim: Option<String>,
@@ -465,7 +465,7 @@ pub struct LogView {
 }
 
 /// Whether a `strategy_versioned` record has this origin.
-fn origin_is(record: &journal::EventRecord, origin: &str) -> bool {
+fn origin_is(record: &emend_journal::EventRecord, origin: &str) -> bool {
     record.payload.get("origin").and_then(Value::as_str) == Some(origin)
 }
 
@@ -569,7 +569,7 @@ impl LogView {
 
 /// A serving event's line of the log (pending, quarantine, review, supersession,
 /// interruption, retest, hook failure, a search that sent nothing on); `None` for the rest.
-fn serving_entry(record: &journal::EventRecord, event: Event) -> Option<LogEntry> {
+fn serving_entry(record: &emend_journal::EventRecord, event: Event) -> Option<LogEntry> {
     let seq = record.seq;
     // `who` is the OS account; a declared actor (`--by`, EMEND_ACTOR) is shown beside it.
     let declared = record.payload.get("by").and_then(Value::as_str);

@@ -8,9 +8,9 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use emend_stats::{BootstrapConfig, BootstrapUnit, CompareConfig, Outcome, Thresholds, compare};
 use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
-use stats::{BootstrapConfig, BootstrapUnit, CompareConfig, Outcome, Thresholds, compare};
 
 const QUESTIONS: usize = 2_000;
 const CONVERSATIONS: usize = 40;

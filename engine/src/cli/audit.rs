@@ -1,5 +1,5 @@
 //! `emend audit`: the mechanism-fidelity audit of the served strategy on the
-//! project's task set (`engine::audit`): per mechanism, its trace counts
+//! project's task set (`emend_loop::audit`): per mechanism, its trace counts
 //! (eligible, executed, produced, selected, included), its mechanistic
 //! outcome (`contributing`, `unexercised`, `defective`, `never_isolated`) and
 //! its quality attribution (`contributing`, `harmful`, `inconclusive`,
@@ -12,8 +12,8 @@ use std::path::Path;
 use clap::Args;
 use serde_json::json;
 
-use engine::audit::{Buildup, MechanismAudit};
-use engine::exit;
+use emend_loop::audit::{Buildup, MechanismAudit};
+use emend_model::exit;
 
 use super::{CmdResult, Failure, common, inspect, term};
 
@@ -35,7 +35,7 @@ pub fn run(args: &AuditArgs, project_dir: Option<&Path>) -> CmdResult {
     let head = format!("strategy {}{:.12}", served.version.map_or(String::new(), |v| format!("v{v} ")), served.hash);
     if args.buildup {
         let live = term::Live::start("buildup (one evaluation per step)", !args.json);
-        let b = engine::audit::buildup(&schema, backend.as_ref(), &served, None).map_err(Failure::failed)?;
+        let b = emend_loop::audit::buildup(&schema, backend.as_ref(), &served, None).map_err(Failure::failed)?;
         drop(live);
         if args.json {
             common::print_json(&json!({"strategy_hash": served.hash, "version": served.version, "buildup": b}));
@@ -44,16 +44,17 @@ pub fn run(args: &AuditArgs, project_dir: Option<&Path>) -> CmdResult {
         }
         return Ok(exit::OK);
     }
-    let harness = engine::evolve::harness_facts(&project.config.harness);
+    let harness = emend_loop::evolve::harness_facts(&project.config.harness);
     let live = term::Live::start("auditing mechanisms (one contrast evaluation each)", !args.json);
-    let audits = engine::audit::audit(&schema, backend.as_ref(), &served, None, &harness).map_err(Failure::failed)?;
+    let audits =
+        emend_loop::audit::audit(&schema, backend.as_ref(), &served, None, &harness).map_err(Failure::failed)?;
     drop(live);
     if args.json {
         common::print_json(&json!({
             "strategy_hash": served.hash,
             "version": served.version,
             "correction": "holm",
-            "alpha": engine::audit::ALPHA,
+            "alpha": emend_loop::audit::ALPHA,
             "mechanisms": audits,
         }));
         return Ok(exit::OK);
@@ -91,7 +92,7 @@ fn print_audit(head: &str, audits: &[MechanismAudit]) {
          mechanisms (alpha {})",
         audits.first().map_or(0, |a| a.trace.questions),
         audits.iter().filter(|a| a.adjusted_p.is_some()).count(),
-        engine::audit::ALPHA
+        emend_loop::audit::ALPHA
     );
 }
 

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::json;
 
-use engine::exit;
+use emend_model::exit;
 
 use super::{CmdResult, Failure, common};
 

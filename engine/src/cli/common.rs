@@ -3,15 +3,15 @@
 
 use std::path::Path;
 
-use engine::backend::Backend;
-use engine::config::Project;
-use engine::events::EngineProjector;
-use engine::evolve::EvolveError;
-use engine::schema::StrategySchema;
-use engine::served::ServedError;
-use engine::setup::SetupError;
-use engine::store::StoreError;
-use journal::{ErrorClass, JournalError, ReadView, SledJournal};
+use emend_eval::backend::Backend;
+use emend_journal::{ErrorClass, JournalError, ReadView, SledJournal};
+use emend_loop::evolve::EvolveError;
+use emend_model::config::Project;
+use emend_model::events::EngineProjector;
+use emend_model::schema::StrategySchema;
+use emend_model::served::ServedError;
+use emend_model::setup::SetupError;
+use emend_model::store::StoreError;
 
 use super::Failure;
 
@@ -45,7 +45,7 @@ pub fn optional_project(dir: Option<&Path>, no_project: bool) -> Result<Option<P
         Some(d) => Some(d.to_path_buf()),
         None => {
             let cwd = std::env::current_dir().map_err(Failure::failed)?;
-            cwd.ancestors().find(|d| d.join(engine::config::CONFIG_FILE).is_file()).map(Path::to_path_buf)
+            cwd.ancestors().find(|d| d.join(emend_model::config::CONFIG_FILE).is_file()).map(Path::to_path_buf)
         }
     };
     found.map(|d| Project::open(&d).map_err(Failure::bad_input)).transpose()
@@ -73,9 +73,9 @@ pub fn setup_failure(project: &Project, e: SetupError) -> Failure {
 /// The one place an error's class becomes an exit code.
 pub fn classified(class: ErrorClass, error: impl Into<anyhow::Error>) -> Failure {
     let code = match class {
-        ErrorClass::BadInput => engine::exit::BAD_INPUT,
-        ErrorClass::Locked => engine::exit::LOCKED,
-        ErrorClass::Failed => engine::exit::FAILED,
+        ErrorClass::BadInput => emend_model::exit::BAD_INPUT,
+        ErrorClass::Locked => emend_model::exit::LOCKED,
+        ErrorClass::Failed => emend_model::exit::FAILED,
     };
     Failure { code, error: error.into() }
 }
@@ -93,10 +93,9 @@ pub fn error_line(error: &anyhow::Error) -> String {
             line.push_str(&text);
         }
     }
-    if error
-        .chain()
-        .any(|c| matches!(c.downcast_ref::<journal::ErrorKind>(), Some(journal::ErrorKind::DiskFull { .. })))
-    {
+    if error.chain().any(|c| {
+        matches!(c.downcast_ref::<emend_journal::ErrorKind>(), Some(emend_journal::ErrorKind::DiskFull { .. }))
+    }) {
         line.push_str("; `emend cache clear` empties emend's caches (.emend/cache/), which are recomputed when needed");
     }
     line
@@ -121,7 +120,7 @@ pub fn served_failure(e: ServedError) -> Failure {
 pub fn writer(project: &Project) -> Result<SledJournal, Failure> {
     let dir = project.journal_dir();
     std::fs::create_dir_all(&dir).map_err(|e| Failure::failed(anyhow::anyhow!("{}: {e}", dir.display())))?;
-    let log = journal::open_writer(&dir, EngineProjector).map_err(journal_failure)?;
+    let log = emend_journal::open_writer(&dir, EngineProjector).map_err(journal_failure)?;
     if let Some(expected) = &project.config.journal.expect_head
         && !log.contains_hash(expected).map_err(journal_failure)?
     {
@@ -143,7 +142,7 @@ pub struct Takeover {
     pub preempt: bool,
     /// Wait for the journal while another process holds it, for up to DURATION (`--wait=30m`; default 10m), instead of exiting 3.
     #[arg(long, value_name = "DURATION", num_args = 0..=1, require_equals = true, default_missing_value = "10m",
-          value_parser = engine::config::parse_duration)]
+          value_parser = emend_model::config::parse_duration)]
     pub wait: Option<std::time::Duration>,
 }
 
@@ -153,7 +152,7 @@ const PREEMPT_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
 /// Every refusal of an operator's command, run on a view of the journal
 /// before anything is written: the read view before `--preempt` asks a
 /// running `evolve` to stop (or `--wait` waits), the writer's view after.
-pub type Refusals<'a> = &'a dyn Fn(&dyn journal::EventLog) -> Result<(), Failure>;
+pub type Refusals<'a> = &'a dyn Fn(&dyn emend_journal::EventLog) -> Result<(), Failure>;
 
 /// Opens the journal for an operator's command (`rollback`, `restore-best`,
 /// `approve`): at once, or after asking a running `evolve` to stop
@@ -185,25 +184,25 @@ fn takeover_writer(
     let deadline = std::time::Instant::now() + patience;
     let mut asked: Option<u32> = None;
     loop {
-        match journal::open_writer(&dir, EngineProjector) {
+        match emend_journal::open_writer(&dir, EngineProjector) {
             Ok(log) => {
                 if let Some(pid) = asked {
-                    engine::stop::clear_request(&dir, pid);
+                    emend_model::stop::clear_request(&dir, pid);
                 }
                 return Ok(log);
             }
             Err(e) => {
-                let journal::ErrorKind::Locked { pid, .. } = e.kind() else { return Err(journal_failure(e)) };
+                let emend_journal::ErrorKind::Locked { pid, .. } = e.kind() else { return Err(journal_failure(e)) };
                 let pid = *pid;
                 if how.preempt && pid != 0 && asked != Some(pid) {
-                    let request = engine::stop::StopRequest {
+                    let request = emend_model::stop::StopRequest {
                         pid,
                         by_pid: std::process::id(),
-                        who: engine::events::who(),
+                        who: emend_model::events::who(),
                         command: command.to_string(),
-                        at: engine::events::now_rfc3339(),
+                        at: emend_model::events::now_rfc3339(),
                     };
-                    engine::stop::write_request(&dir, &request).map_err(|e| {
+                    emend_model::stop::write_request(&dir, &request).map_err(|e| {
                         Failure::failed(anyhow::anyhow!("{}: writing the stop request: {e}", dir.display()))
                     })?;
                     eprintln!("asked pid {pid}, which holds the journal, to stop; waiting for it");
@@ -211,7 +210,7 @@ fn takeover_writer(
                 }
                 if std::time::Instant::now() >= deadline {
                     if let Some(pid) = asked {
-                        engine::stop::clear_request(&dir, pid);
+                        emend_model::stop::clear_request(&dir, pid);
                     }
                     let mut failure = journal_failure(e);
                     failure.error = failure.error.context(format!("waited {}s for the journal", patience.as_secs()));
@@ -227,8 +226,8 @@ fn takeover_writer(
 /// committed batch, read without the journal's lock (a running `evolve` is never disturbed,
 /// and a read-only project directory is enough).
 pub fn reader(project: &Project) -> Result<ReadView, Failure> {
-    journal::open_view(project.journal_dir(), EngineProjector).map_err(|e| {
-        if matches!(e.kind(), journal::ErrorKind::NotFound { .. }) {
+    emend_journal::open_view(project.journal_dir(), EngineProjector).map_err(|e| {
+        if matches!(e.kind(), emend_journal::ErrorKind::NotFound { .. }) {
             Failure::bad_input(anyhow::anyhow!(
                 "{}: no journal yet (run `emend evolve` or `emend init` first)",
                 project.journal_dir().display()
@@ -248,7 +247,7 @@ static JSON_PRINTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBo
 /// itself stands and the exit code does not move).
 pub fn warn_hook_failures<'a>(failures: impl IntoIterator<Item = &'a String>) {
     for message in failures {
-        eprintln!("warning: {}", engine::sanitize::escape_controls(message));
+        eprintln!("warning: {}", emend_model::sanitize::escape_controls(message));
     }
 }
 
@@ -287,7 +286,7 @@ pub fn check_output_dir(flag: &str, path: &Path) -> Result<(), Failure> {
 /// Writes an output file atomically under [`check_output_dir`]'s rule.
 pub fn write_output(flag: &str, path: &Path, bytes: &[u8]) -> Result<(), Failure> {
     check_output_dir(flag, path)?;
-    engine::artifact::write_atomic(path, bytes)
+    emend_model::artifact::write_atomic(path, bytes)
         .map_err(|e| Failure::failed(anyhow::anyhow!("{flag} {}: cannot write: {e}", path.display())))
 }
 

@@ -20,16 +20,16 @@
 //! the bootstrap draws every observation of a question together. Runs whose
 //! observation ids differ are refused, as runs whose question ids differ are.
 //! On such outcomes (whatever `--unit`) the gate test takes the probe as its
-//! unit, as the gate does under replay (`stats::better_test_by_probe`).
+//! unit, as the gate does under replay (`emend_stats::better_test_by_probe`).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, anyhow};
-use engine::exit;
-use engine::percent::{percent, points};
-use engine::stats::{
+use emend_model::exit;
+use emend_model::percent::{percent, points};
+use emend_stats::{
     self, BootstrapConfig, BootstrapUnit, CategoryDelta, CompareConfig, Comparison, Cost, Outcome, Thresholds,
 };
 use serde::Serialize;
@@ -95,7 +95,7 @@ pub fn run(args: &CompareArgs) -> CmdResult {
     let base = read_run(&args.base, needs_conversation).map_err(Failure::bad_input)?;
     let cand = read_run(&args.cand, needs_conversation).map_err(Failure::bad_input)?;
     let cost = cost(&base, &cand, args.cost_bound.is_some()).map_err(Failure::bad_input)?;
-    let comparison = stats::compare(&base.outcomes, &cand.outcomes, &config, cost.as_ref())
+    let comparison = emend_stats::compare(&base.outcomes, &cand.outcomes, &config, cost.as_ref())
         .with_context(|| format!("comparing {} (baseline) with {} (candidate)", base.name, cand.name))
         .map_err(Failure::bad_input)?;
     let gate = GateVerdict::of(&comparison, args.alpha);
@@ -191,7 +191,7 @@ struct Record {
 }
 
 fn parse_line(line: &str) -> anyhow::Result<Record> {
-    let value: Value = harness::strict_json::from_str(line).map_err(|e| anyhow!("not valid JSON: {e}"))?;
+    let value: Value = emend_harness::strict_json::from_str(line).map_err(|e| anyhow!("not valid JSON: {e}"))?;
     let Value::Object(fields) = value else {
         return Err(anyhow!("expected a JSON object, got {}", shown(&value)));
     };
@@ -257,7 +257,7 @@ fn no_tokens(name: &str, line: usize) -> anyhow::Error {
 /// in place of the two-sided McNemar and the bootstrap interval, then the
 /// comparison's category and cost rules.
 struct GateVerdict {
-    test: stats::BetterTest,
+    test: emend_stats::BetterTest,
     rules: Vec<RuleRow>,
     accept: bool,
 }
@@ -278,7 +278,7 @@ impl GateVerdict {
     fn of(c: &Comparison, alpha: f64) -> GateVerdict {
         let p = &c.paired;
         // Outcomes of a replay (ids `<question>@<checkpoint>`) are tested by probe, as the gate does.
-        let test = stats::gate_test(p, alpha, stats::has_observation_ids(p));
+        let test = emend_stats::gate_test(p, alpha, emend_stats::has_observation_ids(p));
         let detail = match &test.probe {
             None => format!(
                 "one-sided exact p = {} vs alpha {alpha} ({} improved, {} regressed of {}; lower bound {:+.4})",
@@ -308,11 +308,9 @@ impl GateVerdict {
             pass: test.better,
             detail,
         }];
-        let kept = c
-            .verdict
-            .rules
-            .iter()
-            .filter(|r| !matches!(r.name, stats::RuleKind::McnemarPBelowAlpha | stats::RuleKind::CiExcludesZero));
+        let kept = c.verdict.rules.iter().filter(|r| {
+            !matches!(r.name, emend_stats::RuleKind::McnemarPBelowAlpha | emend_stats::RuleKind::CiExcludesZero)
+        });
         rules.extend(kept.map(|r| RuleRow {
             name: r.name.name().to_string(),
             category: r.category.clone(),
@@ -347,9 +345,9 @@ struct Report<'a> {
     resamples: u32,
     seed: u64,
     /// The gate's one-sided exact test of "better" (decides).
-    confirm_better: stats::BetterTest,
+    confirm_better: emend_stats::BetterTest,
     /// The two-sided McNemar test, for information (decides nothing).
-    mcnemar_test: stats::McNemarTest,
+    mcnemar_test: emend_stats::McNemarTest,
     mcnemar_p: f64,
     mcnemar_exact_p: f64,
     mcnemar_chi_square_p: Option<f64>,
@@ -488,28 +486,28 @@ fn human(
     out
 }
 
-/// Which McNemar test decided (exact below [`stats::EXACT_BELOW`] discordant pairs), its
+/// Which McNemar test decided (exact below [`emend_stats::EXACT_BELOW`] discordant pairs), its
 /// p-value, and the other test's for comparison.
-fn mcnemar_line(m: &stats::McNemar) -> String {
+fn mcnemar_line(m: &emend_stats::McNemar) -> String {
     let discordant = m.improved + m.regressed;
     let test = match m.test {
-        stats::McNemarTest::Exact => {
-            format!("exact binomial ({discordant} discordant < {})", stats::EXACT_BELOW)
+        emend_stats::McNemarTest::Exact => {
+            format!("exact binomial ({discordant} discordant < {})", emend_stats::EXACT_BELOW)
         }
-        stats::McNemarTest::ChiSquare => {
-            format!("chi-square, continuity-corrected ({discordant} discordant >= {})", stats::EXACT_BELOW)
+        emend_stats::McNemarTest::ChiSquare => {
+            format!("chi-square, continuity-corrected ({discordant} discordant >= {})", emend_stats::EXACT_BELOW)
         }
     };
     let other = match (m.test, m.chi_square_p) {
-        (stats::McNemarTest::ChiSquare, _) => format!("  (exact p = {})", p_value(m.exact_p)),
-        (stats::McNemarTest::Exact, Some(chi)) => format!("  (chi-square p = {})", p_value(chi)),
-        (stats::McNemarTest::Exact, None) => String::new(),
+        (emend_stats::McNemarTest::ChiSquare, _) => format!("  (exact p = {})", p_value(m.exact_p)),
+        (emend_stats::McNemarTest::Exact, Some(chi)) => format!("  (chi-square p = {})", p_value(chi)),
+        (emend_stats::McNemarTest::Exact, None) => String::new(),
     };
     format!("McNemar   {test}, two-sided, for information: p = {}{other}", p_value(m.p_value))
 }
 
 /// Accuracy per category, baseline against candidate.
-fn category_table(p: &stats::Paired) -> String {
+fn category_table(p: &emend_stats::Paired) -> String {
     let rows = p
         .per_category()
         .iter()

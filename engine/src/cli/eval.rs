@@ -2,7 +2,7 @@
 //! harness and prints accuracy, per-category figures, context cost and the
 //! unresolved evidence; `--outcomes` writes the per-question traces (JSONL).
 //! `--protocol replay` replays conversations with checkpoints (see
-//! `harness::replay`): outcomes are then per observation (`<question>@<checkpoint>`),
+//! `emend_harness::replay`): outcomes are then per observation (`<question>@<checkpoint>`),
 //! and the report adds accuracy and context tokens by checkpoint and the final accuracy.
 //!
 //! Standalone (no project, or `--no-project`): no journal is needed, and the
@@ -22,15 +22,15 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::anyhow;
-use harness::strategy::JudgeKind;
-use harness::{Category, CategoryScore, Dataset, EvalError, Evaluation, Evaluator, HarnessSettings};
+use emend_harness::strategy::JudgeKind;
+use emend_harness::{Category, CategoryScore, Dataset, EvalError, Evaluation, Evaluator, HarnessSettings};
 use serde_json::{Value, json};
 
-use engine::config::{HarnessKind, Project};
-use engine::llm::{Models, Usage};
+use emend_eval::llm::{Models, Usage};
+use emend_model::config::{HarnessKind, Project};
 
 use super::{CmdResult, Failure, common, term};
-use engine::percent::percent;
+use emend_model::percent::percent;
 
 /// `--judge`: the harness's own judge type, with a line of help per value.
 fn judge_parser() -> impl clap::builder::TypedValueParser<Value = JudgeKind> {
@@ -92,7 +92,7 @@ enum ProtocolArg {
 
 /// What the arguments resolve to: files read and checked, and the project.
 struct Resolved {
-    strategy: harness::Strategy,
+    strategy: emend_harness::Strategy,
     strategy_hash: String,
     dataset: Dataset,
     settings: HarnessSettings,
@@ -102,24 +102,26 @@ struct Resolved {
 fn resolve(args: &EvalArgs, project: Option<Project>) -> Result<Resolved, Failure> {
     let schema = match &project {
         Some(p) => common::schema(p)?,
-        None => engine::schema::StrategySchema::builtin(),
+        None => emend_model::schema::StrategySchema::builtin(),
     };
-    let artifact = engine::artifact::load_file(&args.strategy, &schema).map_err(Failure::bad_input)?;
+    let artifact = emend_model::artifact::load_file(&args.strategy, &schema).map_err(Failure::bad_input)?;
     let strategy = artifact.typed().map_err(Failure::bad_input)?.clone();
     let project = project.map(with_models).transpose()?;
-    let tasks = args.tasks.as_deref().unwrap_or(harness::dataset::BUILTIN_NAME);
-    let dataset = if tasks == harness::dataset::BUILTIN_NAME {
+    let tasks = args.tasks.as_deref().unwrap_or(emend_harness::dataset::BUILTIN_NAME);
+    let dataset = if tasks == emend_harness::dataset::BUILTIN_NAME {
         Dataset::builtin()
     } else {
         let path = Path::new(tasks);
         // Inside a project, a task set already parsed is decoded from its cache.
         let cache = match &project {
-            Some((p, _)) => engine::setup::dataset_cache(p).map_err(Failure::failed)?,
+            Some((p, _)) => emend_model::setup::dataset_cache(p).map_err(Failure::failed)?,
             None => None,
         };
         match &cache {
-            Some(c) => harness::dataset::load_path_cached(path, harness::dataset::DEFAULT_MAX_DATASET_BYTES, c),
-            None => harness::load_path(path),
+            Some(c) => {
+                emend_harness::dataset::load_path_cached(path, emend_harness::dataset::DEFAULT_MAX_DATASET_BYTES, c)
+            }
+            None => emend_harness::load_path(path),
         }
         .map_err(Failure::bad_input)?
     };
@@ -131,8 +133,8 @@ fn resolve(args: &EvalArgs, project: Option<Project>) -> Result<Resolved, Failur
         include_adversarial: args.include_adversarial,
         conversations: args.conversations.clone(),
         protocol: match args.protocol {
-            ProtocolArg::Endpoint => harness::Protocol::Endpoint,
-            ProtocolArg::Replay => harness::Protocol::Replay { every_sessions: args.every_sessions },
+            ProtocolArg::Endpoint => emend_harness::Protocol::Endpoint,
+            ProtocolArg::Replay => emend_harness::Protocol::Replay { every_sessions: args.every_sessions },
         },
         ..HarnessSettings::default()
     };
@@ -167,13 +169,14 @@ fn run_builtin(args: &EvalArgs, project: Option<Project>, start: Instant) -> Cmd
     let tasks_name = r.dataset.name().to_string();
     let mut evaluator = Evaluator::new(Arc::new(r.dataset), r.settings).map_err(Failure::bad_input)?;
     if let Some(m) = &models {
-        evaluator = engine::llm::pipeline::plug(evaluator, m);
+        evaluator = emend_eval::llm::pipeline::plug(evaluator, m);
     }
     // Inside a project, ingest and index outputs persist in its stage cache.
     if let Some((p, _)) = &project {
-        evaluator = engine::setup::with_stage_cache(evaluator, p).map_err(Failure::failed)?;
+        evaluator = emend_model::setup::with_stage_cache(evaluator, p).map_err(Failure::failed)?;
     }
-    evaluator = engine::setup::with_minilm(evaluator, project.as_ref().map(|p| &p.0)).map_err(Failure::bad_input)?;
+    evaluator =
+        emend_model::setup::with_minilm(evaluator, project.as_ref().map(|p| &p.0)).map_err(Failure::bad_input)?;
     let live = term::Live::start(
         &format!(
             "evaluating {} on {tasks_name} ({} {})",
@@ -193,7 +196,7 @@ fn run_builtin(args: &EvalArgs, project: Option<Project>, start: Instant) -> Cmd
         other => Failure::failed(other),
     })?;
     if let Some(out) = &args.outcomes {
-        let text = harness::outcome::to_jsonl(&eval.outcomes);
+        let text = emend_harness::outcome::to_jsonl(&eval.outcomes);
         super::common::write_output("--outcomes", out, text.as_bytes())?;
     }
     let elapsed_ms = start.elapsed().as_millis() as u64;
@@ -201,9 +204,9 @@ fn run_builtin(args: &EvalArgs, project: Option<Project>, start: Instant) -> Cmd
     let usage = models.as_ref().map(|m| m.usage()).unwrap_or_default();
     let lifecycle = (args.protocol == ProtocolArg::Replay).then(|| {
         let held: std::collections::BTreeSet<&str> = eval.outcomes.iter().map(|o| o.conversation.as_str()).collect();
-        let samples: Vec<harness::dataset::Sample> =
+        let samples: Vec<emend_harness::dataset::Sample> =
             evaluator.dataset().samples().iter().filter(|s| held.contains(s.id.as_str())).cloned().collect();
-        harness::replay::Lifecycle::new(args.every_sessions, r.strategy.retrieve.recency_half_life_days, &samples)
+        emend_harness::replay::Lifecycle::new(args.every_sessions, r.strategy.retrieve.recency_half_life_days, &samples)
             .with_maintenance(&r.strategy.ingest.consolidate)
     });
     if args.json {
@@ -233,7 +236,7 @@ fn run_builtin(args: &EvalArgs, project: Option<Project>, start: Instant) -> Cmd
             "{errors} of {n} questions have no verdict (model calls failed; see `error` in the outcomes)"
         )));
     }
-    Ok(engine::exit::OK)
+    Ok(emend_model::exit::OK)
 }
 
 struct Hashes<'a> {
@@ -259,7 +262,7 @@ fn json_report(args: &EvalArgs, tasks: &str, e: &Evaluation, h: &Hashes<'_>, usa
         "strategy_hash": h.strategy,
         "dataset_hash": h.dataset,
         "harness_hash": h.harness,
-        "harness_version": harness::HARNESS_VERSION,
+        "harness_version": emend_harness::HARNESS_VERSION,
         "memory": e.memory,
         "cache": e.cache,
         "outcomes": args.outcomes.as_ref().map(|p| p.display().to_string()),
@@ -282,7 +285,7 @@ fn json_report(args: &EvalArgs, tasks: &str, e: &Evaluation, h: &Hashes<'_>, usa
 
 /// The questions a replay observed.
 fn probes(e: &Evaluation) -> usize {
-    e.outcomes.iter().map(|o| harness::replay::probe_of(&o.id)).collect::<std::collections::BTreeSet<_>>().len()
+    e.outcomes.iter().map(|o| emend_harness::replay::probe_of(&o.id)).collect::<std::collections::BTreeSet<_>>().len()
 }
 
 fn human_report(
@@ -306,7 +309,7 @@ fn human_report(
         dataset.samples().len(),
         &h.dataset[..12]
     );
-    out += &format!("harness    {}  (sha256 {})\n\n", harness::HARNESS_VERSION, &h.harness[..12]);
+    out += &format!("harness    {}  (sha256 {})\n\n", emend_harness::HARNESS_VERSION, &h.harness[..12]);
     if args.protocol == ProtocolArg::Replay {
         let cps = e.checkpoints();
         out += &format!(

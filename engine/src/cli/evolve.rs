@@ -1,18 +1,18 @@
 //! `emend init` and `emend evolve`: create a project, run the loop.
 //!
-//! A project is created by `engine::init::init` (checked before anything is
+//! A project is created by `emend_loop::init::init` (checked before anything is
 //! written, undone on failure); this module builds its request, prints what
 //! it created and maps its errors to exit codes.
 
 use std::path::{Path, PathBuf};
 
-use engine::artifact;
-use engine::config::{self, Project};
-use engine::evolve::{Evolution, Progress, RunOptions};
-use engine::exit;
-use engine::init::{InitError, InitRequest, Initialized};
-use engine::schema::StrategySchema;
-use engine::served;
+use emend_loop::evolve::{Evolution, Progress, RunOptions};
+use emend_loop::init::{InitError, InitRequest, Initialized};
+use emend_model::artifact;
+use emend_model::config::{self, Project};
+use emend_model::exit;
+use emend_model::schema::StrategySchema;
+use emend_model::served;
 use serde_json::json;
 
 use super::{CmdResult, Failure};
@@ -54,7 +54,7 @@ pub fn init(args: &InitArgs) -> CmdResult {
         harness_command: args.harness_command.clone(),
         conversations: args.conversations.clone(),
     };
-    let done = engine::init::init(&request).map_err(init_failure)?;
+    let done = emend_loop::init::init(&request).map_err(init_failure)?;
     print_initialized(&done, args.json);
     Ok(exit::OK)
 }
@@ -116,7 +116,7 @@ pub struct EvolveArgs {
     pub max_evals: Option<f64>,
     /// Stop once this much time has passed (e.g. `90s`, `15m`, `2h`): the round
     /// in flight finishes and the summary is printed.
-    #[arg(long, value_parser = engine::config::parse_duration)]
+    #[arg(long, value_parser = emend_model::config::parse_duration)]
     pub max_time: Option<std::time::Duration>,
     /// The split changed since the journal's last round (harness.split, or
     /// the unit `auto` resolved to): start a new LORD++ sequence on it, whose
@@ -139,28 +139,28 @@ fn parse_max_evals(s: &str) -> Result<f64, String> {
 }
 
 /// Opens the journal for writing, creating the first version when it is empty.
-pub fn open_initialized(project: &Project, schema: &StrategySchema) -> Result<journal::SledJournal, Failure> {
+pub fn open_initialized(project: &Project, schema: &StrategySchema) -> Result<emend_journal::SledJournal, Failure> {
     let mut log = common::writer(project)?;
-    engine::init::ensure_first_version(project, schema, &mut log).map_err(init_failure)?;
+    emend_loop::init::ensure_first_version(project, schema, &mut log).map_err(init_failure)?;
     Ok(log)
 }
 
 /// Under replay, the lifecycle schedule the run evaluated with (the served
 /// strategy's recency half-life says whether it ages).
-fn replay_lifecycle(project: &Project, log: &journal::SledJournal) -> Option<harness::replay::Lifecycle> {
-    let harness::Protocol::Replay { every_sessions } = project.config.harness.protocol() else { return None };
-    let store = engine::store::Store::new(log);
+fn replay_lifecycle(project: &Project, log: &emend_journal::SledJournal) -> Option<emend_harness::replay::Lifecycle> {
+    let emend_harness::Protocol::Replay { every_sessions } = project.config.harness.protocol() else { return None };
+    let store = emend_model::store::Store::new(log);
     let served = store.served().ok().flatten().and_then(|s| store.document(&s.hash).ok().flatten());
     let half_life = served
         .as_ref()
         .and_then(|d| d.pointer("/retrieve/recency_half_life_days").and_then(serde_json::Value::as_f64))
         .unwrap_or(0.0);
-    let consolidate: harness::strategy::Consolidate = served
+    let consolidate: emend_harness::strategy::Consolidate = served
         .as_ref()
         .and_then(|d| d.pointer("/ingest/consolidate"))
         .and_then(|c| serde_json::from_value(c.clone()).ok())
         .unwrap_or_default();
-    Some(harness::replay::Lifecycle::new(every_sessions, half_life, &[]).with_maintenance(&consolidate))
+    Some(emend_harness::replay::Lifecycle::new(every_sessions, half_life, &[]).with_maintenance(&consolidate))
 }
 
 pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
@@ -187,14 +187,14 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
     let mut progress = |p: Progress| {
         if let Progress::HookFailed { message, .. } = &p {
             // The change stands and the exit code does not move, so a quiet run says it too.
-            let line = format!("warning: {}", engine::sanitize::escape_controls(message));
+            let line = format!("warning: {}", emend_model::sanitize::escape_controls(message));
             live.println(anstyle::Style::new(), &line);
             return;
         }
         if args.quiet {
             return;
         }
-        if let Progress::Candidate { hypothesis, step: engine::progress::Step::Blocked { reason }, .. } = &p
+        if let Progress::Candidate { hypothesis, step: emend_loop::progress::Step::Blocked { reason }, .. } = &p
             && !notices.insert((hypothesis.clone(), reason.clone()))
         {
             return;
@@ -203,7 +203,7 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
         live.println(style, &line);
         live.status(status);
     };
-    let first_seq = journal::EventLog::head(&log).seq + 1;
+    let first_seq = emend_journal::EventLog::head(&log).seq + 1;
     // A rollback's changes stay rolled back: their fields are searched as locked at the served values.
     let frozen = served::frozen_by_rollback(&log, &schema).map_err(common::served_failure)?;
     if !frozen.is_empty() && !args.quiet {
@@ -218,7 +218,7 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
         Evolution { project: &project, schema: &search_schema, backend: backend.as_ref(), log: &mut log };
     let summary = evolution.run(&opts, &mut progress).map_err(common::evolve_failure)?;
     live.finish();
-    let stopped = summary.interrupted_round.and(engine::stop::requested());
+    let stopped = summary.interrupted_round.and(emend_model::stop::requested());
     let lifecycle = replay_lifecycle(&project, &log);
     if args.json {
         let changes = served_changes(&log, first_seq)?;
@@ -257,15 +257,15 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
 
 /// The run's exit code: 5 when every candidate errored, the stop's code when it was stopped, else 0;
 /// each with its line on stderr.
-fn exit_code(summary: &engine::evolve::RunSummary, stopped: Option<engine::stop::Cause>) -> u8 {
-    if summary.stopped == engine::evolve::Stopped::Errored {
+fn exit_code(summary: &emend_loop::evolve::RunSummary, stopped: Option<emend_model::stop::Cause>) -> u8 {
+    if summary.stopped == emend_loop::evolve::Stopped::Errored {
         let mut err = std::io::stderr().lock();
         term::write_or_stop(
             &mut err,
             &format!(
                 "stopped: errored: every one of the run's {} candidates errored; the first: {}\n",
                 summary.candidates,
-                engine::sanitize::escape_controls(summary.first_error.as_deref().unwrap_or("?"))
+                emend_model::sanitize::escape_controls(summary.first_error.as_deref().unwrap_or("?"))
             ),
         );
         return exit::ERRORED;
@@ -292,17 +292,18 @@ fn exit_code(summary: &engine::evolve::RunSummary, stopped: Option<engine::stop:
 /// closed output is an error the run handles, not a SIGPIPE that kills it;
 /// an operator's `--preempt` request for this process is watched for.
 pub(super) fn catch_stops(project: &Project) -> Result<(), Failure> {
-    engine::stop::catch_signals().map_err(|e| Failure::failed(anyhow::anyhow!("installing signal handlers: {e}")))?;
+    emend_model::stop::catch_signals()
+        .map_err(|e| Failure::failed(anyhow::anyhow!("installing signal handlers: {e}")))?;
     // SAFETY: setting a signal's disposition to ignore has no memory effects.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
-    engine::stop::watch_requests(project.journal_dir(), std::time::Duration::from_millis(100));
+    emend_model::stop::watch_requests(project.journal_dir(), std::time::Duration::from_millis(100));
     Ok(())
 }
 
 /// The run summary as people read it.
-fn render_summary(summary: &engine::evolve::RunSummary) -> String {
+fn render_summary(summary: &emend_loop::evolve::RunSummary) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     // Which rounds: none, one, or a range (an interrupted first round ran none).
@@ -364,11 +365,11 @@ fn render_summary(summary: &engine::evolve::RunSummary) -> String {
 }
 
 /// `evolve --help`'s list of every value `stopped` takes, with what the next run does
-/// (the README's list says the same).
+/// (docs/how-a-round-decides.md, "Why a run stopped", says the same).
 pub fn stopped_help() -> String {
     let mut out =
         String::from("Why a run stops (`stopped:` in the summary and in --json), and what the next run does:\n");
-    for s in engine::evolve::Stopped::ALL {
+    for s in emend_loop::evolve::Stopped::ALL {
         out.push_str(&format!("  {:<12} {}\n", s.as_str(), s.next_run()));
     }
     out.push_str(
@@ -379,7 +380,7 @@ pub fn stopped_help() -> String {
     out
 }
 
-/// Version of the layout of `emend evolve --json` (README, "The run summary"):
+/// Version of the layout of `emend evolve --json` (docs/how-a-round-decides.md, "The run summary"):
 /// raised when a field is removed or changes meaning, not when one is added.
 pub const SUMMARY_FORMAT: u64 = 1;
 
@@ -387,10 +388,10 @@ pub const SUMMARY_FORMAT: u64 = 1;
 /// the version served, the one it replaced, its parent and the fields that
 /// differ from the parent, and for an accepted candidate its confirmed delta
 /// and the alpha of its confirm test.
-fn served_changes(log: &journal::SledJournal, first_seq: u64) -> Result<Vec<serde_json::Value>, Failure> {
-    use engine::events::Event;
-    use journal::EventLog;
-    let store = engine::store::Store::new(log);
+fn served_changes(log: &emend_journal::SledJournal, first_seq: u64) -> Result<Vec<serde_json::Value>, Failure> {
+    use emend_journal::EventLog;
+    use emend_model::events::Event;
+    let store = emend_model::store::Store::new(log);
     let records = log.read_from(first_seq).map_err(common::journal_failure)?;
     let mut candidates = None;
     let mut out = Vec::new();

@@ -6,13 +6,13 @@ use std::fmt::Write as _;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use engine::events::T_LAYER_A;
-use engine::exit;
-use engine::planner::{self, PlannerSettings};
-use engine::served;
-use engine::store::Store;
-use engine::views::{ConfirmView, LogEntry, LogView, StatusView};
-use journal::EventLog;
+use emend_journal::EventLog;
+use emend_model::events::T_LAYER_A;
+use emend_model::exit;
+use emend_model::planner::{self, PlannerSettings};
+use emend_model::served;
+use emend_model::store::Store;
+use emend_report::views::{ConfirmView, LogEntry, LogView, StatusView};
 use serde_json::{Value, json};
 
 use super::common;
@@ -34,7 +34,7 @@ pub fn status(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
     if args.json {
         common::print_json(&serde_json::to_value(&view).expect("views serialize"));
     } else {
-        print!("{}", engine::sanitize::escape_controls(&render_status(&view)));
+        print!("{}", emend_model::sanitize::escape_controls(&render_status(&view)));
     }
     Ok(exit::OK)
 }
@@ -195,7 +195,7 @@ fn render_confirm(out: &mut String, c: &ConfirmView) {
         _ if c.mde_unit == "conversations" => writeln!(
             out,
             "minimum detectable effect: not computed for the test over conversations (its power by simulation: \
-             README, error control)"
+             docs/statistics.md, which population a guarantee covers)"
         ),
         _ => writeln!(out, "minimum detectable effect: unknown until a confirm test has observed a discordance rate"),
     };
@@ -212,7 +212,7 @@ pub fn escalations(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
     if args.json {
         common::print_json(&json!({ "escalations": list }));
     } else {
-        print!("{}", engine::sanitize::escape_controls(&render_escalations(&list)));
+        print!("{}", emend_model::sanitize::escape_controls(&render_escalations(&list)));
     }
     Ok(exit::OK)
 }
@@ -247,10 +247,10 @@ fn render_escalations(list: &[Value]) -> String {
 
 /// The served strategy as the journal has it, else the project's strategy file.
 pub(super) fn served_artifact(
-    project: &engine::config::Project,
-    schema: &engine::schema::StrategySchema,
-) -> Result<engine::artifact::Artifact, Failure> {
-    match journal::open_view(project.journal_dir(), engine::events::EngineProjector) {
+    project: &emend_model::config::Project,
+    schema: &emend_model::schema::StrategySchema,
+) -> Result<emend_model::artifact::Artifact, Failure> {
+    match emend_journal::open_view(project.journal_dir(), emend_model::events::EngineProjector) {
         Ok(log) => {
             let store = Store::new(&log);
             match store.served().map_err(common::store_failure)? {
@@ -260,11 +260,11 @@ pub(super) fn served_artifact(
                     a.version = Some(s.version);
                     Ok(a)
                 }
-                None => engine::artifact::load_file(&project.strategy_path(), schema).map_err(Failure::bad_input),
+                None => emend_model::artifact::load_file(&project.strategy_path(), schema).map_err(Failure::bad_input),
             }
         }
-        Err(e) if matches!(e.kind(), journal::ErrorKind::NotFound { .. }) => {
-            engine::artifact::load_file(&project.strategy_path(), schema).map_err(Failure::bad_input)
+        Err(e) if matches!(e.kind(), emend_journal::ErrorKind::NotFound { .. }) => {
+            emend_model::artifact::load_file(&project.strategy_path(), schema).map_err(Failure::bad_input)
         }
         Err(e) => Err(common::journal_failure(e)),
     }
@@ -279,7 +279,7 @@ pub fn hypotheses(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
     let effects = store.effects().map_err(common::store_failure)?;
     let served = store.served().map_err(common::store_failure)?;
     // Actionability from the served strategy's latest diagnosis.
-    let diagnosis: engine::layer_a::Diagnosis = match &served {
+    let diagnosis: emend_model::layer_a::Diagnosis = match &served {
         Some(s) => log
             .scan(T_LAYER_A, &format!("{}/", s.hash))
             .map_err(common::journal_failure)?
@@ -289,12 +289,12 @@ pub fn hypotheses(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
         None => Default::default(),
     };
     // The last round's digest, when it digested the served version: what the planner read.
-    let digest: Option<engine::digest::Digest> = store
+    let digest: Option<emend_model::digest::Digest> = store
         .rounds()
         .map_err(common::store_failure)?
         .pop()
         .and_then(|mut r| serde_json::from_value(r["digest"].take()).ok())
-        .filter(|d: &engine::digest::Digest| served.as_ref().is_some_and(|s| s.version == d.version));
+        .filter(|d: &emend_model::digest::Digest| served.as_ref().is_some_and(|s| s.version == d.version));
     let plans = planner::plan(
         &schema,
         &diagnosis,
@@ -389,7 +389,7 @@ pub fn render_log(view: &LogView) -> String {
                     };
                     match (&c.claim, &c.cost) {
                         (Some(claim), _) => gain = claim.clone(),
-                        (None, Some(cost)) => gain.push_str(&format!("; {}", engine::cost::describe_change(cost))),
+                        (None, Some(cost)) => gain.push_str(&format!("; {}", emend_model::cost::describe_change(cost))),
                         (None, None) => {}
                     }
                     let verdict = match (c.rejected_by, &c.review, c.version) {
@@ -398,7 +398,7 @@ pub fn render_log(view: &LogView) -> String {
                         (Some(by), ..) => format!("{} by {by}: {}", c.outcome, c.reason),
                     };
                     let _ = writeln!(out, "  {} {what}: {verdict}", c.id);
-                    if let Some(kept) = engine::views::kept_summary(&c.credits) {
+                    if let Some(kept) = emend_report::views::kept_summary(&c.credits) {
                         let _ = writeln!(out, "    {kept}");
                     }
                     if let Some(cr) = &c.critic {
@@ -443,7 +443,7 @@ pub fn log(args: &LogArgs, project_dir: Option<&Path>) -> CmdResult {
     if args.json {
         common::print_json(&serde_json::to_value(&view).expect("views serialize"));
     } else {
-        print!("{}", engine::sanitize::escape_controls(&render_log(&view)));
+        print!("{}", emend_model::sanitize::escape_controls(&render_log(&view)));
     }
     Ok(exit::OK)
 }
@@ -496,19 +496,19 @@ fn expected_in(log: &dyn EventLog, expected: Option<&str>) -> Result<Option<bool
 /// What `journal verify` found: its report, the head, whether the expected head is in the
 /// chain, what it checked, and why the view could not be compared with the store (`None`:
 /// it was compared).
-type Verified = (journal::VerifyReport, journal::Head, Option<bool>, &'static str, Option<String>);
+type Verified = (emend_journal::VerifyReport, emend_journal::Head, Option<bool>, &'static str, Option<String>);
 
 /// The view compared with the store when nobody writes to it. While a writer holds the
 /// store (or the directory is read-only) the view is checked on its own, and verification
 /// fails: the view could not be compared with the store.
-fn verified(project: &engine::config::Project, expect_head: Option<&str>) -> Result<Verified, Failure> {
-    match journal::open_reader(project.journal_dir(), engine::events::EngineProjector) {
+fn verified(project: &emend_model::config::Project, expect_head: Option<&str>) -> Result<Verified, Failure> {
+    match emend_journal::open_reader(project.journal_dir(), emend_model::events::EngineProjector) {
         Ok(log) => {
             let report = log.verify().map_err(common::journal_failure)?;
             let found = expected_in(&log, expect_head)?;
             Ok((report, log.head(), found, "the store and the read view", None))
         }
-        Err(e) if matches!(e.kind(), journal::ErrorKind::Locked { .. } | journal::ErrorKind::Io { .. }) => {
+        Err(e) if matches!(e.kind(), emend_journal::ErrorKind::Locked { .. } | emend_journal::ErrorKind::Io { .. }) => {
             let log = common::reader(project)?;
             let report = log.verify().map_err(common::journal_failure)?;
             let found = expected_in(&log, expect_head)?;
@@ -528,7 +528,9 @@ pub fn journal(cmd: &JournalCommand, project_dir: Option<&Path>) -> CmdResult {
             let anchor_ok = expected_found.unwrap_or(true);
             // A chain that verifies can still hold a serving state the next writer fails on.
             let serving = match report.is_ok() {
-                true => engine::served::serving_problems(&common::reader(&project)?).map_err(common::served_failure)?,
+                true => {
+                    emend_model::served::serving_problems(&common::reader(&project)?).map_err(common::served_failure)?
+                }
                 false => vec![],
             };
             let ok = report.is_ok() && anchor_ok && uncompared.is_none() && serving.is_empty();
@@ -540,7 +542,7 @@ pub fn journal(cmd: &JournalCommand, project_dir: Option<&Path>) -> CmdResult {
                     "events_checked": report.events_checked,
                     "first_broken_seq": report.chain_break.as_ref().map(|b| b.seq),
                     "view_first_differing_seq": match &report.view {
-                        journal::ViewCheck::Differs(d) => Some(d.seq),
+                        emend_journal::ViewCheck::Differs(d) => Some(d.seq),
                         _ => None,
                     },
                     "expected_head_found": expected_found,
@@ -560,7 +562,7 @@ pub fn journal(cmd: &JournalCommand, project_dir: Option<&Path>) -> CmdResult {
                 } else if !serving.is_empty() {
                     print!("journal {} FAILED verification, checked {what}:\n{report}", dir.display());
                     for problem in &serving {
-                        println!("serving state: {}", engine::sanitize::escape_controls(problem));
+                        println!("serving state: {}", emend_model::sanitize::escape_controls(problem));
                     }
                 } else if report.is_ok() {
                     print!("ok, checked {what}\n{report}");
@@ -638,13 +640,13 @@ impl AtSource {
     }
 }
 
-fn own_time(r: &journal::EventRecord) -> Option<&str> {
+fn own_time(r: &emend_journal::EventRecord) -> Option<&str> {
     r.payload.get("at").and_then(Value::as_str)
 }
 
-/// One exported line: the journal record (as `journal::export_jsonl` writes it,
+/// One exported line: the journal record (as `emend_journal::export_jsonl` writes it,
 /// so its hash still checks) followed by `at` and `at_source`.
-fn export_line(r: &journal::EventRecord, at: Option<&str>, source: AtSource) -> String {
+fn export_line(r: &emend_journal::EventRecord, at: Option<&str>, source: AtSource) -> String {
     let mut line = r.to_json_line();
     debug_assert!(line.ends_with('}'));
     line.pop();
@@ -663,7 +665,7 @@ fn export_with_times(log: &dyn EventLog, from: u64, out: &mut dyn Write) -> Resu
     let write = |out: &mut dyn Write, line: String| {
         out.write_all(line.as_bytes()).map_err(|e| Failure::failed(anyhow::anyhow!("writing the export: {e}")))
     };
-    let mut waiting: Vec<journal::EventRecord> = Vec::new();
+    let mut waiting: Vec<emend_journal::EventRecord> = Vec::new();
     let mut previous: Option<String> = None;
     let mut next = from.max(1);
     let mut written = 0u64;
@@ -718,14 +720,14 @@ fn last_time_before(log: &dyn EventLog, before: u64) -> Result<Option<String>, F
 #[cfg(test)]
 mod tests {
     use super::*;
-    use journal::{MemoryJournal, NewEvent, ProjectError, ProjectionState, Projector};
+    use emend_journal::{MemoryJournal, NewEvent, ProjectError, ProjectionState, Projector};
 
     struct Nothing;
     impl Projector for Nothing {
         fn trees(&self) -> Vec<String> {
             vec![]
         }
-        fn project(&self, _: &mut dyn ProjectionState, _: &journal::EventRecord) -> Result<(), ProjectError> {
+        fn project(&self, _: &mut dyn ProjectionState, _: &emend_journal::EventRecord) -> Result<(), ProjectError> {
             Ok(())
         }
     }
@@ -738,7 +740,7 @@ mod tests {
             .lines()
             .map(|l| {
                 let v: Value = serde_json::from_str(l).unwrap();
-                let record: journal::EventRecord = serde_json::from_value(json!({
+                let record: emend_journal::EventRecord = serde_json::from_value(json!({
                     "seq": v["seq"], "kind": v["kind"], "payload": v["payload"],
                     "prev_hash": v["prev_hash"], "hash": v["hash"]
                 }))

@@ -1,18 +1,18 @@
 //! `emend journal repair`: rebuild the read view from the store when it differs, and
 //! journal that it did.
 
-use journal::EventLog;
+use emend_journal::EventLog;
 use serde_json::json;
 
-use engine::config::Project;
-use engine::events::{EngineProjector, Event, now_rfc3339, who};
-use engine::exit;
+use emend_model::config::Project;
+use emend_model::events::{EngineProjector, Event, now_rfc3339, who};
+use emend_model::exit;
 
 use super::{CmdResult, common};
 
 pub fn repair(project: &Project, as_json: bool) -> CmdResult {
     let dir = project.journal_dir();
-    let (mut log, found) = journal::repair(&dir, EngineProjector).map_err(common::journal_failure)?;
+    let (mut log, found) = emend_journal::repair(&dir, EngineProjector).map_err(common::journal_failure)?;
     let Some(found) = found else {
         let head = log.head();
         if as_json {

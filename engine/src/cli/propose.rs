@@ -4,11 +4,11 @@
 
 use std::path::Path;
 
-use engine::candidate::Resolution;
-use engine::events::CandidateRecord;
-use engine::evolve::{Evolution, Progress, Proposal, ProposalOutcome};
-use engine::exit;
-use engine::served;
+use emend_loop::evolve::{Evolution, Progress, Proposal, ProposalOutcome};
+use emend_model::candidate::Resolution;
+use emend_model::events::CandidateRecord;
+use emend_model::exit;
+use emend_model::served;
 use serde_json::json;
 
 use super::{CmdResult, Failure};
@@ -45,7 +45,7 @@ impl ChangeArgs {
     /// The proposal, or a one-line bad-input error (a malformed field or prediction).
     pub fn proposal(&self) -> Result<Proposal, Failure> {
         let bad = |m: String| Failure::bad_input(anyhow::anyhow!(m));
-        let fields = self.fields.iter().map(|f| engine::evolve::parse_field(f)).collect::<Result<Vec<_>, _>>();
+        let fields = self.fields.iter().map(|f| emend_loop::evolve::parse_field(f)).collect::<Result<Vec<_>, _>>();
         Proposal::new(fields.map_err(bad)?, &self.predict, self.accept_unpredicted).map_err(bad)
     }
 }
@@ -58,7 +58,11 @@ pub fn run(args: &ProposeArgs, project_dir: Option<&Path>) -> CmdResult {
 }
 
 /// Tests `proposal` in `project` (the journal's writer lock held meanwhile).
-pub fn test(project: &engine::config::Project, proposal: &Proposal, quiet: bool) -> Result<ProposalOutcome, Failure> {
+pub fn test(
+    project: &emend_model::config::Project,
+    proposal: &Proposal,
+    quiet: bool,
+) -> Result<ProposalOutcome, Failure> {
     let schema = common::schema(project)?;
     let backend = common::backend(project, &schema)?;
     let mut log = evolve::open_initialized(project, &schema)?;
@@ -110,7 +114,7 @@ pub fn print(outcome: &ProposalOutcome, as_json: bool) -> CmdResult {
             "served": version.is_some_and(|v| v == outcome.summary.served_version),
         }));
     } else {
-        let mut text = format!("{}: {}\n", record.id, engine::sanitize::escape_controls(&record.reason));
+        let mut text = format!("{}: {}\n", record.id, emend_model::sanitize::escape_controls(&record.reason));
         if let Some(p) = &record.prediction {
             for v in &p.verdicts {
                 text.push_str(&format!("  {}\n", v.line()));

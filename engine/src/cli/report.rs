@@ -1,9 +1,9 @@
 //! `emend report`: the journal as one self-contained HTML file for a
-//! reviewer (built by `engine::report`), written atomically.
+//! reviewer (built by `emend_report::report`), written atomically.
 
 use std::path::{Path, PathBuf};
 
-use engine::exit;
+use emend_model::exit;
 use serde_json::json;
 
 use super::CmdResult;
@@ -23,10 +23,10 @@ pub fn run(args: &ReportArgs, project_dir: Option<&Path>) -> CmdResult {
     let project = common::project(project_dir)?;
     common::check_output_dir("--out", &args.out)?;
     let log = common::reader(&project)?;
-    let texts = engine::texts::question_texts(&project);
-    let data = engine::report::gather(&log, &texts).map_err(common::store_failure)?;
+    let texts = emend_report::texts::question_texts(&project);
+    let data = emend_report::report::gather(&log, &texts).map_err(common::store_failure)?;
     drop(log);
-    let html = engine::report::render(&data);
+    let html = emend_report::report::render(&data);
     common::write_output("--out", &args.out, html.as_bytes())?;
     if args.json {
         common::print_json(&json!({

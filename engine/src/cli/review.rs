@@ -1,8 +1,8 @@
 //! For the people who review and operate: `show` (what changed and why),
 //! `diff`, `rollback` and `restore-best`.
 //!
-//! A rollback runs in `engine::operate::rollback` and is applied by
-//! `engine::served::apply_rollback`: the journal record first, then the
+//! A rollback runs in `emend_loop::operate::rollback` and is applied by
+//! `emend_model::served::apply_rollback`: the journal record first, then the
 //! atomic rewrite of the served file; this module parses, prints and exits.
 //! A served file edited by hand is never overwritten silently: the command
 //! refuses (exit 2) unless `--force`, which journals the edit first.
@@ -10,17 +10,17 @@
 use std::path::{Path, PathBuf};
 
 use anstyle::Style;
-use engine::artifact;
-use engine::candidate::Resolution;
-use engine::config::Project;
-use engine::events::{CandidateRecord, Event};
-use engine::exit;
-use engine::operate::{self, Destination, HandEdit, Rollback, RollbackError, RollbackRequest, RolledBack};
-use engine::served;
-use engine::store::Store;
-use engine::texts;
-use engine::views::{self, QuestionView, ShowView, VersionView};
-use journal::EventLog;
+use emend_journal::EventLog;
+use emend_loop::operate::{self, Destination, HandEdit, Rollback, RollbackError, RollbackRequest, RolledBack};
+use emend_model::artifact;
+use emend_model::candidate::Resolution;
+use emend_model::config::Project;
+use emend_model::events::{CandidateRecord, Event};
+use emend_model::exit;
+use emend_model::served;
+use emend_model::store::Store;
+use emend_report::texts;
+use emend_report::views::{self, QuestionView, ShowView, VersionView};
 use serde_json::{Value, json};
 
 use super::common;
@@ -416,7 +416,7 @@ fn render_full(out: &mut String, c: &CandidateRecord) {
         ));
     }
     if let Some(cost) = &fu.cost {
-        out.push_str(&format!("  cost: {} on the confirm part\n", engine::cost::describe_change(cost)));
+        out.push_str(&format!("  cost: {} on the confirm part\n", emend_model::cost::describe_change(cost)));
     }
     out.push_str(&format!(
         "  McNemar ({}) p = {:.3e} at alpha {:.3e}\n",
@@ -444,7 +444,7 @@ pub fn show(args: &ShowArgs, project_dir: Option<&Path>) -> CmdResult {
             Target::Version { version, parent, document, hash } => {
                 // As the served file would hold it: the modeline is relative to the served file's directory.
                 let served = project.strategy_path();
-                let schema = engine::served::schema_reference(&project, served.parent().unwrap_or(Path::new(".")));
+                let schema = emend_model::served::schema_reference(&project, served.parent().unwrap_or(Path::new(".")));
                 print!(
                     "{}",
                     artifact::render_strategy(
@@ -664,7 +664,7 @@ struct Request {
 fn do_rollback(project: &Project, request: Request) -> CmdResult {
     let Request { rollback, json_out, takeover, command } = request;
     let schema = common::schema(project)?;
-    let refuse = |log: &dyn journal::EventLog| {
+    let refuse = |log: &dyn emend_journal::EventLog| {
         operate::check_rollback(project, &schema, log, &rollback).map(|_| ()).map_err(rollback_failure)
     };
     let mut log = common::operator_writer(project, takeover, &command, &refuse)?;
@@ -684,7 +684,7 @@ fn do_rollback(project: &Project, request: Request) -> CmdResult {
     if json_out {
         common::print_json(&rolled_back_json(&done));
     } else {
-        print!("{}", engine::sanitize::escape_controls(&rolled_back_human(&done, rollback.cause(), project)));
+        print!("{}", emend_model::sanitize::escape_controls(&rolled_back_human(&done, rollback.cause(), project)));
     }
     Ok(exit::OK)
 }
@@ -801,7 +801,7 @@ pub fn restore_best(args: &RestoreBestArgs, project_dir: Option<&Path>) -> CmdRe
 #[cfg(test)]
 mod tests {
     use super::*;
-    use engine::views::Examples;
+    use emend_report::views::Examples;
 
     fn shown(fail: bool) -> ShowView {
         let candidate: CandidateRecord = serde_json::from_value(json!({

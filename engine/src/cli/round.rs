@@ -2,10 +2,10 @@
 
 use std::path::Path;
 
-use engine::events::{RoundRecord, T_ROUNDS, round_key};
-use engine::exit;
-use engine::percent::percent;
-use journal::EventLog;
+use emend_journal::EventLog;
+use emend_model::events::{RoundRecord, T_ROUNDS, round_key};
+use emend_model::exit;
+use emend_model::percent::percent;
 
 use super::common;
 use super::term;

@@ -16,8 +16,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context as _, anyhow};
-use harness::strategy::JudgeKind;
-use harness::{Evaluator, HarnessSettings};
+use emend_harness::strategy::JudgeKind;
+use emend_harness::{Evaluator, HarnessSettings};
 use serde_json::{Value, json};
 
 use super::{CmdResult, Failure};
@@ -44,7 +44,7 @@ pub struct WorkerArgs {
     #[arg(long, default_value_t = 0.5)]
     f1_threshold: f64,
     /// The locked context ceiling (harness.budget_ceiling).
-    #[arg(long, default_value_t = harness::DEFAULT_BUDGET_CEILING)]
+    #[arg(long, default_value_t = emend_harness::DEFAULT_BUDGET_CEILING)]
     budget_ceiling: u32,
 }
 
@@ -52,10 +52,10 @@ pub struct WorkerArgs {
 /// loaded question id (`<sample_id>#<position in the shard's qa list>`).
 fn shard_to_locomo(shard: &Value) -> Result<(String, HashMap<String, String>), String> {
     let protocol = shard.get("protocol").and_then(Value::as_str);
-    if protocol != Some(engine::command::PROTOCOL) {
+    if protocol != Some(emend_eval::command::PROTOCOL) {
         return Err(format!(
             "field \"protocol\": expected {expected:?}, got {protocol:?}",
-            expected = engine::command::PROTOCOL
+            expected = emend_eval::command::PROTOCOL
         ));
     }
     let samples = shard.get("samples").and_then(Value::as_array).ok_or("field \"samples\": expected a list")?;
@@ -80,16 +80,16 @@ pub fn run(args: &WorkerArgs) -> CmdResult {
     let text = std::fs::read_to_string(&args.strategy)
         .with_context(|| format!("{}: cannot read", args.strategy.display()))
         .map_err(Failure::bad_input)?;
-    let strategy: harness::Strategy = harness::strict_json::from_str(&text)
+    let strategy: emend_harness::Strategy = emend_harness::strict_json::from_str(&text)
         .map_err(|e| Failure::bad_input(anyhow!("{}: not a built-in strategy: {e}", args.strategy.display())))?;
     let shard_text = std::fs::read_to_string(&args.tasks)
         .with_context(|| format!("{}: cannot read", args.tasks.display()))
         .map_err(Failure::bad_input)?;
-    let shard: Value = harness::strict_json::from_str(&shard_text)
+    let shard: Value = emend_harness::strict_json::from_str(&shard_text)
         .map_err(|e| Failure::bad_input(anyhow!("{}: not JSON: {e}", args.tasks.display())))?;
     let (locomo, ids) =
         shard_to_locomo(&shard).map_err(|e| Failure::bad_input(anyhow!("{}: {e}", args.tasks.display())))?;
-    let dataset = harness::load_str(&args.tasks.display().to_string(), &locomo).map_err(Failure::bad_input)?;
+    let dataset = emend_harness::load_str(&args.tasks.display().to_string(), &locomo).map_err(Failure::bad_input)?;
     let settings = HarnessSettings {
         budget_ceiling: args.budget_ceiling,
         judge: Some(match args.judge {
@@ -101,11 +101,11 @@ pub fn run(args: &WorkerArgs) -> CmdResult {
         // The shard holds only the questions to answer.
         include_adversarial: true,
         conversations: None,
-        protocol: harness::Protocol::Endpoint,
+        protocol: emend_harness::Protocol::Endpoint,
     };
     let evaluator = Evaluator::new(Arc::new(dataset), settings).map_err(Failure::bad_input)?;
     // A worker has no project: the model comes from EMEND_MINILM_DIR.
-    let evaluator = engine::setup::with_minilm(evaluator, None).map_err(Failure::bad_input)?;
+    let evaluator = emend_model::setup::with_minilm(evaluator, None).map_err(Failure::bad_input)?;
     let eval =
         evaluator.evaluate(&strategy).map_err(|e| Failure::bad_input(anyhow!("{}: {e}", args.strategy.display())))?;
     let mut outcomes = eval.outcomes;
@@ -113,7 +113,7 @@ pub fn run(args: &WorkerArgs) -> CmdResult {
         o.id =
             ids.get(&o.id).cloned().ok_or_else(|| Failure::failed(anyhow!("question {} is not in the shard", o.id)))?;
     }
-    let text = harness::outcome::to_jsonl(&outcomes);
+    let text = emend_harness::outcome::to_jsonl(&outcomes);
     super::common::write_output("OUT", &args.out, text.as_bytes())?;
-    Ok(engine::exit::OK)
+    Ok(emend_model::exit::OK)
 }

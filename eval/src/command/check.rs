@@ -107,7 +107,7 @@ pub(super) fn check_record(
     expected: &HashMap<&str, &Task>,
     line: &str,
 ) -> Result<OutcomeRecord, LineProblem> {
-    let value: Value = harness::strict_json::from_str(line).map_err(|e| {
+    let value: Value = emend_harness::strict_json::from_str(line).map_err(|e| {
         let mut message = e.to_string();
         if let Some(at) = message.rfind(" at line ") {
             message.truncate(at);

@@ -28,7 +28,10 @@ pub(super) struct TaskSet {
 }
 
 impl TaskSet {
-    pub(super) fn new(dataset: &harness::Dataset, selection: &harness::Selection) -> Result<TaskSet, SetupError> {
+    pub(super) fn new(
+        dataset: &emend_harness::Dataset,
+        selection: &emend_harness::Selection,
+    ) -> Result<TaskSet, SetupError> {
         let selected = dataset.select(selection).map_err(|e| SetupError::new(format!("harness.conversations: {e}")))?;
         let mut sample_index: HashMap<&str, usize> = HashMap::new();
         let mut sample_heads = Vec::new();
@@ -109,7 +112,7 @@ impl TaskSet {
 }
 
 /// `{"sample_id":...,"conversation":{...},"qa":[`
-pub(super) fn render_sample_head(s: &harness::dataset::Sample) -> String {
+pub(super) fn render_sample_head(s: &emend_harness::dataset::Sample) -> String {
     let mut conv = serde_json::Map::new();
     conv.insert("speaker_a".into(), json!(s.speaker_a));
     conv.insert("speaker_b".into(), json!(s.speaker_b));

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use harness::space::{Floor, short_message};
+use emend_harness::space::{Floor, short_message};
 use serde::{Deserialize, Serialize};
 
 pub const CACHE_FILE: &str = "replies.jsonl";
@@ -188,7 +188,7 @@ mod tests {
 
     #[test]
     fn on_a_small_disk_the_oldest_replies_go_and_a_crossing_write_is_skipped() {
-        use harness::space::SimulatedDisk;
+        use emend_harness::space::SimulatedDisk;
         use std::sync::Arc;
         let dir = tempfile::tempdir().unwrap();
         let disk = Arc::new(SimulatedDisk::new(dir.path(), 10_000));

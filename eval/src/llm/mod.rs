@@ -281,7 +281,7 @@ pub fn reply_json(reply: &str) -> Result<Value, String> {
     }
     // Strict: a reply that repeats a key is refused (and answered once with
     // the error), not read as whichever value came last.
-    harness::strict_json::from_str(body).map_err(|e| format!("not valid JSON ({e})"))
+    emend_harness::strict_json::from_str(body).map_err(|e| format!("not valid JSON ({e})"))
 }
 
 /// A string field of a reply object; `what` names the expected value.

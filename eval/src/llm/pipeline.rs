@@ -10,12 +10,12 @@
 
 use std::sync::Arc;
 
-use harness::answer::{AnswerError, AnswerInput, Answerer};
-use harness::assemble::render;
-use harness::dataset::Turn;
-use harness::ingest::{ExtractError, ExtractJob, Extractor, Fact};
-use harness::judge::{Judge, JudgeCase, JudgeError, Verdict};
-use harness::strategy::{Answer, AnswerFormat};
+use emend_harness::answer::{AnswerError, AnswerInput, Answerer};
+use emend_harness::assemble::render;
+use emend_harness::dataset::Turn;
+use emend_harness::ingest::{ExtractError, ExtractJob, Extractor, Fact};
+use emend_harness::judge::{Judge, JudgeCase, JudgeError, Verdict};
+use emend_harness::strategy::{Answer, AnswerFormat};
 use serde_json::{Value, json};
 
 use super::{CallError, Models, Request, Role, data_json, defang, fill, reply_json, string_field};
@@ -40,7 +40,7 @@ otherwise, and WRONG when it says the information is unknown. Reply with one JSO
 
 /// Plugs the configured extractor, answerer and judge into an evaluator
 /// (their identities enter its harness hash).
-pub fn plug(mut evaluator: harness::Evaluator, models: &Arc<Models>) -> harness::Evaluator {
+pub fn plug(mut evaluator: emend_harness::Evaluator, models: &Arc<Models>) -> emend_harness::Evaluator {
     if models.has(Role::Extractor) {
         evaluator = evaluator.with_extractor(Arc::new(LlmExtractor { models: models.clone() }));
     }

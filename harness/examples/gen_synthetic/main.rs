@@ -11,6 +11,6 @@ fn main() {
     let seed = args.next().map(|s| s.parse().expect("SEED is an integer")).unwrap_or(synthetic::SEED);
     let json = synthetic::generate(seed);
     std::fs::write(&out, &json).unwrap_or_else(|e| panic!("cannot write {out}: {e}"));
-    let d = harness::load_str("synthetic", &json).expect("the generated dataset loads");
+    let d = emend_harness::load_str("synthetic", &json).expect("the generated dataset loads");
     eprintln!("wrote {out}: {} conversations, {} questions", d.samples().len(), d.questions().count());
 }

@@ -34,7 +34,7 @@
 
 use serde_json::{Value, json};
 
-use harness::text::{civil_from_days, days_from_civil, month_name};
+use emend_harness::text::{civil_from_days, days_from_civil, month_name};
 
 /// The seed of the committed dataset.
 pub const SEED: u64 = 20_240_601;

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use harness::{Dataset, Evaluator, HarnessSettings, Outcome, Strategy};
+use emend_harness::{Dataset, Evaluator, HarnessSettings, Outcome, Strategy};
 
 pub fn repo_file(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join(rel)
@@ -52,7 +52,7 @@ pub fn label(o: &Outcome) -> Option<&'static str> {
 }
 
 pub fn jsonl(outcomes: &[Outcome]) -> String {
-    harness::outcome::to_jsonl(outcomes)
+    emend_harness::outcome::to_jsonl(outcomes)
 }
 
 /// Where locomo10-dev lives (`EMEND_LOCOMO` overrides), if it is there.

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use journal::{
+use emend_journal::{
     ErrorClass, EventLog, SEAL_FILE, VIEW_FILE, ViewCheck, ViewSource, open_view, open_writer, repair, verify,
 };
 use sha2::{Digest, Sha256};
@@ -47,7 +47,7 @@ fn write_frames(dir: &Path, frames: &[Vec<u8>]) {
 /// recomputed; returns the forged head's seq and hash.
 fn forge(dir: &Path) -> (u64, String) {
     let records = open_view(dir, Tally).unwrap().read_from(1).unwrap();
-    let mut prev = journal::ZERO_HASH.to_owned();
+    let mut prev = emend_journal::ZERO_HASH.to_owned();
     let mut body = Vec::new();
     for mut r in records {
         if r.seq == 1 {
@@ -66,7 +66,7 @@ fn forge(dir: &Path) -> (u64, String) {
     (12, prev)
 }
 
-fn refused_naming(err: journal::JournalError, seq: u64) {
+fn refused_naming(err: emend_journal::JournalError, seq: u64) {
     assert_eq!(err.exit_class(), ErrorClass::Failed, "{err:?}");
     assert_eq!(err.seq, Some(seq), "{err:?}");
     assert!(err.kind().to_string().contains("emend journal repair"), "{}", err.kind());

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use journal::{EventLog, EventRecord, NewEvent, ProjectError, ProjectionState, Projector};
+use emend_journal::{EventLog, EventRecord, NewEvent, ProjectError, ProjectionState, Projector};
 use serde_json::{Value, json};
 
 /// Counters per key (`counts`) and a last-value map (`last`).

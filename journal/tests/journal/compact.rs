@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use journal::{
+use emend_journal::{
     EventLog, EventRecord, NewEvent, ProjectError, ProjectionCheck, ProjectionState, Projector, open_reader, open_view,
     open_writer, rebuild, verify,
 };

@@ -8,7 +8,7 @@ use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use journal::{ErrorKind, EventLog, EventRecord, NewEvent, open_reader, open_writer};
+use emend_journal::{ErrorKind, EventLog, EventRecord, NewEvent, open_reader, open_writer};
 use serde_json::json;
 use tempfile::TempDir;
 

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use journal::{
+use emend_journal::{
     ChainProblem, ErrorClass, ErrorKind, EventLog, EventRecord, FORMAT_VERSION, KeyDiff, NewEvent, ProjectError,
     ProjectionCheck, ProjectionState, Projector, open_reader, open_writer, rebuild, verify,
 };
@@ -189,7 +189,7 @@ fn key(seq: u64) -> [u8; 8] {
     seq.to_be_bytes()
 }
 
-fn chain_break(dir: &Path) -> journal::ChainBreak {
+fn chain_break(dir: &Path) -> emend_journal::ChainBreak {
     let report = verify(dir, Tally).unwrap();
     assert!(!report.is_ok());
     assert!(matches!(report.projections, ProjectionCheck::NotChecked { .. }), "{report}");

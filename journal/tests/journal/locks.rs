@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
-use journal::{ErrorClass, ErrorKind, EventLog, LOCK_FILE, LockHolder, OpenMode, open_reader, open_writer};
+use emend_journal::{ErrorClass, ErrorKind, EventLog, LOCK_FILE, LockHolder, OpenMode, open_reader, open_writer};
 use tempfile::TempDir;
 
 use crate::common::{Tally, child_test, inc};

@@ -2,7 +2,7 @@
 //! projections and the same chain; a rebuild equals the incremental update; both backends
 //! agree.
 
-use journal::{EventLog, MemoryJournal, NewEvent, open_reader, open_writer};
+use emend_journal::{EventLog, MemoryJournal, NewEvent, open_reader, open_writer};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use tempfile::TempDir;

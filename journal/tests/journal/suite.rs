@@ -1,6 +1,6 @@
 //! The shared suite: every test here runs against both backends.
 
-use journal::{
+use emend_journal::{
     ErrorKind, EventLog, EventRecord, Head, MemoryJournal, NewEvent, ProjectionCheck, SledJournal, ZERO_HASH,
     export_jsonl, open_writer,
 };

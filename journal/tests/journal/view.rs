@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use journal::{
+use emend_journal::{
     ErrorClass, ErrorKind, EventLog, LOCK_FILE, LockHolder, OpenMode, VIEW_FILE, ViewSource, open_view, open_writer,
     rebuild, verify,
 };
@@ -90,15 +90,15 @@ fn a_damaged_view_is_refused_by_readers_and_writers_until_repair_rebuilds_it_fro
     assert_eq!(std::fs::read(&path).unwrap(), bytes, "a refusing writer left the view as it was");
     let report = verify(&dir, Tally).unwrap();
     assert!(!report.is_ok());
-    assert!(matches!(&report.view, journal::ViewCheck::Differs(d) if d.seq == 1), "{report}");
+    assert!(matches!(&report.view, emend_journal::ViewCheck::Differs(d) if d.seq == 1), "{report}");
 
-    let (writer, found) = journal::repair(&dir, Tally).unwrap();
+    let (writer, found) = emend_journal::repair(&dir, Tally).unwrap();
     assert_eq!(found.unwrap().seq, 1);
     drop(writer);
     let view = open_view(&dir, Tally).unwrap();
     assert_eq!(view.head().seq, 10);
     assert!(verify(&dir, Tally).unwrap().is_ok());
-    let (_, found) = journal::repair(&dir, Tally).unwrap();
+    let (_, found) = emend_journal::repair(&dir, Tally).unwrap();
     assert_eq!(found, None);
 }
 
@@ -108,7 +108,7 @@ fn a_missing_view_is_refused_by_readers_and_written_by_the_next_writer() {
     std::fs::remove_file(dir.join(VIEW_FILE)).unwrap();
     // Readers never open the store: they refuse, naming `emend journal repair`.
     let err = open_view(&dir, Tally).unwrap_err();
-    assert_eq!(err.exit_class(), journal::ErrorClass::Failed, "{err}");
+    assert_eq!(err.exit_class(), emend_journal::ErrorClass::Failed, "{err}");
     assert!(err.kind().to_string().contains("emend journal repair"), "{}", err.kind());
     drop(open_writer(&dir, Tally).unwrap());
     let view = open_view(&dir, Tally).unwrap();
@@ -139,7 +139,7 @@ fn events_tree(dir: &Path) -> (sled::Db, sled::Tree) {
     (db, t)
 }
 
-fn refused(dir: &Path) -> journal::JournalError {
+fn refused(dir: &Path) -> emend_journal::JournalError {
     let err = open_writer(dir, Tally).unwrap_err();
     assert_eq!(err.exit_class(), ErrorClass::Failed, "{err:?}");
     assert!(matches!(err.kind(), ErrorKind::Corrupt { .. }), "{err:?}");

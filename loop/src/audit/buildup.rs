@@ -16,7 +16,7 @@ use emend_eval::backend::Backend;
 use emend_model::artifact::{self, Artifact};
 use emend_model::outcome::Evaluation;
 use emend_model::schema::{StrategySchema, set_path};
-use emend_model::stats::TestUnit;
+use emend_stats::TestUnit;
 
 use super::AuditError;
 use super::mechanisms::{MECHANISMS, Mechanism};

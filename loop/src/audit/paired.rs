@@ -5,14 +5,14 @@
 //! independent pairs. Under replay the counts are the probes' last
 //! observations (one pair per probe, where all history is in) and the p-value
 //! is the confirm side's two-sided exact McNemar test on them
-//! ([`stats::mcnemar_by_probe`]).
+//! ([`emend_stats::mcnemar_by_probe`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
 use emend_model::outcome::{Evaluation, OutcomeRecord};
-use emend_model::stats::{self, Outcome, TestUnit};
+use emend_stats::{self, Outcome, TestUnit};
 
 /// Two evaluations compared pair by pair.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -53,11 +53,11 @@ pub fn paired(first: &Evaluation, second: &Evaluation) -> PairedCounts {
             .collect()
     };
     // The second is the baseline: "improved" is right with the first only.
-    let p = stats::pair(&side(second), &side(first)).expect("the same unique ids on both sides");
+    let p = emend_stats::pair(&side(second), &side(first)).expect("the same unique ids on both sides");
     let (obs_first, obs_second) = (p.improved().len(), p.regressed().len());
-    if stats::has_observation_ids(&p) {
-        let c = stats::probe_counts(&p);
-        let m = stats::mcnemar_by_probe(&p);
+    if emend_stats::has_observation_ids(&p) {
+        let c = emend_stats::probe_counts(&p);
+        let m = emend_stats::mcnemar_by_probe(&p);
         PairedCounts {
             unit: TestUnit::Probe,
             pairs: c.probes as usize,
@@ -77,14 +77,14 @@ pub fn paired(first: &Evaluation, second: &Evaluation) -> PairedCounts {
             second_only: obs_second,
             observations_first_only: obs_first,
             observations_second_only: obs_second,
-            p_value: stats::mcnemar(obs_first as u64, obs_second as u64).exact_p,
+            p_value: emend_stats::mcnemar(obs_first as u64, obs_second as u64).exact_p,
         }
     }
 }
 
 /// Whether the outcomes are a longitudinal replay's observations.
 pub fn is_replay(e: &Evaluation) -> bool {
-    e.outcomes.iter().any(|o| harness::replay::checkpoint_of(&o.id).is_some())
+    e.outcomes.iter().any(|o| emend_harness::replay::checkpoint_of(&o.id).is_some())
 }
 
 /// Accuracy in the unit of [`paired`]: over the questions, or under replay
@@ -95,8 +95,8 @@ pub fn unit_accuracy(e: &Evaluation) -> f64 {
     }
     let mut last: BTreeMap<&str, (u32, bool)> = BTreeMap::new();
     for o in &e.outcomes {
-        let k = harness::replay::checkpoint_of(&o.id).unwrap_or(0);
-        let entry = last.entry(harness::replay::probe_of(&o.id)).or_insert((k, o.correct));
+        let k = emend_harness::replay::checkpoint_of(&o.id).unwrap_or(0);
+        let entry = last.entry(emend_harness::replay::probe_of(&o.id)).or_insert((k, o.correct));
         if k >= entry.0 {
             *entry = (k, o.correct);
         }

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use journal::EventLog;
+use emend_journal::EventLog;
 
 use super::{Evolution, EvolveError, Result, RoundInput, Screening, Trial};
 use emend_eval::backend::BackendError;

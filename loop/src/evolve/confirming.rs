@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use journal::EventLog;
+use emend_journal::EventLog;
 
 use super::{Evolution, RoundInput, Screening, Trial};
 use crate::progress::{Progress, Step};
@@ -16,9 +16,9 @@ use emend_model::decide::{Decision, Verdict};
 use emend_model::events::{CandidateRecord, ChangeKind, EvalSummary, QuestionResult};
 use emend_model::hypothesis::Hypothesis;
 use emend_model::records::{question_results, summarize};
-use emend_model::stats;
+use emend_stats;
 
-/// No category may end more than its floor ([`stats::category_floor`]:
+/// No category may end more than its floor ([`emend_stats::category_floor`]:
 /// epsilon, or one question of a small category) below the journal's first
 /// version, on the same confirm questions.
 fn start_rules(start: &EvalSummary, cand: &EvalSummary, epsilon: f64) -> Vec<RuleRecord> {
@@ -29,7 +29,7 @@ fn start_rules(start: &EvalSummary, cand: &EvalSummary, epsilon: f64) -> Vec<Rul
             let start_acc = if *n == 0 { 0.0 } else { *c as f64 / *n as f64 };
             let (cn, cc) = cand.per_category.get(cat).copied().unwrap_or((0, 0));
             let cand_acc = if cn == 0 { 0.0 } else { cc as f64 / cn as f64 };
-            let floor = stats::category_floor(*n, epsilon);
+            let floor = emend_stats::category_floor(*n, epsilon);
             RuleRecord {
                 name: Rule::CategoryVsFirstVersion,
                 category: Some(cat.clone()),
@@ -45,9 +45,9 @@ fn start_rules(start: &EvalSummary, cand: &EvalSummary, epsilon: f64) -> Vec<Rul
 /// The gate rule: the one-sided exact test on the confirm part (under
 /// replay, by probe: the final checkpoint's exact test and the
 /// probe-clustered test across checkpoints, the larger p deciding).
-fn confirm_rule(t: &stats::BetterTest) -> RuleRecord {
+fn confirm_rule(t: &emend_stats::BetterTest) -> RuleRecord {
     let detail = match &t.probe {
-        None if t.unit == stats::TestUnit::Conversation => format!(
+        None if t.unit == emend_stats::TestUnit::Conversation => format!(
             "unit conversation: exact sign-flip p = {:.4} vs alpha {:.3e} over {} conversations ({} improved, {} \
              regressed of {} questions; lower bound {:+.4})",
             t.p_value,
@@ -93,12 +93,12 @@ fn confirm_rule(t: &stats::BetterTest) -> RuleRecord {
 
 /// The cluster check as a rule (`gates.cluster_check: require`): too few
 /// clusters to tell fails it.
-fn cluster_rule(c: &stats::ClusterCheck) -> RuleRecord {
+fn cluster_rule(c: &emend_stats::ClusterCheck) -> RuleRecord {
     let (value, threshold, detail) = match c {
-        stats::ClusterCheck::TooFewClusters { clusters, needed } => {
+        emend_stats::ClusterCheck::TooFewClusters { clusters, needed } => {
             (f64::NAN, f64::NAN, format!("{clusters} conversation(s): too few to tell (needs {needed})"))
         }
-        stats::ClusterCheck::Tested { clusters, p_value, alpha, t, df, .. } => (
+        emend_stats::ClusterCheck::Tested { clusters, p_value, alpha, t, df, .. } => (
             *p_value,
             *alpha,
             format!("CR2 t = {t:.3} on {df:.2} Bell-McCaffrey df over {clusters} conversations: p = {p_value:.4}"),
@@ -249,7 +249,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             }
         }
         let base_results = parts.confirm_of(&input.observed.results);
-        let base: Vec<stats::Outcome> = base_results.iter().map(stats::Outcome::from).collect();
+        let base: Vec<emend_stats::Outcome> = base_results.iter().map(emend_stats::Outcome::from).collect();
         let base_summary = summarize(&base_results);
         let mut first_alpha = None;
         for t in s.trials.iter_mut().filter(|t| t.full.is_some()) {
@@ -268,26 +268,26 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
     pub(super) fn compare(
         &self,
         input: &RoundInput<'_>,
-        base: &[stats::Outcome],
+        base: &[emend_stats::Outcome],
         base_summary: &EvalSummary,
         t: &mut Trial,
         confirm: &mut ConfirmState,
     ) {
         let gates = &self.project.config.gates;
         let full = t.full.as_ref().expect("fully evaluated");
-        let cand: Vec<stats::Outcome> = full.iter().map(stats::Outcome::from).collect();
+        let cand: Vec<emend_stats::Outcome> = full.iter().map(emend_stats::Outcome::from).collect();
         let alpha = confirm.lord.next_alpha();
-        let config = stats::CompareConfig {
-            thresholds: stats::Thresholds {
+        let config = emend_stats::CompareConfig {
+            thresholds: emend_stats::Thresholds {
                 alpha,
                 category_drop_max: gates.category_drop_max,
                 cost_bound: gates.cost_bound,
             },
-            bootstrap: stats::BootstrapConfig {
+            bootstrap: emend_stats::BootstrapConfig {
                 unit: if self.project.config.harness.protocol().is_endpoint() {
-                    stats::BootstrapUnit::Question
+                    emend_stats::BootstrapUnit::Question
                 } else {
-                    stats::BootstrapUnit::Trajectory
+                    emend_stats::BootstrapUnit::Trajectory
                 },
                 resamples: gates.bootstrap_resamples as u32,
                 seed: self.project.config.loop_.seed.wrapping_add(input.round),
@@ -297,17 +297,17 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         };
         let cand_summary = summarize(full);
         let cost = match (base_summary.mean_context_tokens, cand_summary.mean_context_tokens) {
-            (Some(b), Some(c)) => Some(stats::Cost { baseline_mean_tokens: b, candidate_mean_tokens: c }),
+            (Some(b), Some(c)) => Some(emend_stats::Cost { baseline_mean_tokens: b, candidate_mean_tokens: c }),
             _ => None,
         };
-        let mut cmp = match stats::compare(base, &cand, &config, cost.as_ref()) {
+        let mut cmp = match emend_stats::compare(base, &cand, &config, cost.as_ref()) {
             Ok(cmp) => cmp,
             Err(e) => return t.error(format!("paired comparison failed: {e}")),
         };
         // Under replay the unit is the probe: its observations are not independent pairs.
         let by_probe = !self.project.config.harness.protocol().is_endpoint();
         if by_probe {
-            cmp.mcnemar = stats::mcnemar_by_probe(&cmp.paired);
+            cmp.mcnemar = emend_stats::mcnemar_by_probe(&cmp.paired);
         }
         let conv: BTreeMap<&str, &str> =
             full.iter().map(|q| (q.id.as_str(), q.conversation.as_deref().unwrap_or(""))).collect();
@@ -321,16 +321,16 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             .collect();
         // Split by conversation, the test over conversations decides: its
         // guarantee covers new conversations, the question-level one's does not.
-        let by_conversation = input.parts.design.unit == stats::SplitUnit::Conversation && !by_probe;
+        let by_conversation = input.parts.design.unit == emend_stats::SplitUnit::Conversation && !by_probe;
         let test = if by_conversation {
-            stats::better_test_by_conversation(&cmp.paired, diffs.iter().copied(), alpha)
+            emend_stats::better_test_by_conversation(&cmp.paired, diffs.iter().copied(), alpha)
         } else {
-            stats::gate_test(&cmp.paired, alpha, by_probe)
+            emend_stats::gate_test(&cmp.paired, alpha, by_probe)
         };
         let base_results = input.parts.confirm_of(&input.observed.results);
         let claim = self.claim(t.record.change_kind, &test, &base_results, full, by_conversation);
         let lord = confirm.lord.test(claim.p_value.unwrap_or(test.p_value));
-        let cluster = stats::cluster_check(diffs, alpha);
+        let cluster = emend_stats::cluster_check(diffs, alpha);
         let mut extra = claim.rules.clone();
         if gates.cluster_check == ClusterMode::Require {
             extra.push(cluster_rule(&cluster));
@@ -352,7 +352,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         record.cost = cost;
         if claim.p_value.is_some() {
             // A priced or cheaper claim may regress more questions than it improves: its own test decides.
-            record.rules.retain(|r| r.name != Rule::Stats(stats::RuleKind::MoreImprovedThanRegressed));
+            record.rules.retain(|r| r.name != Rule::Stats(emend_stats::RuleKind::MoreImprovedThanRegressed));
             record.accept = record.rules.iter().all(|r| r.pass);
         }
         record.utility = claim.utility;
@@ -368,7 +368,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
     fn claim(
         &self,
         kind: ChangeKind,
-        test: &stats::BetterTest,
+        test: &emend_stats::BetterTest,
         base: &[QuestionResult],
         cand: &[QuestionResult],
         by_conversation: bool,
@@ -377,7 +377,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         let alpha = test.alpha;
         match (kind, cost.noninferiority_margin, cost.per_1k_tokens.filter(|_| cost.price_per_token().is_some())) {
             (ChangeKind::Cheaper, Some(margin), _) => {
-                let ni = stats::noninferiority_test(test.improved, test.regressed, test.questions, margin, alpha);
+                let ni = emend_stats::noninferiority_test(test.improved, test.regressed, test.questions, margin, alpha);
                 let saving = saving_rule(base, cand, cost.min_saving);
                 Claim {
                     rules: vec![noninferior_rule(&ni, by_conversation), saving],
@@ -401,11 +401,11 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             },
             (ChangeKind::Better, _, Some(per_1k)) => {
                 let by_id: BTreeMap<&str, &QuestionResult> = base.iter().map(|q| (q.id.as_str(), q)).collect();
-                let pairs: Option<Vec<stats::UtilityPair<'_>>> = cand
+                let pairs: Option<Vec<emend_stats::UtilityPair<'_>>> = cand
                     .iter()
                     .map(|c| {
                         let b = by_id.get(c.id.as_str())?;
-                        Some(stats::UtilityPair {
+                        Some(emend_stats::UtilityPair {
                             conversation: c.conversation.as_deref().unwrap_or(""),
                             base_correct: b.correct,
                             cand_correct: c.correct,
@@ -416,7 +416,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
                     .collect();
                 match pairs {
                     Some(pairs) if by_conversation => {
-                        let u = stats::utility_test(&pairs, per_1k, alpha, true);
+                        let u = emend_stats::utility_test(&pairs, per_1k, alpha, true);
                         Claim {
                             rules: vec![utility_rule(&u, None)],
                             p_value: Some(u.p_value),
@@ -427,9 +427,10 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
                     Some(pairs) => {
                         // By question: the exact test of the accuracy difference against what the
                         // token difference is worth (docs/price.md: the sign-flip test is liberal here).
-                        let u = stats::utility_test(&pairs, per_1k, alpha, false);
+                        let u = emend_stats::utility_test(&pairs, per_1k, alpha, false);
                         let worth = (per_1k / 100.0 * (u.base_tokens - u.cand_tokens) / 1000.0).clamp(-0.99, 0.99);
-                        let exact = stats::noninferiority_test(u.improved, u.regressed, u.questions, worth, alpha);
+                        let exact =
+                            emend_stats::noninferiority_test(u.improved, u.regressed, u.questions, worth, alpha);
                         Claim {
                             rules: vec![utility_rule(&u, Some(&exact))],
                             p_value: Some(exact.p_value),
@@ -467,14 +468,14 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
 struct Claim {
     rules: Vec<RuleRecord>,
     p_value: Option<f64>,
-    utility: Option<stats::UtilityTest>,
-    noninferior: Option<stats::NonInferiorTest>,
+    utility: Option<emend_stats::UtilityTest>,
+    noninferior: Option<emend_stats::NonInferiorTest>,
 }
 
 /// The utility test as a rule: by question, the exact test of the accuracy
 /// difference against the worth of the token difference (`exact`); by
 /// conversation, the sign-flip test of the utility difference.
-fn utility_rule(u: &stats::UtilityTest, exact: Option<&stats::NonInferiorTest>) -> RuleRecord {
+fn utility_rule(u: &emend_stats::UtilityTest, exact: Option<&emend_stats::NonInferiorTest>) -> RuleRecord {
     let (unit, p_value, pass) = match (exact, u.conversations) {
         (Some(t), _) => (
             format!(
@@ -511,7 +512,7 @@ fn utility_rule(u: &stats::UtilityTest, exact: Option<&stats::NonInferiorTest>) 
 }
 
 /// The non-inferiority test as a rule.
-fn noninferior_rule(t: &stats::NonInferiorTest, by_conversation: bool) -> RuleRecord {
+fn noninferior_rule(t: &emend_stats::NonInferiorTest, by_conversation: bool) -> RuleRecord {
     let scope = if by_conversation { " (by question: covers new questions of these conversations only)" } else { "" };
     RuleRecord {
         name: Rule::ConfirmNonInferior,
@@ -652,18 +653,18 @@ mod tests {
 
     #[test]
     fn the_confirm_rule_is_the_exact_test_at_its_alpha() {
-        let pass = confirm_rule(&stats::better_test(9, 0, 170, 0.0152));
+        let pass = confirm_rule(&emend_stats::better_test(9, 0, 170, 0.0152));
         assert!(pass.pass && pass.name == Rule::ConfirmBetter && pass.value < 0.0152);
         // 7 improved, 0 regressed: p = 1/128 = 0.0078 passes at 0.0152 but not at 0.005.
-        assert!(confirm_rule(&stats::better_test(7, 0, 170, 0.0152)).pass);
-        assert!(!confirm_rule(&stats::better_test(7, 0, 170, 0.005)).pass);
-        assert!(!confirm_rule(&stats::better_test(5, 5, 170, 0.2)).pass);
+        assert!(confirm_rule(&emend_stats::better_test(7, 0, 170, 0.0152)).pass);
+        assert!(!confirm_rule(&emend_stats::better_test(7, 0, 170, 0.005)).pass);
+        assert!(!confirm_rule(&emend_stats::better_test(5, 5, 170, 0.2)).pass);
     }
 
     #[test]
     fn too_few_clusters_fail_a_required_cluster_check() {
         let diffs: Vec<(&str, i8)> = (0..60).map(|i| (["a", "b", "c"][i % 3], 1)).collect();
-        let r = cluster_rule(&stats::cluster_check(diffs, 0.05));
+        let r = cluster_rule(&emend_stats::cluster_check(diffs, 0.05));
         assert!(!r.pass && r.detail.contains("too few"), "{r:?}");
     }
 
@@ -701,8 +702,8 @@ mod tests {
 
     #[test]
     fn the_priced_rule_decides_by_the_exact_test_against_the_saving_worth() {
-        let pairs: Vec<stats::UtilityPair<'_>> = (0..300)
-            .map(|i| stats::UtilityPair {
+        let pairs: Vec<emend_stats::UtilityPair<'_>> = (0..300)
+            .map(|i| emend_stats::UtilityPair {
                 conversation: "a",
                 base_correct: i % 10 != 0,
                 cand_correct: i % 10 != 0 || i % 20 == 0,
@@ -710,9 +711,9 @@ mod tests {
                 cand_tokens: 1000.0,
             })
             .collect();
-        let u = stats::utility_test(&pairs, 2.0, 0.05, false);
+        let u = emend_stats::utility_test(&pairs, 2.0, 0.05, false);
         // 500 tokens saved at 2 points per 1,000: the accuracy may be 1 point lower.
-        let exact = stats::noninferiority_test(u.improved, u.regressed, u.questions, 0.01, 0.05);
+        let exact = emend_stats::noninferiority_test(u.improved, u.regressed, u.questions, 0.01, 0.05);
         let r = utility_rule(&u, Some(&exact));
         assert_eq!((r.pass, r.value), (exact.noninferior, exact.p_value));
         assert!(r.detail.contains("against -1.00 pp, the worth of the token difference"), "{}", r.detail);

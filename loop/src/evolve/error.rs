@@ -2,12 +2,12 @@
 //! class the CLI uses. An operation on the served file has its own error
 //! (`ServedError`), which this one wraps.
 
-use journal::{ErrorClass, JournalError};
+use emend_journal::{ErrorClass, JournalError};
 
 use emend_eval::backend::BackendError;
 use emend_model::served::ServedError;
-use emend_model::stats;
 use emend_model::store::StoreError;
+use emend_stats;
 
 /// Why a run could not go on.
 #[derive(Debug, thiserror::Error)]
@@ -24,7 +24,7 @@ pub enum EvolveError {
     Served { version: u64, source: BackendError },
     /// The task set cannot be split into search and confirm parts.
     #[error("emend.yaml: {0}")]
-    Split(#[from] stats::SplitError),
+    Split(#[from] emend_stats::SplitError),
     /// The split assigns questions differently from the journal's last round:
     /// questions the search has read would be tested as fresh.
     #[error(

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use journal::EventLog;
+use emend_journal::EventLog;
 
 use super::{Evolution, EvolveError, Result, RoundInput};
 use emend_eval::backend::BackendError;
@@ -46,11 +46,11 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         }
         let results = question_results(&eval);
         let mut event = evaluated_event(&artifact.hash, &h, &d, &results);
-        if let (Event::Evaluated { lifecycle, .. }, harness::Protocol::Replay { every_sessions }) =
+        if let (Event::Evaluated { lifecycle, .. }, emend_harness::Protocol::Replay { every_sessions }) =
             (&mut event, self.project.config.harness.protocol())
         {
             let half_life = artifact.strategy.as_ref().map_or(0.0, |s| s.retrieve.recency_half_life_days);
-            let mut l = harness::replay::Lifecycle::new(every_sessions, half_life, &[]);
+            let mut l = emend_harness::replay::Lifecycle::new(every_sessions, half_life, &[]);
             if let Some(s) = &artifact.strategy {
                 l = l.with_maintenance(&s.ingest.consolidate);
             }

@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
-use journal::EventLog;
+use emend_journal::EventLog;
 use serde_json::Value;
 
 use super::{Evolution, EvolveError, Result, RoundInput, RunOptions, RunState, RunSummary, Screening};
@@ -24,7 +24,7 @@ use emend_model::planner::{Change, Plan};
 use emend_model::prediction::{self, Predicted};
 use emend_model::schema::{self, StrategySchema};
 use emend_model::served::reconcile_served_file;
-use emend_model::{stats, stop};
+use emend_model::stop;
 
 /// A person's change and what it predicts.
 #[derive(Debug, Clone, PartialEq)]
@@ -217,13 +217,13 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
     /// person accepts it unpredicted.
     pub(super) fn judge_prediction(&self, input: &RoundInput<'_>, screening: &mut Screening) {
         let Some(proposal) = input.opts.proposal.as_ref() else { return };
-        let base: Vec<stats::Outcome> =
-            input.parts.confirm_of(&input.observed.results).iter().map(stats::Outcome::from).collect();
+        let base: Vec<emend_stats::Outcome> =
+            input.parts.confirm_of(&input.observed.results).iter().map(emend_stats::Outcome::from).collect();
         let gates = &self.project.config.gates;
         let seed = self.project.config.loop_.seed.wrapping_add(input.round);
         for t in screening.trials.iter_mut() {
             let (Some(full), Some(record)) = (t.full.as_ref(), t.record.full.as_mut()) else { continue };
-            let cand: Vec<stats::Outcome> = full.iter().map(stats::Outcome::from).collect();
+            let cand: Vec<emend_stats::Outcome> = full.iter().map(emend_stats::Outcome::from).collect();
             let mut verdict = prediction::judge(
                 &proposal.text,
                 &proposal.predicted,

@@ -5,7 +5,7 @@
 //! journaled either way, so the next confirm test of any round runs at the
 //! alpha after it.
 
-use journal::EventLog;
+use emend_journal::EventLog;
 
 use super::{Evolution, EvolveError, Result, RunState, RunSummary, Trial};
 use emend_model::candidate::{Resolution, StoppedBy};
@@ -14,7 +14,7 @@ use emend_model::events::{CandidateRecord, Event};
 use emend_model::hypothesis::Hypothesis;
 use emend_model::records::summarize;
 use emend_model::schema::Direction;
-use emend_model::stats;
+use emend_stats;
 
 /// The hypothesis key of a retest's record (no field moves, so no dimension learns from it).
 pub use emend_model::candidate::RETEST;
@@ -57,7 +57,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         let mut confirm =
             ConfirmState::replay_from(&self.project.config.gates, &self.store().candidates()?, state.lord_from);
         let base_results = parts.confirm_of(&observed.results);
-        let base: Vec<stats::Outcome> = base_results.iter().map(stats::Outcome::from).collect();
+        let base: Vec<emend_stats::Outcome> = base_results.iter().map(emend_stats::Outcome::from).collect();
         let input = super::RoundInput {
             round,
             observed: &observed,

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use journal::EventLog;
+use emend_journal::EventLog;
 
 use super::{Evolution, History, Past, RoundInput, Screening, Trial};
 use crate::progress::{Progress, Step};

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use journal::EventLog;
+use emend_journal::EventLog;
 use serde::Serialize;
 
 use super::{Evolution, Result, Screening};
@@ -61,7 +61,7 @@ pub struct RunSummary {
     pub interrupted_round: Option<u64>,
 }
 
-/// Why a run stopped, and what the next run does (README, "Why a run
+/// Why a run stopped, and what the next run does (docs/how-a-round-decides.md, "Why a run
 /// stopped"; `evolve --help`): one list, the same in both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -91,7 +91,7 @@ pub enum Stopped {
 }
 
 impl Stopped {
-    /// Every value, in the order the README and `evolve --help` list them.
+    /// Every value, in the order docs/how-a-round-decides.md and `evolve --help` list them.
     pub const ALL: [Stopped; 8] = [
         Stopped::Rounds,
         Stopped::MaxEvals,

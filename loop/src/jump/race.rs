@@ -162,7 +162,7 @@ impl JumpProposer {
         let started = emend_model::events::now_rfc3339_millis();
         let clock = std::time::Instant::now();
         let mut done = 0;
-        for k in stats::race_looks(n, self.settings.first_look) {
+        for k in emend_stats::race_looks(n, self.settings.first_look) {
             let ids = self.order[done..k].to_vec();
             self.evaluate(ask, doc, &hash, &ids)?;
             done = k;
@@ -182,7 +182,7 @@ impl JumpProposer {
                 let (base, cand) = (self.scored[against].charge(self.settings.price), charge(mean_tokens_of(&taken)));
                 (improved, regressed) = priced(improved, regressed, base, cand, k);
             }
-            if k < n && stats::race_drops(improved, regressed, self.settings.race_level) {
+            if k < n && emend_stats::race_drops(improved, regressed, self.settings.race_level) {
                 break;
             }
         }

@@ -8,13 +8,13 @@
 //! view it holds), prints the [`Approved`] and maps an [`ApproveError`] to
 //! its exit code.
 
+use emend_journal::{EventLog, JournalError};
 use emend_model::config::Project;
 use emend_model::events::Event;
 use emend_model::schema::StrategySchema;
 use emend_model::served::{self, ServedError};
 use emend_model::setup::SetupError;
 use emend_model::store::{Store, StoreError};
-use journal::{EventLog, JournalError};
 
 use crate::evolve::{Evolution, EvolveError, retest_judged};
 use crate::hooks::{self, Change};

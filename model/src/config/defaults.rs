@@ -16,7 +16,7 @@ pub(super) fn d_every_sessions() -> u32 {
     1
 }
 pub(super) fn default_max_dataset_mb() -> u64 {
-    harness::dataset::DEFAULT_MAX_DATASET_BYTES / (1024 * 1024)
+    emend_harness::dataset::DEFAULT_MAX_DATASET_BYTES / (1024 * 1024)
 }
 pub(super) fn default_stage_cache_mb() -> u64 {
     1024
@@ -40,7 +40,7 @@ pub(super) fn default_ceiling() -> u32 {
     2000
 }
 pub(super) fn d_confirm_fraction() -> f64 {
-    crate::stats::DEFAULT_CONFIRM_FRACTION
+    emend_stats::DEFAULT_CONFIRM_FRACTION
 }
 pub(super) fn d_lord_initial_wealth() -> f64 {
     0.5

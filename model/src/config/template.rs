@@ -38,9 +38,10 @@ const ROLES_DOC: &str = "
 const SERVE_DOC: &str = "
 serve:
   # auto: a candidate that passes every gate is served at once. manual: it becomes a
-  # pending version (journaled, not served) until `emend approve vN`; meanwhile the loop
-  # keeps searching from the served version. A new pending version supersedes the older
-  # ones tested against the same served version (listed by `emend pending --all`).
+  # pending version (journaled, not served) until `emend approve vN`; meanwhile every run
+  # stops at once (`stopped: pending`, no search) until it is approved or rejected or the
+  # served version changes. A new pending version supersedes the older ones tested
+  # against the same served version (listed by `emend pending --all`).
   approval: auto
   # At most this many live pending versions (the oldest beyond it is superseded); null: no cap.
   max_pending: null
@@ -161,7 +162,7 @@ fn render_harness(out: &mut String, tasks: &str, harness_command: Option<&[Strin
     comment(out, "  ", doc);
     out.push_str(&format!(
         "  split:\n    unit: auto\n    confirm_fraction: {}\n    seed: 0\n",
-        crate::stats::DEFAULT_CONFIRM_FRACTION
+        emend_stats::DEFAULT_CONFIRM_FRACTION
     ));
     if let Some(argv) = harness_command {
         let k =
@@ -185,7 +186,7 @@ fn render_gates(out: &mut String, g: &GateConfig) {
     out.push_str("\ngates:\n");
     let doc = "Screening probe: reject when accuracy falls more than this below the served strategy, times the share of the round's failures the change targets.";
     k(out, doc, "probe_drop_max", &g.probe_drop_max);
-    k(out, "LORD++ level of the confirm tests (see README, Error control across a run).", "alpha", &g.alpha);
+    k(out, "LORD++ level of the confirm tests (docs/statistics.md, Error control across a run).", "alpha", &g.alpha);
     k(out, "LORD++ initial wealth as a share of alpha.", "lord_initial_wealth", &g.lord_initial_wealth);
     let doc = "Largest accuracy drop tolerated in any category, per step and against the first version (v1).";
     k(out, doc, "category_drop_max", &g.category_drop_max);

@@ -23,7 +23,7 @@ fn default_kind() -> HarnessKind {
 }
 
 /// `harness.judge`: the harness's judge type.
-pub use harness::strategy::JudgeKind;
+pub use emend_harness::strategy::JudgeKind;
 
 /// An external harness: a command emend runs per task shard.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -124,10 +124,10 @@ impl Default for ReplayConfig {
 
 impl HarnessConfig {
     /// The evaluation protocol the harness runs.
-    pub fn protocol(&self) -> harness::Protocol {
+    pub fn protocol(&self) -> emend_harness::Protocol {
         match self.protocol {
-            ProtocolChoice::Endpoint => harness::Protocol::Endpoint,
-            ProtocolChoice::Replay => harness::Protocol::Replay { every_sessions: self.replay.every_sessions },
+            ProtocolChoice::Endpoint => emend_harness::Protocol::Endpoint,
+            ProtocolChoice::Replay => emend_harness::Protocol::Replay { every_sessions: self.replay.every_sessions },
         }
     }
 
@@ -207,7 +207,7 @@ impl Default for SplitConfig {
 }
 
 /// `harness.split.unit`: `auto` (by conversation when that puts at least
-/// [`crate::stats::MIN_CONFIRM_CONVERSATIONS`] conversations in the confirm
+/// [`emend_stats::MIN_CONFIRM_CONVERSATIONS`] conversations in the confirm
 /// part, by question otherwise), `question` or `conversation`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -220,12 +220,12 @@ pub enum SplitUnitChoice {
 
 impl SplitUnitChoice {
     /// The unit for the task set `tasks` under `split`.
-    pub fn resolve(self, tasks: &[crate::stats::TaskKey], split: &SplitConfig) -> crate::stats::SplitUnit {
-        use crate::stats::SplitUnit;
+    pub fn resolve(self, tasks: &[emend_stats::TaskKey], split: &SplitConfig) -> emend_stats::SplitUnit {
+        use emend_stats::SplitUnit;
         match self {
             SplitUnitChoice::Question => SplitUnit::Question,
             SplitUnitChoice::Conversation => SplitUnit::Conversation,
-            SplitUnitChoice::Auto => crate::stats::auto_unit(tasks, split.confirm_fraction, split.seed),
+            SplitUnitChoice::Auto => emend_stats::auto_unit(tasks, split.confirm_fraction, split.seed),
         }
     }
 }

@@ -173,8 +173,8 @@ impl Credit {
         let n = self.questions as u64;
         (n > 0).then(|| {
             (
-                crate::stats::lower_bound(only_kept, only_reverted, n, 0.025),
-                -crate::stats::lower_bound(only_reverted, only_kept, n, 0.025),
+                emend_stats::lower_bound(only_kept, only_reverted, n, 0.025),
+                -emend_stats::lower_bound(only_reverted, only_kept, n, 0.025),
             )
         })
     }
@@ -290,7 +290,7 @@ pub struct SplitRecord {
     /// The unit the split assigned; absent in journals of the stratified
     /// split (before each unit's part was derived from a hash).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unit: Option<crate::stats::SplitUnit>,
+    pub unit: Option<emend_stats::SplitUnit>,
     /// `hash`: each unit's part from a hash of (seed, unit id); absent: the
     /// seeded stratified shuffle of older versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -314,7 +314,7 @@ impl SplitRecord {
     /// of older journals is not reproduced: its confirm hash will not match).
     pub fn config(&self) -> crate::config::SplitConfig {
         let unit = match self.unit {
-            Some(crate::stats::SplitUnit::Conversation) => crate::config::SplitUnitChoice::Conversation,
+            Some(emend_stats::SplitUnit::Conversation) => crate::config::SplitUnitChoice::Conversation,
             _ => crate::config::SplitUnitChoice::Question,
         };
         crate::config::SplitConfig { unit, confirm_fraction: self.confirm_fraction, seed: self.seed }
@@ -348,7 +348,7 @@ impl SplitRecord {
             None => "these conversations".to_string(),
         };
         match self.unit {
-            Some(crate::stats::SplitUnit::Conversation) => format!(
+            Some(emend_stats::SplitUnit::Conversation) => format!(
                 "the confirm test's guarantee covers new conversations like these {} (the split is by conversation: \
                  {} of them are in the confirm part, none in both parts)",
                 self.conversations.map_or("ones".to_string(), |n| n.to_string()),

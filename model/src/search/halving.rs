@@ -14,7 +14,7 @@ use rand::SeedableRng;
 use rand::rngs::ChaCha8Rng;
 use rand::seq::SliceRandom;
 
-use crate::stats::TaskKey;
+use emend_stats::TaskKey;
 
 /// Rung sizes `first, first * eta, ...`, the last one the whole search part.
 pub fn ladder(search_size: usize, first: usize, eta: usize) -> Vec<usize> {

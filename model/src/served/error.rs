@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use journal::{ErrorClass, JournalError};
+use emend_journal::{ErrorClass, JournalError};
 
 use crate::artifact::ArtifactError;
 use crate::store::StoreError;

@@ -4,7 +4,7 @@
 //! and part. Nothing here is estimated: a version without a recorded
 //! evaluation has no figures.
 
-use journal::EventLog;
+use emend_journal::EventLog;
 use serde::Serialize;
 use serde_json::Value;
 

@@ -95,10 +95,10 @@ pub enum StatusError {
 }
 
 impl StatusError {
-    pub fn exit_class(&self) -> journal::ErrorClass {
+    pub fn exit_class(&self) -> emend_journal::ErrorClass {
         match self {
             StatusError::Store(e) => e.exit_class(),
-            StatusError::NothingServed => journal::ErrorClass::Failed,
+            StatusError::NothingServed => emend_journal::ErrorClass::Failed,
         }
     }
 }

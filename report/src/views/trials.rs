@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use journal::EventLog;
+use emend_journal::EventLog;
 use serde::Serialize;
 use serde_json::Value;
 

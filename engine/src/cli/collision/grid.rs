@@ -3,13 +3,13 @@
 //! (column, seed) run's cells with their paired bootstrap intervals.
 
 use anyhow::anyhow;
-use harness::collision::{self, CellResult, Channel, CollisionSpec, HashStats, Vocab};
-use harness::strategy::{DenseKind, Fusion};
+use emend_harness::collision::{self, CellResult, Channel, CollisionSpec, HashStats, Vocab};
+use emend_harness::strategy::{DenseKind, Fusion};
 use serde_json::{Value, json};
 
-use engine::artifact;
-use engine::schema::StrategySchema;
-use engine::stats::{self, BootstrapConfig};
+use emend_model::artifact;
+use emend_model::schema::StrategySchema;
+use emend_stats::{self, BootstrapConfig};
 
 use super::{CollisionArgs, FusionArg, RESAMPLES, Switch, VocabArg, mark};
 use crate::cli::Failure;
@@ -55,7 +55,7 @@ pub struct Column {
 /// What to run.
 pub struct Plan {
     /// The strategy with `--dense-kind` applied (fusion and dimension per column).
-    pub base: harness::Strategy,
+    pub base: emend_harness::Strategy,
     pub tags: Vec<String>,
     pub ks: Vec<usize>,
     pub entities: Option<usize>,
@@ -76,7 +76,7 @@ impl Plan {
         }
     }
 
-    pub fn strategy(&self, c: &Column) -> harness::Strategy {
+    pub fn strategy(&self, c: &Column) -> emend_harness::Strategy {
         let mut s = self.base.clone();
         match c.fusion {
             FusionArg::WeightedSum => s.retrieve.fusion = Fusion::WeightedSum,
@@ -136,7 +136,7 @@ pub fn parse_seeds(text: &str) -> Result<Vec<u64>, Failure> {
     Ok(out)
 }
 
-fn load_strategy(args: &CollisionArgs) -> Result<harness::Strategy, Failure> {
+fn load_strategy(args: &CollisionArgs) -> Result<emend_harness::Strategy, Failure> {
     let schema = StrategySchema::builtin();
     let a = match &args.strategy {
         Some(p) => artifact::load_strategy_file(p).map_err(Failure::bad_input)?,
@@ -152,7 +152,7 @@ fn load_strategy(args: &CollisionArgs) -> Result<harness::Strategy, Failure> {
 }
 
 /// The axis (at most one flag lists more than one value) and its columns.
-fn columns(args: &CollisionArgs, base: &harness::Strategy) -> Result<(Option<Axis>, Vec<Column>), Failure> {
+fn columns(args: &CollisionArgs, base: &emend_harness::Strategy) -> Result<(Option<Axis>, Vec<Column>), Failure> {
     let trigram = base.index.dense_kind == DenseKind::Trigram;
     let dims: Vec<Option<u32>> = match &args.dense_dim {
         Some(d) => d.iter().map(|&x| Some(x)).collect(),
@@ -208,7 +208,7 @@ fn columns(args: &CollisionArgs, base: &harness::Strategy) -> Result<(Option<Axi
 }
 
 /// How a column's fusion is named in a table.
-pub fn fusion_label(f: FusionArg, base: &harness::Strategy) -> &'static str {
+pub fn fusion_label(f: FusionArg, base: &emend_harness::Strategy) -> &'static str {
     match (f, base.retrieve.fusion) {
         (FusionArg::WeightedSum, _) | (FusionArg::Strategy, Fusion::WeightedSum) => "weighted sum",
         (FusionArg::Rrf, _) | (FusionArg::Strategy, Fusion::Rrf) => "RRF",
@@ -242,7 +242,7 @@ pub struct Grid {
     pub cells: Vec<Vec<Vec<Value>>>,
 }
 
-pub fn run(plan: &Plan, model: Option<&harness::minilm::MiniLm>) -> Result<Grid, Failure> {
+pub fn run(plan: &Plan, model: Option<&emend_harness::minilm::MiniLm>) -> Result<Grid, Failure> {
     let mut cells = Vec::new();
     for c in &plan.columns {
         let strategy = plan.strategy(c);
@@ -260,11 +260,11 @@ pub fn run(plan: &Plan, model: Option<&harness::minilm::MiniLm>) -> Result<Grid,
 }
 
 /// One cell's figures, with everything needed to reproduce its interval.
-fn cell_json(c: &CellResult, col: &Column, strategy: &harness::Strategy, seed: u64) -> Result<Value, Failure> {
-    let outcomes = |strategy: bool| -> Vec<stats::Outcome> {
+fn cell_json(c: &CellResult, col: &Column, strategy: &emend_harness::Strategy, seed: u64) -> Result<Value, Failure> {
+    let outcomes = |strategy: bool| -> Vec<emend_stats::Outcome> {
         c.tasks
             .iter()
-            .map(|(id, r)| stats::Outcome {
+            .map(|(id, r)| emend_stats::Outcome {
                 id: id.clone(),
                 conversation: Some(id.clone()),
                 category: c.tag.clone(),
@@ -272,9 +272,9 @@ fn cell_json(c: &CellResult, col: &Column, strategy: &harness::Strategy, seed: u
             })
             .collect()
     };
-    let paired = stats::pair(&outcomes(false), &outcomes(true)).map_err(Failure::failed)?;
+    let paired = emend_stats::pair(&outcomes(false), &outcomes(true)).map_err(Failure::failed)?;
     let config = BootstrapConfig { resamples: RESAMPLES, seed, ..BootstrapConfig::default() };
-    let ci = stats::paired_bootstrap(&paired, &config).map_err(Failure::failed)?;
+    let ci = emend_stats::paired_bootstrap(&paired, &config).map_err(Failure::failed)?;
     Ok(json!({
         "tag": c.tag,
         "class": c.class.name(),

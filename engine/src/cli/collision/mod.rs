@@ -1,4 +1,4 @@
-//! `emend collision`: the entity-collision protocol (`harness::collision`).
+//! `emend collision`: the entity-collision protocol (`emend_harness::collision`).
 //! Per discriminator tag and K it scores hit@1 of the strategy's retrieval
 //! and of its BM25 channel alone on tasks where BM25 cannot tell the K
 //! memories apart (1/K by construction), and reports the paired difference
@@ -18,9 +18,9 @@ mod table;
 use std::path::PathBuf;
 
 use anyhow::anyhow;
-use harness::collision::{self, CollisionSpec};
+use emend_harness::collision::{self, CollisionSpec};
 
-use engine::artifact;
+use emend_model::artifact;
 
 use super::{CmdResult, Failure};
 use grid::{Column, Grid};
@@ -125,22 +125,22 @@ pub fn mark(low: f64, high: f64) -> &'static str {
 }
 
 /// The MiniLM model for a strategy whose dense channel is `minilm`.
-fn model(strategy: &harness::Strategy) -> Result<Option<harness::minilm::MiniLm>, Failure> {
-    if strategy.index.dense_kind != harness::strategy::DenseKind::Minilm {
+fn model(strategy: &emend_harness::Strategy) -> Result<Option<emend_harness::minilm::MiniLm>, Failure> {
+    if strategy.index.dense_kind != emend_harness::strategy::DenseKind::Minilm {
         return Ok(None);
     }
     if !cfg!(feature = "minilm") {
         return Err(Failure::bad_input(anyhow!(
             "emend collision: index.dense_kind: minilm: {}",
-            harness::minilm::NOT_BUILT
+            emend_harness::minilm::NOT_BUILT
         )));
     }
-    let Some((dir, setting)) = harness::minilm::locate(None) else {
+    let Some((dir, setting)) = emend_harness::minilm::locate(None) else {
         return Err(Failure::bad_input(anyhow!(
             "emend collision: index.dense_kind: minilm needs the model: set EMEND_MINILM_DIR (scripts/install-minilm.sh)"
         )));
     };
-    Ok(Some(harness::minilm::MiniLm::load(&dir).map_err(|e| Failure::bad_input(anyhow!("{setting}: {e}")))?))
+    Ok(Some(emend_harness::minilm::MiniLm::load(&dir).map_err(|e| Failure::bad_input(anyhow!("{setting}: {e}")))?))
 }
 
 fn write_tasks(spec: &CollisionSpec, out: &std::path::Path) -> Result<(), Failure> {
@@ -170,7 +170,7 @@ pub fn run(args: &CollisionArgs) -> CmdResult {
             None => cells,
         };
         println!("{}", serde_json::to_string_pretty(&value).expect("JSON serializes"));
-        return Ok(engine::exit::OK);
+        return Ok(emend_model::exit::OK);
     }
     print!("{}", table::render(&plan, &grid, args.markdown));
     if let Some(h) = &hash {
@@ -180,5 +180,5 @@ pub fn run(args: &CollisionArgs) -> CmdResult {
     if let Some(out) = &args.out {
         println!("task set written to {}", out.display());
     }
-    Ok(engine::exit::OK)
+    Ok(emend_model::exit::OK)
 }

@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use engine::percent::{percent, points};
+use emend_model::percent::{percent, points};
 
 use super::RESAMPLES;
 use super::grid::{Axis, Grid, HashRow, Plan, fusion_label};
@@ -151,7 +151,7 @@ fn footer(plan: &Plan) -> String {
     let per = |a: Axis| plan.axis == Some(a);
     let column = "per column".to_string();
     let channel = match plan.base.index.dense_kind {
-        harness::strategy::DenseKind::Trigram => format!(
+        emend_harness::strategy::DenseKind::Trigram => format!(
             "trigram ({}, bucket idf {})",
             if per(Axis::DenseDim) { column.clone() } else { format!("{}-d", c.dense_dim.unwrap_or(0)) },
             if per(Axis::HashIdf) {

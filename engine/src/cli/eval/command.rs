@@ -12,9 +12,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use anyhow::anyhow;
-use engine::config::Project;
-use engine::outcome::Evaluation;
-use harness::CategoryScore;
+use emend_harness::CategoryScore;
+use emend_model::config::Project;
+use emend_model::outcome::Evaluation;
 use serde_json::{Value, json};
 
 use super::{EvalArgs, ProtocolArg, figures};
@@ -24,7 +24,7 @@ pub(super) fn run(args: &EvalArgs, project: Project, start: Instant) -> CmdResul
     refuse_unhonoured(args, &project)?;
     let project = with_selection(project, args);
     let schema = common::schema(&project)?;
-    let artifact = engine::artifact::load_file(&args.strategy, &schema).map_err(Failure::bad_input)?;
+    let artifact = emend_model::artifact::load_file(&args.strategy, &schema).map_err(Failure::bad_input)?;
     if let Some(out) = &args.outcomes {
         common::check_output_dir("--outcomes", out)?;
     }
@@ -67,7 +67,7 @@ pub(super) fn run(args: &EvalArgs, project: Project, start: Instant) -> CmdResul
     } else {
         print!("{}", report.human());
     }
-    Ok(engine::exit::OK)
+    Ok(emend_model::exit::OK)
 }
 
 /// Refuses (exit 2, one line) what the command cannot do as asked.
