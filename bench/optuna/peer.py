@@ -307,7 +307,7 @@ class ConfigLoader(yaml.SafeLoader):
     """YAML as emend reads emend.yaml (YAML 1.2): only true/false are booleans.
     PyYAML's YAML 1.1 would read `off`, `on`, `yes` and `no` as booleans, and
     a settings file read and written back would then say `false` where emend
-    expects the word (e.g. gates.step_bound: off); the word read as a string is
+    expects the word (e.g. gates.cluster_check: off); the word read as a string is
     written back quoted, which emend reads as the same word."""
 
 
@@ -347,8 +347,9 @@ def emend_side(args, emend: str, schema: dict, search: Path, held: Path, ceiling
     cfg = load_config(cfg_path.read_text())
     cfg["harness"]["budget_ceiling"] = ceiling
     cfg["loop"]["seed"] = seed
-    # emend's default (the search proposer) unless --rule-evolver asks for the one-field moves.
-    cfg["loop"]["search"] = not args.rule_evolver
+    # emend's default (the global search) unless --rule-evolver asks for the one-field moves.
+    if args.rule_evolver:
+        cfg.setdefault("search", {})["method"] = "rules"
     for section, key, value in args.emend_set:
         cfg.setdefault(section, {})[key] = value
     cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
@@ -967,7 +968,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ceilings", default="1000,2000")
     ap.add_argument("--out", default=str(REPO / "target" / "bench-optuna"), help="directory of results.md and results.json")
     ap.add_argument("--rule-evolver", action="store_true",
-                    help="run emend with loop.search: false (the one-field rule evolver) instead of the search proposer")
+                    help="run emend with search.method: rules (the one-field rule evolver) instead of the global search")
     ap.add_argument("--peer-cache", "--tpe-cache", dest="peer_cache", default=None, metavar="DIR",
                     help="directory of recorded peer runs: a run whose inputs are identical is read, not repeated "
                          "(--tpe-cache is the older name)")

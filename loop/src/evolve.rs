@@ -26,7 +26,7 @@ use emend_eval::backend::Backend;
 use emend_eval::llm;
 use emend_model::artifact::Artifact;
 use emend_model::candidate::{Resolution, StoppedBy};
-use emend_model::config::{Project, ProtocolChoice, StepBound};
+use emend_model::config::{Project, SearchMethod};
 use emend_model::confirm::{ConfirmState, Parts};
 use emend_model::decide::{self, Decision, Policy, Serving, Tested};
 use emend_model::digest::Digest;
@@ -404,17 +404,19 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
     }
 
     /// The run's proposers, in the order they are asked: the model's rewrite
-    /// first, when it handles a direction; the search (endpoint protocol with
-    /// `loop.search`); the schema's moves otherwise.
+    /// first, when it handles a direction; then `search.method`'s: the global
+    /// search (`jump`), the step search (`steps`), or the rule evolver's
+    /// candidates (`rules`). The rule evolver is always asked last; under
+    /// `jump` and `steps` it proposes no candidate of its own.
     fn proposers(&self) -> Result<Vec<Box<dyn Proposer>>> {
         let mut proposers: Vec<Box<dyn Proposer>> = vec![Box::new(ModelRewrite)];
         let cfg = &self.project.config;
-        let search = cfg.loop_.search && cfg.harness.protocol == ProtocolChoice::Endpoint;
+        let method = cfg.search_method();
         let max_tokens = self.max_tokens()?.map(f64::from);
-        if search && cfg.gates.step_bound == StepBound::Off {
+        if method == SearchMethod::Jump {
             let settings = JumpSettings { max_tokens, ..JumpSettings::from_config(cfg) };
             proposers.push(Box::new(JumpProposer::new(settings)));
-        } else if search {
+        } else if method == SearchMethod::Steps {
             proposers.push(Box::new(SearchProposer::new(SearchSettings {
                 seed: cfg.loop_.seed,
                 cost_bound: cfg.gates.cost_bound,
@@ -423,7 +425,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
                 ..SearchSettings::default()
             })));
         }
-        proposers.push(Box::new(RuleEvolver { candidates: !search }));
+        proposers.push(Box::new(RuleEvolver { candidates: method == SearchMethod::Rules }));
         let store = self.store();
         let (searches, candidates) = (store.searches()?, store.candidates()?);
         for p in proposers.iter_mut() {

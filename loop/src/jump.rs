@@ -1,4 +1,4 @@
-//! The global search proposer (`gates.step_bound: off`, the default): one
+//! The global search proposer (`search.method: jump`, the default): one
 //! confirmed jump per served change.
 //!
 //! - **Search the whole legal space.** A TPE sampler ([`emend_model::search::Tpe`],

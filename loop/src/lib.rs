@@ -5,7 +5,7 @@
 //! - The proposers: the planner's one-field moves ([`propose`]), the global
 //!   search with one confirmed jump per served change ([`jump`], the
 //!   default), and the step search of the conservative mode
-//!   ([`step_search`], `gates.step_bound: schema`).
+//!   ([`step_search`], `search.method: steps`).
 //! - [`screen`]: the fail-fast gates and the critic before a confirm test.
 //! - [`hooks`]: the commands a project runs on events.
 //! - [`progress`]: what a run reports as it goes (to a callback).

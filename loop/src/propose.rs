@@ -3,9 +3,12 @@
 //! direction the planner ranked; the first that answers is taken. After the
 //! decision, every proposer is told what became of the round's candidates.
 //!
-//! Two proposers today: [`ModelRewrite`] (the evolver model rewrites a text
-//! field, when a model is configured) and [`RuleEvolver`] (the schema's own
-//! moves, always). A proposer may evaluate strategies cheaply on a subset of
+//! Four proposers, two defined here: [`ModelRewrite`] (the evolver model
+//! rewrites a text field, when a model is configured) and [`RuleEvolver`]
+//! (the schema's own moves, always asked last); `search.method` adds the
+//! global search ([`crate::jump::JumpProposer`], `jump`) or the step search
+//! ([`crate::step_search::SearchProposer`], `steps`), or lets the rule
+//! evolver propose its own candidates (`rules`). A proposer may evaluate strategies cheaply on a subset of
 //! the task set through [`Ask::backend`], and a candidate may change several
 //! fields at once ([`Proposed::Candidate::changes`]).
 
@@ -165,8 +168,9 @@ pub trait Proposer {
 /// (blocked: they need a model that is not installed, a role that is not
 /// configured) or exhausted (at a bound, or at a value that already means
 /// "off"), and leaves every move to a proposer that screens its candidates
-/// itself ([`crate::step_search::SearchProposer`]): one field moved at a time is
-/// what that proposer's line points already screen.
+/// itself (the global search or the step search, under `search.method: jump`
+/// or `steps`): one field moved at a time is what those proposers already
+/// screen.
 pub struct RuleEvolver {
     pub candidates: bool,
 }

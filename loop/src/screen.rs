@@ -41,7 +41,7 @@ pub struct Screen<'a> {
     /// The round's probe sample and how many of it the served strategy answers.
     pub probe_ids: &'a [String],
     pub served_on_probe: usize,
-    /// `gates.step_bound: schema`: numbers stay within their `x-max-delta`.
+    /// `search.method: steps`: numbers stay within their `x-max-delta`.
     pub bounded: bool,
     /// `cost:`: under a price the probe tolerates the accuracy the
     /// candidate's saving on the probe is worth; a `cheaper` candidate's probe

@@ -1,5 +1,5 @@
-//! The step search proposer of the conservative mode (`gates.step_bound:
-//! schema`): many multi-field candidates, each within one `x-max-delta` step
+//! The step search proposer of the conservative mode (`search.method:
+//! steps`): many multi-field candidates, each within one `x-max-delta` step
 //! of the served strategy, screened cheaply on the search part, the best one
 //! sent on to the gates and the confirm test. The default is the global
 //! search of [`crate::jump`].

@@ -98,11 +98,11 @@ fn project(dir: &Path, edit: impl Fn(&str) -> String) -> Project {
     Project { dir: dir.to_path_buf(), config: parse_config(&text).unwrap() }
 }
 
-/// The config with `loop.search: false`: for tests that pin the rule
+/// The config with `search.method: rules`: for tests that pin the rule
 /// evolver's one-field candidates (which field moves, which move errors).
 fn rule_evolver(config: &str) -> String {
-    assert!(config.contains("\n  search: true\n"), "{config}");
-    config.replace("\n  search: true\n", "\n  search: false\n")
+    assert!(config.contains("\n  method: null\n"), "{config}");
+    config.replace("\n  method: null\n", "\n  method: rules\n")
 }
 
 fn start(project: &Project, log: &mut MemoryJournal, yaml: &str) -> Artifact {
@@ -530,8 +530,8 @@ fn a_search_that_finds_nothing_stops_converged_by_its_rule() {
 #[test]
 fn bounded_steps_keep_the_step_search_within_x_max_delta() {
     let dir = tempfile::tempdir().unwrap();
-    let p = project(dir.path(), |s| s.replace("  step_bound: off\n", "  step_bound: schema\n"));
-    assert_eq!(p.config.gates.step_bound, emend_model::config::StepBound::Schema);
+    let p = project(dir.path(), |s| s.replace("  method: null\n", "  method: steps\n"));
+    assert_eq!(p.config.search_method(), emend_model::config::SearchMethod::Steps);
     let mut log = MemoryJournal::new(EngineProjector);
     start(&p, &mut log, DEFAULT);
     let summary = run_with(&p, &mut log, &scripted(three_fields, "h1"), &budget(30.0));

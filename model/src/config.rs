@@ -168,14 +168,23 @@ mod tests {
     }
 
     #[test]
-    fn step_bound_reads_off_schema_and_yaml_1_1_false() {
-        let base = "harness:\n  tasks: builtin\ngates:\n  step_bound: ";
-        for (v, want) in [("off", StepBound::Off), ("false", StepBound::Off), ("schema", StepBound::Schema)] {
-            assert_eq!(parse_config(&format!("{base}{v}\n")).unwrap().gates.step_bound, want, "{v}");
+    fn search_method_is_one_setting_with_a_default_per_protocol() {
+        let method = |yaml: &str| parse_config(&format!("harness:\n  tasks: builtin\n{yaml}")).map(|c| c.search_method());
+        assert_eq!(method(""), Ok(SearchMethod::Jump));
+        assert_eq!(method("  protocol: replay\n"), Ok(SearchMethod::Rules));
+        for (v, want) in [("jump", SearchMethod::Jump), ("steps", SearchMethod::Steps), ("rules", SearchMethod::Rules)] {
+            assert_eq!(method(&format!("search:\n  method: {v}\n")), Ok(want), "{v}");
         }
-        let e = parse_config(&format!("{base}bounded\n")).unwrap_err();
-        assert!(e.contains("gates.step_bound: must be one of \"off\", \"schema\""), "{e}");
-        assert_eq!(parse_config("harness:\n  tasks: builtin\n").unwrap().gates.step_bound, StepBound::Off);
+        assert_eq!(method("  protocol: replay\nsearch:\n  method: rules\n"), Ok(SearchMethod::Rules));
+        let e = method("  protocol: replay\nsearch:\n  method: steps\n").unwrap_err();
+        assert!(e.contains("search.method: steps needs harness.protocol: endpoint"), "{e}");
+        let e = method("search:\n  method: bounded\n").unwrap_err();
+        assert!(e.contains("search.method: unknown variant `bounded`"), "{e}");
+        // The two keys it replaced are refused, saying what to write.
+        let e = method("gates:\n  step_bound: schema\n").unwrap_err();
+        assert!(e.contains("gates.step_bound: `step_bound` is replaced by `search.method`"), "{e}");
+        let e = method("loop:\n  search: false\n").unwrap_err();
+        assert!(e.contains("loop.search: `search` is replaced by `search.method`"), "{e}");
     }
 
     #[test]

@@ -142,7 +142,7 @@ pub struct CriticInput<'a> {
     pub more: &'a [Change],
     /// Measured contributions by path (the global search's pruning).
     pub contributions: &'a BTreeMap<String, f64>,
-    /// Numbers stay within their `x-max-delta` (`gates.step_bound: schema`).
+    /// Numbers stay within their `x-max-delta` (`search.method: steps`).
     pub bounded: bool,
     pub effects: &'a BTreeMap<String, DimensionEffect>,
     /// `(path, from, to)` moves that were evaluated and rejected before.

@@ -136,7 +136,7 @@ pub struct GateInput<'a> {
     pub replay: &'a Replay,
     /// Dataset text a model saw while proposing this candidate (the evolver's examples).
     pub data: Option<&'a DataText>,
-    /// `gates.step_bound: schema`: every number within its `x-max-delta`.
+    /// `search.method: steps`: every number within its `x-max-delta`.
     pub bounded: bool,
 }
 
@@ -451,7 +451,7 @@ mod tests {
             failed_at(&gates_for(&with("retrieve.top_k", json!(30)), &BTreeSet::new(), None, &stable())).unwrap();
         assert_eq!(g, Gate::ValueRanges);
         assert!(d.contains("moves by 25 (x-max-delta 10)"), "{d}");
-        // Without bounded steps (gates.step_bound: off, the default) the same move is legal.
+        // Without bounded steps (search.method: jump, the default) the same move is legal.
         let c = with("retrieve.top_k", json!(30));
         let (schema, served, hash) = (StrategySchema::builtin(), served(), crate::artifact::content_hash(&c));
         let input = GateInput {

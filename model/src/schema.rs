@@ -650,7 +650,7 @@ fn collect_fields(
         needs_model: node.get("x-needs-model").and_then(Value::as_str).map(str::to_string),
         inert_when: parse_inert_when(prefix, &node)?,
     };
-    // x-max-delta is optional: it bounds a step only under `gates.step_bound: schema`.
+    // x-max-delta is optional: it bounds a step only under `search.method: steps`.
     if evolvable && matches!(spec.kind, FieldKind::Integer | FieldKind::Number) && spec.step.is_none() {
         return Err(format!("{prefix}: an evolvable number needs x-step"));
     }

@@ -76,7 +76,7 @@ fn a_run_under_a_token_budget_serves_only_versions_within_it() {
 #[test]
 fn the_conservative_mode_keeps_the_budget_too() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = project(tmp.path(), Some(250), |t| t.replace("step_bound: off", "step_bound: schema"));
+    let dir = project(tmp.path(), Some(250), |t| t.replace("method: null", "method: steps"));
     let run = json(&dir, &["evolve", "--rounds", "12", "--json", "--quiet"]);
     // The step search proposes within the budget; none of its steps here passes the confirm test.
     check_within(&dir, &run, 250.0, false);
@@ -84,12 +84,12 @@ fn the_conservative_mode_keeps_the_budget_too() {
 
 #[test]
 fn the_confirm_test_rejects_a_candidate_above_the_budget() {
-    // Without the search (loop.search: false) the planner's one-field moves
+    // Without the search (search.method: rules) the planner's one-field moves
     // reach the gates unfiltered; v1 reads about 135 tokens a question, so a
     // budget of 100 is above no candidate, and the confirm test's rule is
     // what stops every one that gets there.
     let tmp = tempfile::tempdir().unwrap();
-    let dir = project(tmp.path(), Some(100), |t| t.replacen("  search: true\n", "  search: false\n", 1));
+    let dir = project(tmp.path(), Some(100), |t| t.replacen("  method: null\n", "  method: rules\n", 1));
     let run = json(&dir, &["evolve", "--rounds", "6", "--json", "--quiet"]);
     assert_eq!(run["accepted"], 0, "{run}");
     assert_eq!(run["served_version"], 1, "{run}");

@@ -308,7 +308,7 @@ fn a_run_whose_every_candidate_errored_exits_5_naming_the_first_error() {
     let dir = tmp.path().join("p");
     let config = dir.join("emend.yaml");
     let text = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(&config, text.replacen("  search: true", "  search: false", 1)).unwrap();
+    std::fs::write(&config, text.replacen("  method: null", "  method: rules", 1)).unwrap();
     let (code, out, err) = emend(&dir, &["evolve", "--rounds", "3", "--json", "--quiet"]);
     assert_eq!(code, 5, "{out}{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -355,7 +355,7 @@ fn a_changed_split_is_refused_until_new_split_starts_a_new_lord_sequence() {
     init(&dir);
     // The rule evolver proposes every round, so every run below journals a round.
     let config = std::fs::read_to_string(dir.join("emend.yaml")).unwrap();
-    std::fs::write(dir.join("emend.yaml"), config.replace("  search: true\n", "  search: false\n")).unwrap();
+    std::fs::write(dir.join("emend.yaml"), config.replace("  method: null\n", "  method: rules\n")).unwrap();
     let (code, _, err) = emend(&dir, &["evolve", "--rounds", "2", "--quiet"]);
     assert_eq!(code, 0, "{err}");
     let first = split_records(&dir);

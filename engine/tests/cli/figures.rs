@@ -279,7 +279,7 @@ fn a_pending_version_shows_its_cost() {
 #[test]
 fn credited_nodes_name_changed_fields_in_the_conservative_mode() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = project(tmp.path(), "builtin", |t| t.replace("step_bound: off", "step_bound: schema"));
+    let dir = project(tmp.path(), "builtin", |t| t.replace("method: null", "method: steps"));
     let run = json(&dir, &["evolve", "--rounds", "12", "--json", "--quiet"]);
     assert!(run["candidates"].as_u64().unwrap() >= 1, "{run}");
     assert!(check_credits(&dir) > 0);

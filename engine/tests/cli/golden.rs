@@ -29,7 +29,7 @@
 //! carve-up before it changed no event (checked by diffing exports).
 //!
 //! Re-recorded for LoCoMo when the search proposer became the default
-//! (`loop.search: true`; journaled `searched` events, a step toward the
+//! (`loop.search: true`, now `search.method: jump`; journaled `searched` events, a step toward the
 //! consensus of the best-scored strategies, the last accepted step tried
 //! again), and once more when the scouts per search went from 24 to 12.
 //! The embedded run's file was re-recorded when the repository's emend.yaml
@@ -39,7 +39,7 @@
 //! (`moves by 0.4`, not `0.40000000000000013`): two lines, no decision.
 //!
 //! Both files were re-recorded when the global search became the default
-//! (`gates.step_bound: off`, the per-step cost bound off, the `search:`
+//! (`gates.step_bound: off`, now the default `search.method`, the per-step cost bound off, the `search:`
 //! section: TPE over the whole legal space, racing, consensus, pruning and
 //! per-field credits): every search-proposed candidate was meant to change,
 //! and `searched` events now carry the trials and pruning of a segment.

@@ -80,7 +80,7 @@ fn every_read_command_escapes_every_journaled_free_text_field() {
         std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
     };
     configure("  approval: auto", "  approval: manual");
-    configure("  search: true", "  search: false");
+    configure("  method: null", "  method: rules");
     // The rule evolver's bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
     configure("confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
     let pending = |dir: &Path| -> u64 {

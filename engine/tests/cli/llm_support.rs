@@ -86,7 +86,7 @@ pub fn role_yaml(name: &str, url: &str, model: &str, extra: &str) -> String {
 /// The split keeps a tenth of the small fixture for the confirm part, so that
 /// the question whose dialogue carries the planted instruction is in the
 /// search part: only search-part failures reach the evolver as examples.
-/// It runs the rule evolver (`loop.search: false`): the tests pin which
+/// It runs the rule evolver (`search.method: rules`): the tests pin which
 /// role answers which direction.
 pub fn project(dir: &std::path::Path, judge: &str, roles: &str) {
     std::fs::create_dir_all(dir).unwrap();
@@ -96,7 +96,7 @@ pub fn project(dir: &std::path::Path, judge: &str, roles: &str) {
     let config = format!(
         "harness:\n  kind: builtin\n  tasks: {tasks:?}\n  judge: {judge}\n  split:\n    confirm_fraction: 0.1\n    seed: 0\n\
          gates:\n  probe_size: 10\n  bootstrap_resamples: 200\n\
-         loop:\n  rounds: 1\n  candidates: 4\n  search: false\n\
+         loop:\n  rounds: 1\n  candidates: 4\nsearch:\n  method: rules\n\
          strategy: strategies/served.yaml\ninitial_strategy: initial.yaml\n\
          roles:\n{roles}",
         tasks = tasks.display().to_string()

@@ -58,7 +58,7 @@ fn slow_project(tmp: &Path, pause: &str) -> PathBuf {
     ok(tmp, &["init", "p", "--tasks", "builtin", "--harness-command", "sh", "-c", &script]);
     let dir = tmp.join("p");
     // The rule evolver: a round is a few evaluations (the global search makes hundreds).
-    configure(&dir, "  search: true", "  search: false");
+    configure(&dir, "  method: null", "  method: rules");
     // The rule evolver's bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
     configure(&dir, "confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
     dir
@@ -324,7 +324,7 @@ fn an_approval_is_of_a_tested_pair_a_stale_one_needs_a_passed_retest_or_force() 
         "random choice (probe samples, bootstrap).\n  seed: 0\n",
         "random choice (probe samples, bootstrap).\n  seed: 1\n",
     );
-    configure(&dir, "  step_bound: off\n", "  step_bound: schema\n");
+    configure(&dir, "  method: null\n", "  method: steps\n");
     configure(&dir, "  cost_bound: null\n", "  cost_bound: 1.5\n");
     // The bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
     configure(&dir, "confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
@@ -440,7 +440,7 @@ fn superseded_pair(tmp: &Path) -> (PathBuf, u64, u64) {
     let dir = tmp.join("p");
     configure(&dir, "  approval: auto", "  approval: manual");
     configure(&dir, "  max_pending: null", "  max_pending: 1");
-    configure(&dir, "  search: true", "  search: false");
+    configure(&dir, "  method: null", "  method: rules");
     // The rule evolver's bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
     configure(&dir, "confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
     ok(&dir, &["evolve", "--rounds", "1", "--quiet"]);

@@ -196,7 +196,7 @@ fn fixtures(tmp: &Path) -> Fixtures {
     let dir = tmp.join("p");
     configure(&dir, "  approval: auto", "  approval: manual");
     configure(&dir, "  max_pending: null", "  max_pending: 1");
-    configure(&dir, "  search: true", "  search: false");
+    configure(&dir, "  method: null", "  method: rules");
     // The rule evolver's bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
     configure(&dir, "confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
     let rejected = run_to_pending(&dir);

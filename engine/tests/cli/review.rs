@@ -38,7 +38,7 @@ fn json(dir: &Path, args: &[&str]) -> Value {
 }
 
 /// The shared run: `emend init` + 3 rounds of `emend evolve` on the embedded
-/// dataset, with the rule evolver (`loop.search: false`), whose candidates
+/// dataset, with the rule evolver (`search.method: rules`), whose candidates
 /// stop at every stage (gates, probe, full test) for the snapshots to show.
 /// Split seed 4 at share 0.5: a split on which the rule evolver accepts
 /// within three rounds (on seed 0 its small steps all fail the confirm test).
@@ -53,11 +53,11 @@ fn base() -> (MutexGuard<'static, ()>, &'static Path) {
         let dir = tmp.path().join("p");
         ok(tmp.path(), &["init", "p", "--tasks", "builtin"]);
         let config = std::fs::read_to_string(dir.join("emend.yaml")).unwrap();
-        assert!(config.contains("  search: true\n"), "{config}");
+        assert!(config.contains("  method: null\n"), "{config}");
         std::fs::write(
             dir.join("emend.yaml"),
             config
-                .replace("  search: true\n", "  search: false\n")
+                .replace("  method: null\n", "  method: rules\n")
                 .replace("confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4"),
         )
         .unwrap();

@@ -722,7 +722,7 @@ runpy.run_path(ADAPTER, run_name="__main__")
     let dir = init_with_adapter(tmp.path(), &wrapper);
     // The rule evolver: its candidates name their change, which the next round proposes again.
     let config = std::fs::read_to_string(dir.join("emend.yaml")).unwrap();
-    std::fs::write(dir.join("emend.yaml"), config.replace("  search: true", "  search: false")).unwrap();
+    std::fs::write(dir.join("emend.yaml"), config.replace("  method: null", "  method: rules")).unwrap();
     // Every candidate of the first run errored: exit 5 (stopped: errored).
     let (code, out, err) = emend(&dir, &["evolve", "--rounds", "1", "--candidates", "2", "--quiet"]);
     assert!(code == 5 || code == 0, "{out}{err}");

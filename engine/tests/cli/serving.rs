@@ -67,7 +67,7 @@ fn manual_approval_leaves_pending_versions_and_approve_serves_one_with_the_hook(
     configure(&dir, "  approval: auto", "  approval: manual");
     configure(&dir, "  max_pending: null", "  max_pending: 1");
     // The rule evolver: its one-field candidates are what the pending list shows below.
-    configure(&dir, "  search: true", "  search: false");
+    configure(&dir, "  method: null", "  method: rules");
     // The rule evolver's bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
     configure(&dir, "confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
     configure(&dir, "  on_pending: null", "  on_pending: [\"./pending.sh\"]");
@@ -183,7 +183,7 @@ fn a_rejected_pending_version_is_closed_and_never_served() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = project(tmp.path());
     configure(&dir, "  approval: auto", "  approval: manual");
-    configure(&dir, "  search: true", "  search: false");
+    configure(&dir, "  method: null", "  method: rules");
     // The rule evolver's bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
     configure(&dir, "confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
     ok(&dir, &["evolve", "--rounds", "1", "--quiet"]);
@@ -216,7 +216,7 @@ fn a_rollback_sticks_the_version_rolled_back_from_is_never_served_again() {
         "random choice (probe samples, bootstrap).\n  seed: 0\n",
         "random choice (probe samples, bootstrap).\n  seed: 1\n",
     );
-    configure(&dir, "  step_bound: off\n", "  step_bound: schema\n");
+    configure(&dir, "  method: null\n", "  method: steps\n");
     configure(&dir, "  cost_bound: null\n", "  cost_bound: 1.5\n");
     // The bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
     configure(&dir, "confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
@@ -350,7 +350,7 @@ fn changed_paths(c: &emend_model::events::CandidateRecord) -> Vec<String> {
 fn a_rollback_freezes_the_rolled_back_fields_until_unquarantine() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = project(tmp.path());
-    configure(&dir, "  search: true", "  search: false");
+    configure(&dir, "  method: null", "  method: rules");
     // The rule evolver's bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
     configure(&dir, "confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
     // Runs until a version is accepted, then rolls back from it.

@@ -89,7 +89,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             probe_drop_max: cfg.gates.probe_drop_max,
             probe_ids: &probe_ids,
             served_on_probe,
-            bounded: cfg.gates.step_bound == emend_model::config::StepBound::Schema,
+            bounded: cfg.search_method() == emend_model::config::SearchMethod::Steps,
             cost: &cfg.cost,
         };
         let mut slots = Slots::default();

@@ -90,9 +90,6 @@ pub(super) fn d_full_tests() -> usize {
 pub(super) fn d_resamples() -> usize {
     10_000
 }
-pub(super) fn d_search() -> bool {
-    true
-}
 pub(super) fn d_rounds() -> u32 {
     20
 }

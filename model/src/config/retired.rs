@@ -1,10 +1,10 @@
 //! Keys emend no longer reads. A setting that would load and change nothing
 //! is refused, at its line, with the reason and what to write instead: the
-//! five keys once named after the papers' symbols, and three gate settings
-//! the confirm test stopped using.
+//! five keys once named after the papers' symbols, three gate settings the
+//! confirm test stopped using, and the two keys `search.method` replaced.
 
 /// `(section, key, why it is refused)` of every retired key.
-pub const RETIRED_KEYS: [(&str, &str, &str); 8] = [
+pub const RETIRED_KEYS: [(&str, &str, &str); 10] = [
     ("gates", "delta1", "renamed: write `probe_drop_max`"),
     ("gates", "epsilon_c", "renamed: write `category_drop_max`"),
     ("gates", "tau_rollback", "renamed: write `restore_below_best`"),
@@ -25,6 +25,12 @@ pub const RETIRED_KEYS: [(&str, &str, &str); 8] = [
         "holdout_budget",
         "no longer read: nothing measured on the confirm part reaches the search, so there is no holdout budget to spend; delete it",
     ),
+    (
+        "gates",
+        "step_bound",
+        "replaced by `search.method`: `schema` is `method: steps`, `off` is the default `method: jump`; delete it",
+    ),
+    ("loop", "search", "replaced by `search.method`: `false` is `method: rules`, `true` is the default; delete it"),
 ];
 
 /// Why the key `key` of `section` is refused, when it is a retired one.

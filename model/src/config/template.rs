@@ -192,9 +192,6 @@ fn render_gates(out: &mut String, g: &GateConfig) {
     k(out, doc, "category_drop_max", &g.category_drop_max);
     let doc = "Best-ever auto-restore when served falls more than this below the best-ever score.";
     k(out, doc, "restore_below_best", &g.restore_below_best);
-    let doc = "off: a candidate may go anywhere inside the schema's ranges and invariants (the global\n\
-               search); schema: every number stays within its x-max-delta (the conservative mode).";
-    k(out, doc, "step_bound", &"off");
     let cost = g.cost_bound.map_or("null".to_string(), |c| c.to_string());
     let doc = "Largest relative growth of mean context tokens in one accepted step (null: no bound).";
     k(out, doc, "cost_bound", &cost);
@@ -218,18 +215,18 @@ fn render_loop(out: &mut String, l: &LoopConfig) {
     let doc = "How strongly the planner favours the hypotheses it has tried least\n\
                (the UCB1 exploration constant c0).";
     k(out, doc, "exploration", &l.exploration);
-    let doc = "The search proposer: the global search of `search:` below (or, with\n\
-               gates.step_bound: schema, bounded steps); false: the rule evolver's one-field moves.";
-    k(out, doc, "search", &l.search);
 }
 
 /// The `search:` section at the defaults `s`.
 fn render_search(out: &mut String, s: &SearchConfig) {
     let k = |out: &mut String, doc: &str, name: &str, value: &dyn std::fmt::Display| key(out, "  ", doc, name, value);
     out.push_str("\nsearch:\n");
-    let doc = "The global search (gates.step_bound: off): a TPE sampler over every evolvable field,\n\
-               each trial raced question by question against the best so far on the search part.";
-    comment(out, "  ", doc);
+    let doc = "Which proposer makes the candidates. jump: the global search below, a sampler over\n\
+               every evolvable field, each trial raced question by question against the best so\n\
+               far on the search part. steps: the conservative mode, every number within its\n\
+               x-max-delta of the served value. rules: the rule evolver's one-field moves (the\n\
+               only method under harness.protocol: replay). null: jump, or rules under replay.";
+    k(out, doc, "method", &"null");
     let doc = "Drop a trial once the one-sided exact test says it is worse at this level.";
     k(out, doc, "race_level", &s.race_level);
     k(out, "Questions of a race's first look (then doubling).", "first_look", &s.first_look);

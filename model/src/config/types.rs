@@ -266,11 +266,6 @@ pub struct GateConfig {
     /// (the papers' tau).
     #[serde(default = "d_restore_below_best")]
     pub restore_below_best: f64,
-    /// Whether a candidate's numbers must stay within one `x-max-delta` of
-    /// the served strategy: `off` (the default: anywhere inside the legal
-    /// ranges and invariants) or `schema` (the conservative mode).
-    #[serde(default)]
-    pub step_bound: StepBound,
     /// Largest relative growth of mean context tokens in one accepted step; null (the default) disables.
     #[serde(default = "d_cost")]
     pub cost_bound: Option<f64>,
@@ -293,23 +288,32 @@ pub struct GateConfig {
     pub lord_initial_wealth: f64,
 }
 
-/// `gates.step_bound`: how far one candidate may move from the served strategy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+/// `search.method`: which proposer makes a round's candidates. The one
+/// switch between them; each case names what it implies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum StepBound {
-    /// Anywhere inside the schema's ranges and invariants: the global search.
-    #[default]
-    Off,
-    /// Every number within its `x-max-delta` of the served value: the bounded
-    /// steps of the conservative mode (with the step search proposer).
-    Schema,
+pub enum SearchMethod {
+    /// The global search (`JumpProposer`): a sampler over every evolvable
+    /// field, anywhere inside the schema's ranges and invariants, raced on the
+    /// search part and pruned to the fields that matter. The default under
+    /// `harness.protocol: endpoint`.
+    Jump,
+    /// The conservative mode (`SearchProposer`): candidates within one
+    /// `x-max-delta` of the served strategy, screened by successive halving,
+    /// and a gate that refuses any number moved further. Endpoint protocol only.
+    Steps,
+    /// The rule evolver's one-field moves from the planner's directions, no
+    /// search. The only method (and the default) under `harness.protocol: replay`.
+    Rules,
 }
 
-/// `off` or `schema`; YAML 1.1 tools (PyYAML) write `off` back as `false`,
-/// which is read as `off`.
-impl<'de> Deserialize<'de> for StepBound {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(if off_or(d, "gates.step_bound", "schema")? { StepBound::Schema } else { StepBound::Off })
+impl SearchMethod {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SearchMethod::Jump => "jump",
+            SearchMethod::Steps => "steps",
+            SearchMethod::Rules => "rules",
+        }
     }
 }
 
@@ -333,10 +337,15 @@ fn off_or<'de, D: serde::Deserializer<'de>>(d: D, field: &str, other: &str) -> R
     }
 }
 
-/// `search:`, the global search proposer (`gates.step_bound: off`).
+/// `search:`: which proposer runs (`method`), and the global search's
+/// settings (`method: jump`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SearchConfig {
+    /// Which proposer runs; unset: `jump` under the endpoint protocol, `rules`
+    /// under replay ([`ProjectConfig::search_method`]).
+    #[serde(default)]
+    pub method: Option<SearchMethod>,
     /// Racing: a trial is dropped at a look once the one-sided exact test says,
     /// at this level, that it is worse than the incumbent on the questions so far.
     #[serde(default = "d_race_level")]
@@ -426,6 +435,7 @@ impl RacedOut {
 impl Default for SearchConfig {
     fn default() -> Self {
         SearchConfig {
+            method: None,
             race_level: d_race_level(),
             first_look: d_first_look(),
             prune_tolerance: d_prune_tolerance(),
@@ -447,7 +457,6 @@ impl Default for GateConfig {
             alpha: d_alpha(),
             category_drop_max: d_category_drop_max(),
             restore_below_best: d_restore_below_best(),
-            step_bound: StepBound::Off,
             cost_bound: d_cost(),
             cost_bound_v1: None,
             probe_size: d_probe(),
@@ -472,11 +481,6 @@ pub struct LoopConfig {
     /// (the UCB1 exploration constant, the papers' c0).
     #[serde(default = "d_exploration")]
     pub exploration: f64,
-    /// The search proposer (many multi-field candidates screened by
-    /// successive halving on the search part; endpoint protocol only). On by
-    /// default; false: the rule evolver's one-field moves.
-    #[serde(default = "d_search")]
-    pub search: bool,
 }
 
 impl Default for LoopConfig {
@@ -486,7 +490,6 @@ impl Default for LoopConfig {
             candidates: d_candidates(),
             seed: 0,
             exploration: d_exploration(),
-            search: d_search(),
         }
     }
 }
@@ -596,6 +599,19 @@ pub struct ProjectConfig {
     pub journal: JournalConfig,
     #[serde(default)]
     pub cost: CostConfig,
+}
+
+impl ProjectConfig {
+    /// The proposer that runs: `search.method`, or when it is unset `jump`
+    /// under the endpoint protocol and `rules` under replay (the only method
+    /// replay runs; validation refuses another one set there).
+    pub fn search_method(&self) -> SearchMethod {
+        match (self.search.method, self.harness.protocol) {
+            (Some(m), _) => m,
+            (None, ProtocolChoice::Endpoint) => SearchMethod::Jump,
+            (None, ProtocolChoice::Replay) => SearchMethod::Rules,
+        }
+    }
 }
 
 /// `cost:` in emend.yaml: what the operator will pay for accuracy.

@@ -160,7 +160,7 @@ pub(super) fn problems(config: &ProjectConfig) -> Vec<String> {
     let mut out = Problems::default();
     out.check(check_expect_head(&config.journal));
     check_gates(&config.gates, &mut out);
-    check_search(&config.search, &mut out);
+    check_search(&config.search, config.harness.protocol, &mut out);
     out.check(check_candidates("loop.candidates", config.loop_.candidates));
     out.check(check_rounds("loop.rounds", config.loop_.rounds));
     out.check(check_inside("strategy", &config.strategy));
@@ -261,7 +261,15 @@ fn check_cost(config: &ProjectConfig, out: &mut Problems) {
 }
 
 /// `search:`.
-fn check_search(s: &SearchConfig, out: &mut Problems) {
+fn check_search(s: &SearchConfig, protocol: ProtocolChoice, out: &mut Problems) {
+    if let Some(m @ (SearchMethod::Jump | SearchMethod::Steps)) = s.method
+        && protocol == ProtocolChoice::Replay
+    {
+        out.push(format!(
+            "search.method: {} needs harness.protocol: endpoint; replay runs `rules` (write it, or delete the key)",
+            m.as_str()
+        ));
+    }
     out.check(frac("search.race_level", s.race_level, 1e-6, 0.5));
     if s.first_look == 0 || s.stall == 0 || s.converge < s.stall {
         out.push(format!(

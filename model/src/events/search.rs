@@ -32,7 +32,7 @@ pub struct SearchRecord {
     pub scored: Vec<ScoredPoint>,
     /// The hash of the candidate it sent to the gates, if any.
     pub proposed: Option<String>,
-    /// The global search's own state (`gates.step_bound: off`); absent for the step search.
+    /// The global search's own state (`search.method: jump`); absent for the step search.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub global: Option<GlobalRecord>,
 }
