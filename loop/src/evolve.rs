@@ -21,7 +21,7 @@ use emend_journal::EventLog;
 use crate::jump::{JumpProposer, JumpSettings};
 use crate::progress::Accepted;
 use crate::propose::{ModelRewrite, Proposer, RuleEvolver, StopCause, Told};
-use crate::step_search::{SearchProposer, SearchSettings};
+use crate::step_search::{StepProposer, StepSettings};
 use emend_eval::backend::Backend;
 use emend_eval::llm;
 use emend_model::artifact::Artifact;
@@ -417,12 +417,12 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             let settings = JumpSettings { max_tokens, ..JumpSettings::from_config(cfg) };
             proposers.push(Box::new(JumpProposer::new(settings)));
         } else if method == SearchMethod::Steps {
-            proposers.push(Box::new(SearchProposer::new(SearchSettings {
+            proposers.push(Box::new(StepProposer::new(StepSettings {
                 seed: cfg.loop_.seed,
                 cost_bound: cfg.gates.cost_bound,
                 max_tokens,
                 category_drop_max: cfg.gates.category_drop_max,
-                ..SearchSettings::default()
+                ..StepSettings::default()
             })));
         }
         proposers.push(Box::new(RuleEvolver { candidates: method == SearchMethod::Rules }));

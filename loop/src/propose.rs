@@ -7,7 +7,7 @@
 //! rewrites a text field, when a model is configured) and [`RuleEvolver`]
 //! (the schema's own moves, always asked last); `search.method` adds the
 //! global search ([`crate::jump::JumpProposer`], `jump`) or the step search
-//! ([`crate::step_search::SearchProposer`], `steps`), or lets the rule
+//! ([`crate::step_search::StepProposer`], `steps`), or lets the rule
 //! evolver propose its own candidates (`rules`). A proposer may evaluate strategies cheaply on a subset of
 //! the task set through [`Ask::backend`], and a candidate may change several
 //! fields at once ([`Proposed::Candidate::changes`]).

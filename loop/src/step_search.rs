@@ -58,9 +58,9 @@ type Reached = BTreeMap<usize, (usize, f64)>;
 use emend_model::search::{Point, materialize, point_of};
 use emend_model::steps::{ahead, changes_between, consensus, snap, sparse, step_box, toward, within_step};
 
-/// How hard the search proposer looks.
+/// How hard the step search looks.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SearchSettings {
+pub struct StepSettings {
     /// Candidates screened per round (line points first, TPE points after).
     pub candidates: usize,
     /// Questions in the first rung.
@@ -93,9 +93,9 @@ pub struct SearchSettings {
     pub targets: usize,
 }
 
-impl Default for SearchSettings {
+impl Default for StepSettings {
     fn default() -> Self {
-        SearchSettings {
+        StepSettings {
             candidates: 16,
             first_rung: 24,
             eta: 3,
@@ -113,9 +113,9 @@ impl Default for SearchSettings {
     }
 }
 
-/// The search proposer's state within one `evolve` run.
-pub struct SearchProposer {
-    settings: SearchSettings,
+/// The step search's state within one `evolve` run.
+pub struct StepProposer {
+    settings: StepSettings,
     /// Every strategy scored so far, with its estimated search-part accuracy.
     scored: Vec<(Point, f64)>,
     /// Hashes of every strategy screened so far: none is screened twice.
@@ -139,9 +139,9 @@ pub struct SearchProposer {
     short_of_budget: bool,
 }
 
-impl SearchProposer {
-    pub fn new(settings: SearchSettings) -> SearchProposer {
-        SearchProposer {
+impl StepProposer {
+    pub fn new(settings: StepSettings) -> StepProposer {
+        StepProposer {
             settings,
             scored: Vec::new(),
             screened: BTreeSet::new(),
@@ -209,7 +209,7 @@ fn label_bundles(ask: &Ask<'_>, depth: usize) -> Vec<Vec<Move>> {
         .collect()
 }
 
-impl SearchProposer {
+impl StepProposer {
     /// The round's candidates: line points along the top plans, then TPE points.
     fn candidates(&mut self, ask: &Ask<'_>, space: &Space, far: &Space, top: &[&Plan]) -> Vec<Value> {
         let served = &ask.served.value;
@@ -594,7 +594,7 @@ impl SearchProposer {
     }
 }
 
-impl Proposer for SearchProposer {
+impl Proposer for StepProposer {
     fn ask(&mut self, ask: &Ask<'_>, plan: &Plan, _node: &Hypothesis) -> Option<Proposed> {
         if self.asked {
             return None;
@@ -756,7 +756,7 @@ mod tests {
 
     #[test]
     fn the_ladder_fits_the_budget_with_fewer_candidates_never_a_smaller_last_rung() {
-        let p = SearchProposer::new(SearchSettings::default());
+        let p = StepProposer::new(StepSettings::default());
         let sizes = search::ladder(192, 24, 3);
         let cost = |n| search::cost_of(&search::plan(n, &sizes, 3), 385);
         assert_eq!(p.fit(16, &sizes, None, 385), Some(16));
@@ -812,7 +812,7 @@ mod tests {
     fn a_journaled_search_restores_the_same_state() {
         let schema = StrategySchema::builtin();
         let doc = default_doc();
-        let mut a = SearchProposer::new(SearchSettings::default());
+        let mut a = StepProposer::new(StepSettings::default());
         a.record = Some(SearchRecord {
             round: 2,
             served_hash: "s".into(),
@@ -833,7 +833,7 @@ mod tests {
         (r.searches, r.draws, r.misses) = (3, 77, 2);
         let events = a.journal();
         let Some(Event::Searched(record)) = events.first() else { panic!("{events:?}") };
-        let mut b = SearchProposer::new(SearchSettings::default());
+        let mut b = StepProposer::new(StepSettings::default());
         b.restore(std::slice::from_ref(record), &[]);
         assert_eq!((b.searches, b.number, &b.misses, &b.screened), (a.searches, a.number, &a.misses, &a.screened));
         assert_eq!(b.scored, a.scored);
@@ -842,7 +842,7 @@ mod tests {
         proposed.proposed = Some("c".into());
         let mut rejected = CandidateRecord::new("r2c1", 2, 1, "served", "retrieve.top_k::increase");
         rejected.outcome = Resolution::Rejected;
-        let mut c = SearchProposer::new(SearchSettings::default());
+        let mut c = StepProposer::new(StepSettings::default());
         c.restore(&[proposed], &[rejected]);
         assert_eq!(c.misses.1, 3);
         assert!(a.journal().is_empty(), "journaled once");

@@ -298,7 +298,7 @@ pub enum SearchMethod {
     /// search part and pruned to the fields that matter. The default under
     /// `harness.protocol: endpoint`.
     Jump,
-    /// The conservative mode (`SearchProposer`): candidates within one
+    /// The conservative mode (`StepProposer`): candidates within one
     /// `x-max-delta` of the served strategy, screened by successive halving,
     /// and a gate that refuses any number moved further. Endpoint protocol only.
     Steps,
@@ -485,12 +485,7 @@ pub struct LoopConfig {
 
 impl Default for LoopConfig {
     fn default() -> Self {
-        LoopConfig {
-            rounds: d_rounds(),
-            candidates: d_candidates(),
-            seed: 0,
-            exploration: d_exploration(),
-        }
+        LoopConfig { rounds: d_rounds(), candidates: d_candidates(), seed: 0, exploration: d_exploration() }
     }
 }
 
