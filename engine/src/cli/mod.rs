@@ -62,24 +62,21 @@ struct Cli {
     command: Command,
 }
 
+/// The commands: each one's doc comment is its one-line about (its NAME line); its description, examples and
+/// group in `emend --help` are in pages.txt and [`shell::GROUPS`] ([`shell::teach`]).
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Create a project: emend.yaml, strategies/served.yaml (v1) and the journal under .emend/
-    /// (a --harness-command is first run once, on one question, and refused if that fails).
+    /// Create a project: emend.yaml, the served strategy (v1) and the journal.
     Init(evolve::InitArgs),
     /// Run the Observe -> Improve -> Verify loop for some rounds (the unattended main job).
     #[command(after_help = evolve::stopped_help())]
     Evolve(evolve::EvolveArgs),
-    /// Test a person's change with a falsifiable prediction: the fields set on the served strategy go through the
-    /// gates, the critic, the probe and the confirm test like an evolve candidate, and the predicted per-category
-    /// movement is checked on the confirm part; a change whose prediction failed is not served (unless
-    /// --accept-unpredicted).
+    /// Test a person's change to the served strategy, with a prediction of what it moves, as evolve tests its own.
     #[command(after_help = propose_help())]
     Propose(propose::ProposeArgs),
     /// Served and best-ever versions with scores and hashes, the last round, pending escalations.
     Status(inspect::JsonArg),
-    /// Layer A: label every failure of the served strategy by the stage that lost its evidence
-    /// (`--compare v1 v2`: how the labels moved from one version to another).
+    /// Label every failure of the served strategy by the pipeline stage that lost its evidence (Layer A).
     Diagnose(diagnose::DiagnoseArgs),
     /// The UCB1 hypothesis tree: visits, mean reward, UCB score, status.
     Hypotheses(inspect::JsonArg),
@@ -97,52 +94,40 @@ enum Command {
     Unquarantine(serve::ReviewArgs),
     /// Readable history: rounds, acceptances, rejections with reasons, rollbacks.
     Log(inspect::LogArgs),
-    /// Every strategy the journal's searches scored, one row each (like Optuna's trials table): stage, state (complete or raced out), questions evaluated and correct, score, hash, field values.
+    /// Every strategy the journal's searches scored, one row each (like Optuna's trials table).
     Trials(trials::TrialsArgs),
     /// What changed and why: a version's or candidate's diff, motivation, gates and statistics.
     Show(review::ShowArgs),
-    /// Unified diff of two versions (or a version and a file).
+    /// Unified diff of two versions, candidates or strategy files.
     Diff(review::DiffArgs),
     /// Serve an earlier version again, journaling who, when and why.
-    ///
-    /// What a rollback to vN does: it quarantines the served version and every version served since vN was
-    /// last served (never served automatically again, never the best-ever), pins vN (best-ever auto-restore
-    /// is suspended until `emend restore-best` or an accepted change), and freezes the fields the version rolled back
-    /// from changed (from its parent) at the served values: later runs search with those fields locked, so the
-    /// rolled-back change is never proposed again, until `emend unquarantine` of the version rolled back from
-    /// lifts its quarantine and the freeze. vN must be a version that may be served: never a quarantined one (unquarantine
-    /// it first), nor one that never passed serving (pending, superseded or rejected at review: only `emend
-    /// approve` serves a pending version, under its tested-pair rules). Every refusal (exit 2) comes before
-    /// anything is journaled, and with --preempt before a running evolve is asked to stop.
     Rollback(review::RollbackArgs),
     /// Serve the best-ever version again.
     RestoreBest(review::RestoreBestArgs),
     /// A self-contained HTML report of the run: trajectory, gate funnel, hypotheses, diffs.
     Report(report::ReportArgs),
-    /// The journal itself: verify the chain and projections, export events.
+    /// The journal itself: verify its chain and projections, print its head, export or repair it.
     #[command(subcommand)]
     Journal(inspect::JournalCommand),
     /// Compare two evaluation runs question by question (paired statistics and the acceptance verdict).
     Compare(compare::CompareArgs),
-    /// Evaluate one strategy on a task set and print accuracy, per-category figures and traces
-    /// (in a project with a command harness: with that command, on the project's task set).
+    /// Evaluate one strategy on a task set: accuracy, per-category figures and traces.
     Eval(eval::EvalArgs),
-    /// Check strategy files (YAML syntax, the schema, unknown fields, invariants, prompt markers) or an emend.yaml;
-    /// in a project, against its strategy schema (harness.schema).
+    /// Check strategy files or an emend.yaml against their schema, every problem in one run.
     Validate(validate::ValidateArgs),
-    /// Mechanism fidelity: per mechanism of the served strategy, its mechanistic outcome and quality attribution (--buildup: the cumulative buildup).
+    /// Mechanism fidelity: whether each mechanism of the served strategy runs, and whether it helps.
     Audit(audit::AuditArgs),
-    /// Entity collision: hit@1 of the strategy's retrieval against its BM25 channel alone (1/K by construction), per tag and K.
+    /// Entity collision: hit@1 of a strategy's retrieval against BM25 alone, per tag and K.
     Collision(collision::CollisionArgs),
     /// Evaluate one task shard with the built-in pipeline (a shard command: local or on Ray).
     Worker(worker::WorkerArgs),
     /// The project's caches (.emend/cache/): `clear` empties them (every entry is recomputed when needed).
     Cache(cache::CacheArgs),
-    /// Print the built-in strategy schema (JSON Schema), the one `init` copies to schema/strategy.schema.json.
+    /// Print the built-in strategy schema (JSON Schema).
     Schema,
-    /// Print a shell completion script: `emend completions bash > ~/.local/share/bash-completion/completions/emend`.
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(shell::CompletionsArgs),
-    /// Print the man page emend(1) (roff) on stdout (`emend man | man -l -`), or write every page with --dir.
+    /// Print a man page (roff): emend(1) or a command's, or write every page into a directory.
     Man(shell::ManArgs),
 }
 
@@ -161,7 +146,8 @@ fn propose_help() -> &'static str {
 pub fn main() -> ExitCode {
     use clap::{CommandFactory, FromArgMatches};
     init_tracing();
-    let parsed = Cli::command().try_get_matches().and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));
+    let parsed =
+        shell::teach(Cli::command()).try_get_matches().and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));
     let (cli, matches) = match parsed {
         Ok(parsed) => parsed,
         Err(e) => {
@@ -214,7 +200,7 @@ pub fn main() -> ExitCode {
         Command::Worker(args) => worker::run(&args),
         Command::Schema => shell::schema(),
         Command::Completions(args) => shell::completions(&args, &mut Cli::command()),
-        Command::Man(args) => shell::man(&args, Cli::command()),
+        Command::Man(args) => shell::man(&args, shell::teach(Cli::command())),
         Command::Collision(args) => collision::run(&args),
         Command::Audit(args) => audit::run(&args, project),
         Command::Cache(args) => cache::run(&args, project),
@@ -276,5 +262,73 @@ mod tests {
         let mut missing = Vec::new();
         walk(&super::Cli::command(), "emend", &mut missing);
         assert!(missing.is_empty(), "arguments without help: {missing:#?}");
+    }
+
+    fn subcommand_names() -> Vec<String> {
+        super::Cli::command().get_subcommands().map(|s| s.get_name().to_string()).collect()
+    }
+
+    /// `emend --help` lists every command in exactly one group, and no group names a command that is not one.
+    #[test]
+    fn every_command_is_in_exactly_one_group() {
+        let grouped: Vec<&str> = super::shell::GROUPS.iter().flat_map(|(_, names)| names.iter().copied()).collect();
+        for name in subcommand_names() {
+            let n = grouped.iter().filter(|g| **g == name).count();
+            assert_eq!(n, 1, "{name} is in {n} groups of shell::GROUPS");
+        }
+        for name in grouped {
+            assert!(subcommand_names().iter().any(|s| s == name), "shell::GROUPS names {name}, no command");
+        }
+    }
+
+    /// Every command has a page: a description that is more than its one-line about, and 1-3 examples that run emend.
+    #[test]
+    fn every_command_has_a_description_and_examples() {
+        let cmd = super::Cli::command();
+        let pages = super::shell::pages();
+        let mut names: Vec<&str> = pages.iter().map(|p| p.name).collect();
+        names.sort();
+        let mut expected = subcommand_names();
+        expected.push("emend".to_string());
+        expected.sort();
+        assert_eq!(names, expected, "pages.txt has one page per command, and emend's");
+        for page in &pages {
+            let about = match page.name {
+                "emend" => cmd.get_about(),
+                name => cmd.find_subcommand(name).and_then(|s| s.get_about()),
+            };
+            let about = about.map(|a| a.to_string()).unwrap_or_default();
+            let about = about.trim_end_matches('.');
+            assert!(!page.description.starts_with(about), "{}: the description repeats the about", page.name);
+            assert!(page.description.len() > 2 * about.len(), "{}: a description says more than the about", page.name);
+            assert!((1..=3).contains(&page.examples.len()), "{}: {} examples", page.name, page.examples.len());
+            for example in &page.examples {
+                assert!(!example.caption.is_empty(), "{}: an example without a caption", page.name);
+                assert!(
+                    example.lines.first().is_some_and(|l| l.starts_with("$ ")),
+                    "{}: {}",
+                    page.name,
+                    example.caption
+                );
+                assert!(example.lines.iter().any(|l| l.contains("emend ")), "{}: {}", page.name, example.caption);
+            }
+        }
+    }
+
+    /// `emend --help` is generated from the commands: every about, under its group's heading, in the groups' order.
+    #[test]
+    fn the_top_level_help_lists_the_groups_with_every_about() {
+        let mut cmd = super::shell::teach(super::Cli::command());
+        let help = cmd.render_long_help().to_string();
+        let mut at = 0;
+        for (group, names) in super::shell::GROUPS {
+            at += help[at..].find(&format!("{group}:")).unwrap_or_else(|| panic!("no {group} after {at}:\n{help}"));
+            for name in *names {
+                let about = cmd.find_subcommand(name).and_then(|s| s.get_about()).unwrap().to_string();
+                let line = help[at..].lines().find(|l| l.trim_start().starts_with(&format!("{name} "))).unwrap();
+                assert!(line.ends_with(&about), "{line}");
+            }
+        }
+        assert!(help.contains("Options:") && help.contains("--project"), "{help}");
     }
 }

@@ -67,9 +67,164 @@ pub fn completions(args: &CompletionsArgs, cmd: &mut clap::Command) -> CmdResult
 
 #[derive(Debug, clap::Args)]
 pub struct ManArgs {
+    /// The command whose page to print (emend-rollback(1) for `rollback`); without it, emend(1).
+    #[arg(value_name = "COMMAND", conflicts_with = "dir", hide_possible_values = true,
+          value_parser = clap::builder::PossibleValuesParser::new(GROUPS.iter().flat_map(|(_, names)| names.iter().copied())))]
+    pub command: Option<String>,
     /// Write emend.1 and one page per subcommand (emend-evolve.1, ...) into this directory instead.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<std::path::PathBuf>,
+}
+
+/// The groups of `emend --help` and of emend(1)'s COMMANDS, by who uses the commands (as `git help`
+/// groups git's): every subcommand is in exactly one (a test checks it).
+pub const GROUPS: &[(&str, &[&str])] = &[
+    ("Set up a project", &["init", "validate", "schema", "cache", "completions", "man"]),
+    ("Run unattended (the scheduled job: cron or CI runs it and acts on the exit code)", &["evolve", "worker"]),
+    (
+        "See what changed and why (the reviewer)",
+        &["status", "log", "show", "diff", "trials", "hypotheses", "report", "journal"],
+    ),
+    ("Weigh the evidence (the reviewer)", &["diagnose", "audit", "eval", "compare", "collision"]),
+    (
+        "Change what is served (the operator)",
+        &[
+            "pending",
+            "approve",
+            "reject",
+            "propose",
+            "rollback",
+            "restore-best",
+            "quarantine",
+            "unquarantine",
+            "escalations",
+        ],
+    ),
+];
+
+/// Every command's DESCRIPTION and EXAMPLES (its `--help` and its man page): a header comment, then
+/// per command `@page NAME`, its description's paragraphs (lines joined, a blank line between two), and
+/// each example as `@example CAPTION` followed by its command lines (`$ ...`) and what they print.
+const PAGES: &str = include_str!("pages.txt");
+
+/// One command's page from [`PAGES`].
+pub struct Page {
+    pub name: &'static str,
+    /// Paragraphs separated by a blank line, each on one line.
+    pub description: String,
+    pub examples: Vec<Example>,
+}
+
+pub struct Example {
+    pub caption: String,
+    /// The commands and what they print, verbatim.
+    pub lines: Vec<&'static str>,
+}
+
+/// The pages of [`PAGES`], in its order.
+pub fn pages() -> Vec<Page> {
+    let mut out: Vec<Page> = Vec::new();
+    let mut in_caption = false;
+    for line in PAGES.lines() {
+        if let Some(name) = line.strip_prefix("@page ") {
+            out.push(Page { name: name.trim(), description: String::new(), examples: Vec::new() });
+            continue;
+        }
+        let Some(page) = out.last_mut() else { continue };
+        if let Some(caption) = line.strip_prefix("@example ") {
+            page.examples.push(Example { caption: caption.trim().to_string(), lines: Vec::new() });
+            in_caption = true;
+        } else if let Some(example) = page.examples.last_mut() {
+            in_caption &= !line.starts_with("$ ");
+            if in_caption {
+                example.caption = format!("{} {}", example.caption, line.trim());
+            } else {
+                example.lines.push(line);
+            }
+        } else {
+            page.description = joined(&page.description, line);
+        }
+    }
+    for page in &mut out {
+        page.description = page.description.trim().to_string();
+        for example in &mut page.examples {
+            while example.lines.last().is_some_and(|l| l.trim().is_empty()) {
+                example.lines.pop();
+            }
+        }
+    }
+    out
+}
+
+/// `text` with the description line `line` added: a blank line ends a paragraph, others join the last one.
+fn joined(text: &str, line: &str) -> String {
+    let line = line.trim();
+    let fresh = text.is_empty() || text.ends_with("\n\n");
+    match (line.is_empty(), fresh) {
+        (true, true) => text.to_string(),
+        (true, false) => format!("{text}\n\n"),
+        (false, true) => format!("{text}{line}"),
+        (false, false) => format!("{text} {line}"),
+    }
+}
+
+/// `cmd` with its pages: each subcommand's description as its long about and its examples after its
+/// `--help`; the top level's commands listed by [`GROUPS`] (its description is emend(1)'s only: see
+/// [`man_page`]).
+pub fn teach(cmd: clap::Command) -> clap::Command {
+    let mut cmd = cmd;
+    for page in pages().into_iter().filter(|p| p.name != "emend") {
+        cmd = cmd.mut_subcommand(page.name, |sub| {
+            let mut after = sub.get_after_help().map(|s| format!("{s}\n\n")).unwrap_or_default();
+            after.push_str(&examples_text(&page.examples, sub.get_styles().get_header()));
+            sub.long_about(page.description).after_long_help(after)
+        });
+    }
+    let template = help_template(&cmd);
+    cmd.help_template(template)
+}
+
+/// The examples as `--help` prints them, under an `Examples:` heading in `header`'s style.
+fn examples_text(examples: &[Example], header: &anstyle::Style) -> String {
+    let mut out = format!("{}Examples:{}\n", header.render(), header.render_reset());
+    for (i, example) in examples.iter().enumerate() {
+        let gap = if i == 0 { "" } else { "\n" };
+        out.push_str(&format!("{gap}  {}\n", example.caption));
+        for line in &example.lines {
+            out.push_str(&if line.is_empty() { "\n".to_string() } else { format!("    {line}\n") });
+        }
+    }
+    out.trim_end().to_string()
+}
+
+/// The top level's help: its about, usage, the commands by [`GROUPS`] (name and about, generated from
+/// the commands), its options.
+fn help_template(cmd: &clap::Command) -> String {
+    let header = cmd.get_styles().get_header();
+    let literal = cmd.get_styles().get_literal();
+    let width = GROUPS.iter().flat_map(|(_, names)| names.iter()).map(|n| n.len()).max().unwrap_or(0);
+    // The one-line about, not the long one (the man page's DESCRIPTION): the groups follow at once.
+    let about = cmd.get_about().map(|a| a.to_string()).unwrap_or_default();
+    let mut out = format!("{about}\n\n{{usage-heading}} {{usage}}\n");
+    for (group, names) in GROUPS {
+        out.push_str(&format!("\n{}{group}:{}\n", header.render(), header.render_reset()));
+        for name in *names {
+            let about = cmd.find_subcommand(name).and_then(|s| s.get_about()).map(|a| a.to_string());
+            let pad = " ".repeat(width - name.len());
+            out.push_str(&format!(
+                "  {}{name}{}{pad}  {}\n",
+                literal.render(),
+                literal.render_reset(),
+                about.unwrap_or_default()
+            ));
+        }
+    }
+    out.push_str(&format!("\n{}Options:{}\n{{options}}\n", header.render(), header.render_reset()));
+    out.push_str(
+        "\nEach command's description and examples: `emend help COMMAND` (or `emend COMMAND --help`); its man page: \
+         `emend man COMMAND | man -l -`.",
+    );
+    out
 }
 
 /// The sections every page ends with: exit status, environment, files.
@@ -132,27 +287,150 @@ The served strategy, rewritten from the journal on every change.
 The journal (sled store and its read view), the lock, a stop request (journal/STOP) and the caches.
 "#;
 
-/// One page: clap's sections, then [`MAN_TAIL`].
-fn man_page(cmd: clap::Command) -> Result<Vec<u8>, Failure> {
-    let mut buf = Vec::new();
-    clap_mangen::Man::new(cmd).render(&mut buf).map_err(Failure::failed)?;
-    buf.extend_from_slice(MAN_TAIL.as_bytes());
-    Ok(buf)
+type Section = fn(&clap_mangen::Man, &mut dyn Write) -> std::io::Result<()>;
+
+/// One page: clap's sections (the top level's commands by [`GROUPS`]), [`MAN_TAIL`], the command's
+/// notes (its `-h` epilogue) and its examples.
+fn man_page(cmd: &clap::Command, top: bool) -> Result<Vec<u8>, Failure> {
+    let page = pages().into_iter().find(|p| p.name == cmd.get_name());
+    let mut cmd = cmd.clone();
+    if let Some(page) = page.as_ref().filter(|_| top) {
+        // emend --help stays a list of commands; emend(1) says what emend is first.
+        cmd = cmd.long_about(page.description.clone());
+    }
+    // Every page's footer names emend and its version (a subcommand has no version of its own).
+    let man = clap_mangen::Man::new(cmd.clone()).source(format!("emend {}", env!("CARGO_PKG_VERSION")));
+    let mut sections: Vec<Section> = vec![
+        clap_mangen::Man::render_title,
+        clap_mangen::Man::render_name_section,
+        clap_mangen::Man::render_synopsis_section,
+        clap_mangen::Man::render_description_section,
+    ];
+    if cmd.get_arguments().any(|a| !a.is_hide_set()) {
+        sections.push(clap_mangen::Man::render_options_section);
+    }
+    if !top && cmd.get_subcommands().any(|s| !s.is_hide_set()) {
+        sections.push(clap_mangen::Man::render_subcommands_section);
+    }
+    let mut out = String::new();
+    // Every rendering starts with the roff crate's preamble (it defines the apostrophe string Aq): the
+    // title's is kept, the others' dropped.
+    let mut preamble: Option<String> = None;
+    for section in sections {
+        let mut buf = Vec::new();
+        section(&man, &mut buf).map_err(Failure::failed)?;
+        let text = String::from_utf8(buf).map_err(Failure::failed)?;
+        match &preamble {
+            None => {
+                preamble = Some(text[..text.find(".TH").unwrap_or(0)].to_string());
+                out.push_str(&text);
+            }
+            Some(preamble) => out.push_str(text.strip_prefix(preamble.as_str()).unwrap_or(&text)),
+        }
+    }
+    if top {
+        out.push_str(&roff_commands(&cmd));
+    }
+    out.push_str(MAN_TAIL);
+    if let Some(notes) = cmd.get_after_help() {
+        out.push_str(&roff_notes(&notes.to_string()));
+    }
+    if let Some(page) = page {
+        out.push_str(&roff_examples(&page.examples));
+    }
+    Ok(out.into_bytes())
+}
+
+/// `line` as roff text: backslashes, hyphens, apostrophes and anything beyond ASCII escaped, a leading
+/// period kept from starting a request.
+fn roff_escape(line: &str) -> String {
+    let mut out = String::new();
+    for c in line.chars() {
+        match c {
+            '\\' => out.push_str("\\e"),
+            '-' => out.push_str("\\-"),
+            '\'' => out.push_str("\\*(Aq"),
+            c if c.is_ascii() => out.push(c),
+            c => out.push_str(&format!("\\[u{:04X}]", u32::from(c))),
+        }
+    }
+    if out.starts_with('.') { format!("\\&{out}") } else { out }
+}
+
+/// emend(1)'s COMMANDS: each group of [`GROUPS`] with its commands' pages and abouts.
+fn roff_commands(cmd: &clap::Command) -> String {
+    let mut out = String::from(".SH COMMANDS\n");
+    for (group, names) in GROUPS {
+        out.push_str(&format!(".SS \"{}\"\n", roff_escape(group)));
+        for name in *names {
+            let about = cmd.find_subcommand(name).and_then(|s| s.get_about()).map(|a| a.to_string());
+            out.push_str(&format!(".TP\n\\fBemend\\-{}\\fR(1)\n", roff_escape(name)));
+            out.push_str(&format!("{}\n", roff_escape(&about.unwrap_or_default())));
+        }
+    }
+    out
+}
+
+/// A command's `-h` epilogue as NOTES: a blank line ends a paragraph; an indented line `  word  text` is
+/// a tagged paragraph (evolve's table of why a run stops).
+fn roff_notes(notes: &str) -> String {
+    let mut out = String::from(".SH NOTES\n");
+    let mut started = false;
+    let mut in_paragraph = false;
+    for line in notes.lines() {
+        if line.trim().is_empty() {
+            in_paragraph = false;
+            continue;
+        }
+        match line.strip_prefix("  ").and_then(|l| l.trim_start().split_once(' ')) {
+            Some((tag, text)) => {
+                out.push_str(&format!(".TP\n\\fB{}\\fR\n{}\n", roff_escape(tag), roff_escape(text.trim())));
+                in_paragraph = false;
+            }
+            None => {
+                if started && !in_paragraph {
+                    out.push_str(".PP\n");
+                }
+                out.push_str(&format!("{}\n", roff_escape(line)));
+                in_paragraph = true;
+            }
+        }
+        started = true;
+    }
+    out
+}
+
+/// EXAMPLES: each caption, then its commands and output unfilled and indented.
+fn roff_examples(examples: &[Example]) -> String {
+    let mut out = String::from(".SH EXAMPLES\n");
+    for example in examples {
+        out.push_str(&format!(".PP\n{}\n.PP\n.RS 4\n.nf\n", roff_escape(&example.caption)));
+        for line in &example.lines {
+            out.push_str(&format!("{}\n", roff_escape(line)));
+        }
+        out.push_str(".fi\n.RE\n");
+    }
+    out
 }
 
 pub fn man(args: &ManArgs, cmd: clap::Command) -> CmdResult {
+    let mut cmd = cmd;
+    cmd.build();
+    let page_of = |name: &str| cmd.find_subcommand(name).map(|sub| sub.clone().display_name(format!("emend-{name}")));
     let Some(dir) = &args.dir else {
-        write_stdout(&man_page(cmd)?)?;
+        let page = match args.command.as_deref().and_then(page_of) {
+            Some(sub) => man_page(&sub, false)?,
+            None => man_page(&cmd, true)?,
+        };
+        write_stdout(&page)?;
         return Ok(exit::OK);
     };
     std::fs::create_dir_all(dir)
         .map_err(|e| Failure::bad_input(anyhow::anyhow!("--dir {}: cannot create: {e}", dir.display())))?;
-    let mut cmd = cmd;
-    cmd.build();
-    let mut pages = vec![("emend.1".to_string(), man_page(cmd.clone())?)];
+    let mut pages = vec![("emend.1".to_string(), man_page(&cmd, true)?)];
     for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
         let name = format!("emend-{}", sub.get_name());
-        pages.push((format!("{name}.1"), man_page(sub.clone().display_name(name))?));
+        pages.push((format!("{name}.1"), man_page(&sub.clone().display_name(name), false)?));
     }
     for (file, page) in &pages {
         let path = dir.join(file);

@@ -421,8 +421,74 @@ fn man_dir_writes_a_page_per_subcommand_with_exit_status_environment_and_files()
             assert!(out.status.success() && out.stderr.is_empty(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
         }
     }
-    // `emend man` alone still prints emend(1), with the same closing sections.
+    // `emend man` alone still prints emend(1), with the same closing sections; `emend man CMD` prints CMD's page.
     let (code, page, _) = emend(tmp.path(), &["man"]);
     assert_eq!(code, 0);
     assert_eq!(page, std::fs::read_to_string(dir.join("emend.1")).unwrap());
+    let (code, page, _) = emend(tmp.path(), &["man", "restore-best"]);
+    assert_eq!(code, 0);
+    assert_eq!(page, std::fs::read_to_string(dir.join("emend-restore-best.1")).unwrap());
+    let (code, _, err) = emend(tmp.path(), &["man", "restore"]);
+    assert_eq!(code, 2, "{err}");
+}
+
+/// The text of a page's section `name` (its lines up to the next `.SH`).
+fn man_section<'a>(page: &'a str, name: &str) -> Vec<&'a str> {
+    let mut lines = page.lines().skip_while(|l| *l != format!(".SH {name}")).skip(1);
+    let mut out = Vec::new();
+    for line in lines.by_ref() {
+        if line.starts_with(".SH") {
+            break;
+        }
+        out.push(line);
+    }
+    out
+}
+
+/// Every command's page teaches (issue 47): a DESCRIPTION that is not its NAME line again, and EXAMPLES
+/// that run emend and show what it printed; emend(1) lists every page under the groups of `emend --help`.
+#[test]
+fn every_page_has_a_description_beyond_its_name_and_examples() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (code, _, err) = emend(tmp.path(), &["man", "--dir", "pages"]);
+    assert_eq!(code, 0, "{err}");
+    let dir = tmp.path().join("pages");
+    let mut names: Vec<String> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert!(names.len() > 25, "{names:?}");
+    let top = std::fs::read_to_string(dir.join("emend.1")).unwrap();
+    let (_, script, _) = emend(tmp.path(), &["completions", "bash"]);
+    for name in &names {
+        let page = std::fs::read_to_string(dir.join(name)).unwrap();
+        let title = man_section(&page, "NAME").join(" ");
+        let (_, about) = title.split_once(" \\- ").unwrap_or_else(|| panic!("{name}: NAME {title}"));
+        let description = man_section(&page, "DESCRIPTION");
+        let text: Vec<&str> = description.iter().copied().filter(|l| !l.starts_with('.')).collect();
+        assert!(!text.is_empty(), "{name}: no DESCRIPTION");
+        assert!(!text[0].starts_with(about.trim_end_matches('.')), "{name}: DESCRIPTION repeats NAME: {about}");
+        assert!(text.join(" ").len() > 2 * about.len(), "{name}: DESCRIPTION is no more than NAME");
+        let examples = man_section(&page, "EXAMPLES");
+        let runs = examples.iter().filter(|l| l.starts_with("$ emend ")).count();
+        assert!(runs >= 1, "{name}: EXAMPLES runs no emend command: {examples:?}");
+        assert!(examples.contains(&".nf"), "{name}: examples are not set as typed");
+        if let Some(command) = name.strip_prefix("emend-").and_then(|n| n.strip_suffix(".1")) {
+            let listed = format!("\\fBemend\\-{}\\fR(1)", command.replace('-', "\\-"));
+            assert!(top.contains(&listed), "emend(1) does not list {command}");
+            assert!(script.contains(command), "the bash completion does not complete {command}");
+        }
+    }
+    // The top-level help, in all three spellings, lists the groups.
+    for args in [&["--help"][..], &["-h"], &["help"]] {
+        let (code, out, err) = emend(tmp.path(), args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        for group in ["Set up a project:", "(the scheduled job", "(the reviewer):", "(the operator):", "Options:"] {
+            assert!(out.contains(group), "{args:?}: no {group}:\n{out}");
+        }
+    }
+    // A command's --help ends with its examples; -h keeps to the summary.
+    let (_, long, _) = emend(tmp.path(), &["rollback", "--help"]);
+    assert!(long.contains("Examples:\n") && long.contains("$ emend rollback --to v2"), "{long}");
+    let (_, short, _) = emend(tmp.path(), &["rollback", "-h"]);
+    assert!(!short.contains("Examples:"), "{short}");
 }
