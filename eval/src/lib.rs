@@ -4,6 +4,7 @@
 //!   and every way an evaluation can fail.
 //! - [`builtin`]: the built-in memory QA harness, in process or as Ray shards.
 //! - [`command`]: an external system run as a command, shard by shard.
+//! - [`collision`]: the entity-collision grid of `emend collision`.
 //! - [`open`]: the backend a project's `harness.kind` names.
 //! - `fake` (feature `test-support`): the scripted backend of the tests above.
 //! - `test_server` (feature `test-support`): an OpenAI-compatible HTTP server
@@ -16,6 +17,7 @@
 
 pub mod backend;
 pub mod builtin;
+pub mod collision;
 pub mod command;
 #[cfg(any(test, feature = "test-support"))]
 pub mod fake;

@@ -24,9 +24,6 @@ use emend_model::schema::{self, SchemaError, StrategySchema};
 use emend_model::served::{self, ServedError};
 use emend_model::store::{Store, StoreError};
 
-/// The built-in default strategy, the first version without `--strategy`.
-const DEFAULT_STRATEGY: &str = include_str!("../../strategies/default.yaml");
-
 /// What `emend init` writes into `.emend/`: the journal and caches are local state, not sources.
 const STATE_GITIGNORE: &str = "# Written by emend init: the journal, caches and lock are local state.\n*\n";
 
@@ -248,7 +245,8 @@ fn starting_strategy(strategy: Option<&Path>, schema: &StrategySchema) -> Result
         Some(p) => Ok((p.display().to_string(), artifact::load_file(p, schema).map_err(InitError::Strategy)?)),
         None => {
             let origin = "strategies/default.yaml (built in)".to_string();
-            let start = artifact::from_yaml(&origin, DEFAULT_STRATEGY, schema).map_err(InitError::Strategy)?;
+            let start =
+                artifact::from_yaml(&origin, artifact::DEFAULT_STRATEGY, schema).map_err(InitError::Strategy)?;
             Ok((origin, start))
         }
     }

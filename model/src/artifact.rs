@@ -102,6 +102,11 @@ impl fmt::Display for ArtifactError {
     }
 }
 
+/// The built-in default strategy (strategies/default.yaml): the first version
+/// of a project made without `--strategy`, and what `emend collision` runs
+/// without one.
+pub const DEFAULT_STRATEGY: &str = include_str!("../../strategies/default.yaml");
+
 /// Reads and checks a strategy file against the built-in schema.
 pub fn load_strategy_file(path: &Path) -> Result<Artifact, ArtifactError> {
     load_file(path, &StrategySchema::builtin())

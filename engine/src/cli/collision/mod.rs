@@ -9,24 +9,21 @@
 //! `--seeds` runs the grid once per task seed and reports, per cell, the
 //! mean delta and how many seeds' intervals lie above or below 0; a list
 //! given to one of `--fusion`, `--vocab`, `--paraphrase`, `--dense-dim` or
-//! `--hash-idf` makes one column per value ([`grid`]); `--markdown` prints
+//! `--hash-idf` makes one column per value (`emend_eval::collision`, which
+//! plans and runs the grid); `--markdown` prints
 //! the tables as docs/collision.md shows them ([`table`]).
 
-mod grid;
 mod table;
 
 use std::path::PathBuf;
 
 use anyhow::anyhow;
-use emend_harness::collision::{self, CollisionSpec};
+use emend_eval::collision::{self, FusionChoice, GridError, GridRequest};
+use emend_harness::collision::Vocab;
 
 use emend_model::artifact;
 
 use super::{CmdResult, Failure};
-use grid::{Column, Grid};
-
-/// Bootstrap resamples per cell.
-pub const RESAMPLES: u32 = 10_000;
 
 #[derive(Debug, clap::Args)]
 pub struct CollisionArgs {
@@ -112,57 +109,61 @@ pub enum Switch {
     Off,
 }
 
-/// The mark of a cell: `*` when the 95% interval of the delta lies above 0
-/// (CI-positive), `-` when it lies below, `n.s.` when it contains 0.
-pub fn mark(low: f64, high: f64) -> &'static str {
-    if low > 0.0 {
-        "*"
-    } else if high < 0.0 {
-        "-"
-    } else {
-        "n.s."
-    }
-}
-
-/// The MiniLM model for a strategy whose dense channel is `minilm`.
-fn model(strategy: &emend_harness::Strategy) -> Result<Option<emend_harness::minilm::MiniLm>, Failure> {
-    if strategy.index.dense_kind != emend_harness::strategy::DenseKind::Minilm {
-        return Ok(None);
-    }
-    if !cfg!(feature = "minilm") {
-        return Err(Failure::bad_input(anyhow!(
-            "emend collision: index.dense_kind: minilm: {}",
-            emend_harness::minilm::NOT_BUILT
-        )));
-    }
-    let Some((dir, setting)) = emend_harness::minilm::locate(None) else {
-        return Err(Failure::bad_input(anyhow!(
-            "emend collision: index.dense_kind: minilm needs the model: set EMEND_MINILM_DIR (scripts/install-minilm.sh)"
-        )));
-    };
-    Ok(Some(emend_harness::minilm::MiniLm::load(&dir).map_err(|e| Failure::bad_input(anyhow!("{setting}: {e}")))?))
-}
-
-fn write_tasks(spec: &CollisionSpec, out: &std::path::Path) -> Result<(), Failure> {
-    let mut tasks = Vec::new();
-    for tag in &spec.tags {
-        for &k in &spec.ks {
-            tasks.extend(spec.cell(tag, k).map_err(Failure::bad_input)?);
+impl CollisionArgs {
+    /// The library's request: the flags without their clap types.
+    fn request(&self) -> GridRequest {
+        GridRequest {
+            k: self.k.clone(),
+            tags: self.tags.clone(),
+            entities: self.entities,
+            vocab: self
+                .vocab
+                .iter()
+                .map(|v| match v {
+                    VocabArg::Seed => Vocab::Seed,
+                    VocabArg::Emend => Vocab::Emend,
+                })
+                .collect(),
+            paraphrase: self.paraphrase.clone(),
+            fusion: self
+                .fusion
+                .iter()
+                .map(|f| match f {
+                    FusionArg::WeightedSum => FusionChoice::WeightedSum,
+                    FusionArg::Rrf => FusionChoice::Rrf,
+                    FusionArg::Strategy => FusionChoice::Strategy,
+                })
+                .collect(),
+            dense_dim: self.dense_dim.clone(),
+            hash_idf: self.hash_idf.iter().map(|s| *s == Switch::On).collect(),
+            seed: self.seed,
+            seeds: self.seeds.clone(),
+            strategy: self.strategy.clone(),
+            dense_kind: self.dense_kind.clone(),
         }
     }
-    let text = serde_json::to_string_pretty(&collision::to_locomo(&tasks)).expect("JSON serializes");
-    artifact::write_atomic(out, text.as_bytes()).map_err(|e| Failure::failed(anyhow!("--out {}: {e}", out.display())))
+}
+
+/// A grid error as the binary reports it: a statistics failure exits 1,
+/// anything else is bad input (exit 2).
+fn failure(e: GridError) -> Failure {
+    match e {
+        GridError::Failed(_) => Failure::failed(e),
+        GridError::BadInput(_) | GridError::Input(_) => Failure::bad_input(e),
+    }
 }
 
 pub fn run(args: &CollisionArgs) -> CmdResult {
-    let plan = grid::plan(args)?;
+    let plan = collision::plan(&args.request()).map_err(failure)?;
     if let Some(out) = &args.out {
-        let first: &Column = &plan.columns[0];
-        write_tasks(&plan.spec(first, plan.seeds[0]), out)?;
+        let tasks = collision::locomo_tasks(&plan.spec(&plan.columns[0], plan.seeds[0])).map_err(failure)?;
+        let text = serde_json::to_string_pretty(&tasks).expect("JSON serializes");
+        artifact::write_atomic(out, text.as_bytes())
+            .map_err(|e| Failure::failed(anyhow!("--out {}: {e}", out.display())))?;
     }
-    let model = model(&plan.base)?;
-    let grid: Grid = grid::run(&plan, model.as_ref())?;
-    let hash = if args.hash_stats { Some(grid::hash_stats(&plan)?) } else { None };
+    let model = collision::model(&plan.base).map_err(failure)?;
+    let grid = collision::run(&plan, model.as_ref()).map_err(failure)?;
+    let hash = if args.hash_stats { Some(collision::hash_stats(&plan).map_err(failure)?) } else { None };
     if args.json {
         let cells = serde_json::Value::Array(grid.cells.iter().flatten().flatten().cloned().collect());
         let value = match &hash {

@@ -8,9 +8,8 @@ use serde_json::{Value, json};
 
 use emend_model::percent::{percent, points};
 
-use super::RESAMPLES;
-use super::grid::{Axis, Grid, HashRow, Plan, fusion_label};
 use crate::cli::term;
+use emend_eval::collision::{Axis, Grid, HashRow, Plan, RESAMPLES, fusion_label};
 
 /// A table as text: `term::table` or a Markdown table (`right`: right-aligned columns).
 fn layout(header: &[&str], rows: Vec<Vec<String>>, right: &[bool], markdown: bool) -> String {

@@ -1,8 +1,11 @@
-//! The runs of `emend collision`: the task seeds (`--seed` or `--seeds`),
-//! the one list axis whose values make the table's columns, and each
-//! (column, seed) run's cells with their paired bootstrap intervals.
+//! The entity-collision grid behind `emend collision`: the task seeds, the
+//! one list axis whose values make the columns, each (column, seed) run's
+//! cells with their paired bootstrap intervals, and the trigram channel's
+//! hash statistics. The binary turns its flags into a [`GridRequest`], makes
+//! the [`plan`], [`run`]s it and prints the tables.
 
-use anyhow::anyhow;
+use std::path::PathBuf;
+
 use emend_harness::collision::{self, CellResult, Channel, CollisionSpec, HashStats, Vocab};
 use emend_harness::strategy::{DenseKind, Fusion};
 use serde_json::{Value, json};
@@ -11,10 +14,74 @@ use emend_model::artifact;
 use emend_model::schema::StrategySchema;
 use emend_stats::{self, BootstrapConfig};
 
-use super::{CollisionArgs, FusionArg, RESAMPLES, Switch, VocabArg, mark};
-use crate::cli::Failure;
+/// Bootstrap resamples per cell.
+pub const RESAMPLES: u32 = 10_000;
 
-const DEFAULT_STRATEGY: &str = include_str!("../../../../strategies/default.yaml");
+/// Why a grid cannot be planned or run.
+#[derive(Debug, thiserror::Error)]
+pub enum GridError {
+    /// A request that cannot run as given (exit 2).
+    #[error("{0}")]
+    BadInput(String),
+    /// A strategy, a task set or a model that cannot be used (exit 2), with its cause.
+    #[error(transparent)]
+    Input(Box<dyn std::error::Error + Send + Sync>),
+    /// The statistics failed on data the grid made (exit 1).
+    #[error(transparent)]
+    Failed(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl GridError {
+    fn input(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        GridError::Input(Box::new(e))
+    }
+}
+
+/// The fusion of a column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FusionChoice {
+    /// Weighted score sum: a BM25 tie carries no rank signal.
+    WeightedSum,
+    /// Weighted RRF: BM25's tie is ranked by the memories' seeded order.
+    Rrf,
+    /// The strategy's own `retrieve.fusion`.
+    Strategy,
+}
+
+/// What `emend collision` asks for; a list with several values makes the
+/// columns (one list at a time).
+#[derive(Debug, Clone)]
+pub struct GridRequest {
+    pub k: Vec<usize>,
+    /// None: every tag.
+    pub tags: Option<Vec<String>>,
+    pub entities: Option<usize>,
+    pub vocab: Vec<Vocab>,
+    pub paraphrase: Vec<usize>,
+    pub fusion: Vec<FusionChoice>,
+    pub dense_dim: Option<Vec<u32>>,
+    pub hash_idf: Vec<bool>,
+    /// The task seed when `seeds` is None.
+    pub seed: u64,
+    /// `1-5`, `0,2,4` or `1-3,7`.
+    pub seeds: Option<String>,
+    /// None: the built-in default strategy.
+    pub strategy: Option<PathBuf>,
+    pub dense_kind: Option<String>,
+}
+
+/// The mark of a cell: `*` when the 95% interval of the delta lies above 0
+/// (CI-positive), `-` when it lies below, `n.s.` when it contains 0.
+pub fn mark(low: f64, high: f64) -> &'static str {
+    if low > 0.0 {
+        "*"
+    } else if high < 0.0 {
+        "-"
+    } else {
+        "n.s."
+    }
+}
+
 /// The largest `--dense-dim`.
 pub const MAX_DIM: u32 = 65_536;
 
@@ -44,7 +111,7 @@ impl Axis {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Column {
     pub label: String,
-    pub fusion: FusionArg,
+    pub fusion: FusionChoice,
     pub vocab: Vocab,
     pub paraphrase: usize,
     /// The trigram channel's dimension (None: not the trigram channel).
@@ -79,9 +146,9 @@ impl Plan {
     pub fn strategy(&self, c: &Column) -> emend_harness::Strategy {
         let mut s = self.base.clone();
         match c.fusion {
-            FusionArg::WeightedSum => s.retrieve.fusion = Fusion::WeightedSum,
-            FusionArg::Rrf => s.retrieve.fusion = Fusion::Rrf,
-            FusionArg::Strategy => {}
+            FusionChoice::WeightedSum => s.retrieve.fusion = Fusion::WeightedSum,
+            FusionChoice::Rrf => s.retrieve.fusion = Fusion::Rrf,
+            FusionChoice::Strategy => {}
         }
         if let Some(dim) = c.dense_dim {
             s.index.dense_dim = dim;
@@ -105,12 +172,12 @@ impl Plan {
     }
 }
 
-fn bad(text: String) -> Failure {
-    Failure::bad_input(anyhow!(text))
+fn bad(text: String) -> GridError {
+    GridError::BadInput(text)
 }
 
 /// `1-5`, `0,2,4` or `1-3,7`: the seeds in the order given, each once.
-pub fn parse_seeds(text: &str) -> Result<Vec<u64>, Failure> {
+pub fn parse_seeds(text: &str) -> Result<Vec<u64>, GridError> {
     let err =
         || bad(format!("--seeds {text}: expected a range like 1-5 or a list like 0,2,4 of non-negative integers"));
     let mut out: Vec<u64> = Vec::new();
@@ -136,23 +203,23 @@ pub fn parse_seeds(text: &str) -> Result<Vec<u64>, Failure> {
     Ok(out)
 }
 
-fn load_strategy(args: &CollisionArgs) -> Result<emend_harness::Strategy, Failure> {
+fn load_strategy(req: &GridRequest) -> Result<emend_harness::Strategy, GridError> {
     let schema = StrategySchema::builtin();
-    let a = match &args.strategy {
-        Some(p) => artifact::load_strategy_file(p).map_err(Failure::bad_input)?,
-        None => artifact::from_yaml("strategies/default.yaml (built in)", DEFAULT_STRATEGY, &schema)
-            .map_err(Failure::bad_input)?,
+    let a = match &req.strategy {
+        Some(p) => artifact::load_strategy_file(p).map_err(GridError::input)?,
+        None => artifact::from_yaml("strategies/default.yaml (built in)", artifact::DEFAULT_STRATEGY, &schema)
+            .map_err(GridError::input)?,
     };
-    let mut s = a.typed().map_err(Failure::bad_input)?.clone();
-    if let Some(kind) = &args.dense_kind {
+    let mut s = a.typed().map_err(GridError::input)?.clone();
+    if let Some(kind) = &req.dense_kind {
         s.index.dense_kind = serde_json::from_value(Value::String(kind.clone()))
-            .map_err(|e| Failure::bad_input(anyhow!("--dense-kind {kind}: {e}")))?;
+            .map_err(|e| bad(format!("--dense-kind {kind}: {e}")))?;
     }
     Ok(s)
 }
 
 /// The axis (at most one flag lists more than one value) and its columns.
-fn columns(args: &CollisionArgs, base: &emend_harness::Strategy) -> Result<(Option<Axis>, Vec<Column>), Failure> {
+fn columns(args: &GridRequest, base: &emend_harness::Strategy) -> Result<(Option<Axis>, Vec<Column>), GridError> {
     let trigram = base.index.dense_kind == DenseKind::Trigram;
     let dims: Vec<Option<u32>> = match &args.dense_dim {
         Some(d) => d.iter().map(|&x| Some(x)).collect(),
@@ -166,7 +233,7 @@ fn columns(args: &CollisionArgs, base: &emend_harness::Strategy) -> Result<(Opti
             return Err(bad(format!("--dense-dim {x}: expected a dimension from 1 to {MAX_DIM}")));
         }
     }
-    if args.hash_idf.contains(&Switch::Off) && !trigram {
+    if args.hash_idf.contains(&false) && !trigram {
         return Err(bad("--hash-idf off: weighs the trigram channel only (index.dense_kind: trigram)".into()));
     }
     let lens = [
@@ -187,13 +254,10 @@ fn columns(args: &CollisionArgs, base: &emend_harness::Strategy) -> Result<(Opti
     let cols = (0..n)
         .map(|i| {
             let fusion = args.fusion[pick(i, args.fusion.len())];
-            let vocab = match args.vocab[pick(i, args.vocab.len())] {
-                VocabArg::Seed => Vocab::Seed,
-                VocabArg::Emend => Vocab::Emend,
-            };
+            let vocab = args.vocab[pick(i, args.vocab.len())];
             let paraphrase = args.paraphrase[pick(i, args.paraphrase.len())];
             let dense_dim = dims[pick(i, dims.len())];
-            let hash_idf = args.hash_idf[pick(i, args.hash_idf.len())] == Switch::On;
+            let hash_idf = args.hash_idf[pick(i, args.hash_idf.len())];
             let label = match axis {
                 Some(Axis::Fusion) | None => fusion_label(fusion, base).to_string(),
                 Some(Axis::Vocab) => format!("{} vocabulary", vocab.name()),
@@ -208,14 +272,16 @@ fn columns(args: &CollisionArgs, base: &emend_harness::Strategy) -> Result<(Opti
 }
 
 /// How a column's fusion is named in a table.
-pub fn fusion_label(f: FusionArg, base: &emend_harness::Strategy) -> &'static str {
+pub fn fusion_label(f: FusionChoice, base: &emend_harness::Strategy) -> &'static str {
     match (f, base.retrieve.fusion) {
-        (FusionArg::WeightedSum, _) | (FusionArg::Strategy, Fusion::WeightedSum) => "weighted sum",
-        (FusionArg::Rrf, _) | (FusionArg::Strategy, Fusion::Rrf) => "RRF",
+        (FusionChoice::WeightedSum, _) | (FusionChoice::Strategy, Fusion::WeightedSum) => "weighted sum",
+        (FusionChoice::Rrf, _) | (FusionChoice::Strategy, Fusion::Rrf) => "RRF",
     }
 }
 
-pub fn plan(args: &CollisionArgs) -> Result<Plan, Failure> {
+/// The plan of a request: its strategy, seeds, axis and columns, each
+/// column's task spec checked.
+pub fn plan(args: &GridRequest) -> Result<Plan, GridError> {
     let base = load_strategy(args)?;
     let seeds = match &args.seeds {
         Some(s) => parse_seeds(s)?,
@@ -242,7 +308,9 @@ pub struct Grid {
     pub cells: Vec<Vec<Vec<Value>>>,
 }
 
-pub fn run(plan: &Plan, model: Option<&emend_harness::minilm::MiniLm>) -> Result<Grid, Failure> {
+/// Runs every (column, seed) of `plan`, with the MiniLM model when the
+/// strategy's dense channel is `minilm` ([`model`]).
+pub fn run(plan: &Plan, model: Option<&emend_harness::minilm::MiniLm>) -> Result<Grid, GridError> {
     let mut cells = Vec::new();
     for c in &plan.columns {
         let strategy = plan.strategy(c);
@@ -250,7 +318,7 @@ pub fn run(plan: &Plan, model: Option<&emend_harness::minilm::MiniLm>) -> Result
         for &seed in &plan.seeds {
             let spec = plan.spec(c, seed);
             let results = collision::run_channel(&spec, &strategy, model, Channel { hash_idf: c.hash_idf })
-                .map_err(Failure::bad_input)?;
+                .map_err(GridError::input)?;
             let rows = results.iter().map(|r| cell_json(r, c, &strategy, seed)).collect::<Result<Vec<_>, _>>()?;
             per_seed.push(rows);
         }
@@ -260,7 +328,7 @@ pub fn run(plan: &Plan, model: Option<&emend_harness::minilm::MiniLm>) -> Result
 }
 
 /// One cell's figures, with everything needed to reproduce its interval.
-fn cell_json(c: &CellResult, col: &Column, strategy: &emend_harness::Strategy, seed: u64) -> Result<Value, Failure> {
+fn cell_json(c: &CellResult, col: &Column, strategy: &emend_harness::Strategy, seed: u64) -> Result<Value, GridError> {
     let outcomes = |strategy: bool| -> Vec<emend_stats::Outcome> {
         c.tasks
             .iter()
@@ -272,9 +340,9 @@ fn cell_json(c: &CellResult, col: &Column, strategy: &emend_harness::Strategy, s
             })
             .collect()
     };
-    let paired = emend_stats::pair(&outcomes(false), &outcomes(true)).map_err(Failure::failed)?;
+    let paired = emend_stats::pair(&outcomes(false), &outcomes(true)).map_err(|e| GridError::Failed(Box::new(e)))?;
     let config = BootstrapConfig { resamples: RESAMPLES, seed, ..BootstrapConfig::default() };
-    let ci = emend_stats::paired_bootstrap(&paired, &config).map_err(Failure::failed)?;
+    let ci = emend_stats::paired_bootstrap(&paired, &config).map_err(|e| GridError::Failed(Box::new(e)))?;
     Ok(json!({
         "tag": c.tag,
         "class": c.class.name(),
@@ -311,7 +379,8 @@ pub struct HashRow {
 /// Columns whose tasks are the same (vocabulary, paraphrase): (column, dimension) of each.
 type TaskGroup = ((Vocab, usize), Vec<(usize, usize)>);
 
-pub fn hash_stats(plan: &Plan) -> Result<Vec<HashRow>, Failure> {
+/// The trigram channel's hash statistics of `plan`, per column and tag.
+pub fn hash_stats(plan: &Plan) -> Result<Vec<HashRow>, GridError> {
     if plan.base.index.dense_kind != DenseKind::Trigram {
         return Err(bad("--hash-stats: describes the trigram channel only (index.dense_kind: trigram)".into()));
     }
@@ -336,7 +405,7 @@ pub fn hash_stats(plan: &Plan) -> Result<Vec<HashRow>, Failure> {
             for &seed in &plan.seeds {
                 let spec = plan.spec(&plan.columns[cols[0].0], seed);
                 for &k in plan.ks.iter().filter(|&&k| k >= 2) {
-                    tasks.extend(spec.cell(tag, k).map_err(Failure::bad_input)?);
+                    tasks.extend(spec.cell(tag, k).map_err(GridError::input)?);
                 }
             }
             let stats = collision::hash_stats(&tasks, &dims);
@@ -353,6 +422,36 @@ pub fn hash_stats(plan: &Plan) -> Result<Vec<HashRow>, Failure> {
         }
     }
     Ok(rows)
+}
+
+/// The MiniLM model for a strategy whose dense channel is `minilm`; None for
+/// any other channel.
+pub fn model(strategy: &emend_harness::Strategy) -> Result<Option<emend_harness::minilm::MiniLm>, GridError> {
+    if strategy.index.dense_kind != DenseKind::Minilm {
+        return Ok(None);
+    }
+    if !cfg!(feature = "minilm") {
+        return Err(bad(format!("emend collision: index.dense_kind: minilm: {}", emend_harness::minilm::NOT_BUILT)));
+    }
+    let Some((dir, setting)) = emend_harness::minilm::locate(None) else {
+        return Err(bad(
+            "emend collision: index.dense_kind: minilm needs the model: set EMEND_MINILM_DIR (scripts/install-minilm.sh)"
+                .into(),
+        ));
+    };
+    let model = emend_harness::minilm::MiniLm::load(&dir).map_err(|e| bad(format!("{setting}: {e}")))?;
+    Ok(Some(model))
+}
+
+/// The task set of `spec` (every tag and K) in the LoCoMo format.
+pub fn locomo_tasks(spec: &CollisionSpec) -> Result<Value, GridError> {
+    let mut tasks = Vec::new();
+    for tag in &spec.tags {
+        for &k in &spec.ks {
+            tasks.extend(spec.cell(tag, k).map_err(GridError::input)?);
+        }
+    }
+    Ok(collision::to_locomo(&tasks))
 }
 
 #[cfg(test)]
