@@ -11,7 +11,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 CITED = re.compile(r"`((?:[a-z_]+/)+[A-Za-z0-9_.-]+\.[a-z]+)`")
-CRATES = ("engine/", "model/", "eval/", "loop/", "report/", "harness/", "journal/", "stats/",
+CRATES = ("engine/", "core/", "eval/", "loop/", "report/", "harness/", "journal/", "stats/",
           "schemas/", "strategies/", "examples/", "scripts/", "docs/")
 
 

@@ -35,7 +35,7 @@ ALLOWED = {
     "sled": {"emend-journal"},
 }
 
-SOURCE_DIRS = ["engine/src", "model/src", "eval/src", "loop/src", "report/src", "harness/src", "journal/src", "stats/src"]
+SOURCE_DIRS = ["engine/src", "core/src", "eval/src", "loop/src", "report/src", "harness/src", "journal/src", "stats/src"]
 MAX_LINES = 800
 
 

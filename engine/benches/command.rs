@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 
 use emend_eval::backend::Backend;
 use emend_eval::command::{CommandBackend, CommandSpec};
-use emend_model::artifact;
-use emend_model::schema::StrategySchema;
+use emend_core::artifact;
+use emend_core::schema::StrategySchema;
 
 const RUNS: usize = 15;
 const TARGET: Duration = Duration::from_millis(50);

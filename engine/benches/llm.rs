@@ -16,7 +16,7 @@ use std::time::Instant;
 use emend_eval::llm::Models;
 use emend_harness::strategy::JudgeKind;
 use emend_harness::{Evaluator, HarnessSettings};
-use emend_model::config::RoleConfig;
+use emend_core::config::RoleConfig;
 
 const TARGET_SECS: f64 = 5.0;
 

@@ -1,5 +1,5 @@
 //! The `emend` binary: parses arguments, runs one command, prints the error
-//! chain and returns a documented exit code (see `emend_model::exit`).
+//! chain and returns a documented exit code (see `emend_core::exit`).
 
 mod cli;
 

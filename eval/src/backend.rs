@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::llm::Models;
-use emend_model::artifact::Artifact;
-use emend_model::outcome::Evaluation;
+use emend_core::artifact::Artifact;
+use emend_core::outcome::Evaluation;
 
 pub mod shard;
 
@@ -26,7 +26,7 @@ pub use shard::{FieldProblem, LineProblem, OutcomeFileError, ShardFailed, ShardF
 pub enum BackendError {
     /// The artifact is not a strategy the built-in harness can run.
     #[error(transparent)]
-    Strategy(#[from] emend_model::artifact::ArtifactError),
+    Strategy(#[from] emend_core::artifact::ArtifactError),
     /// The built-in harness could not run the evaluation.
     #[error(transparent)]
     Harness(#[from] emend_harness::EvalError),
@@ -65,7 +65,7 @@ impl BackendError {
     /// `Err(Interrupted)` once the run was asked to stop: backends check it
     /// before each evaluation, so a stop request waits for at most one.
     pub fn unless_stopped() -> Result<(), BackendError> {
-        match emend_model::stop::requested() {
+        match emend_core::stop::requested() {
             Some(cause) => Err(BackendError::Interrupted { cause: cause.as_str() }),
             None => Ok(()),
         }
@@ -170,7 +170,7 @@ impl BackendError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use emend_model::outcome::OutcomeRecord;
+    use emend_core::outcome::OutcomeRecord;
 
     fn outcome(id: &str, error: Option<&str>) -> OutcomeRecord {
         let mut o: OutcomeRecord = serde_json::from_value(serde_json::json!({

@@ -8,11 +8,11 @@ use crate::backend::{Backend, BackendError};
 use crate::llm::advice::{self, SplitCase};
 use crate::llm::pipeline;
 use crate::llm::{Models, Role};
-use emend_model::artifact::{Artifact, sha256_hex};
-use emend_model::config::Project;
-use emend_model::layer_a::{self, Label};
-use emend_model::outcome::{Evaluation, OutcomeRecord};
-use emend_model::setup::{SetupError, load_tasks_limited, with_minilm, with_stage_cache};
+use emend_core::artifact::{Artifact, sha256_hex};
+use emend_core::config::Project;
+use emend_core::layer_a::{self, Label};
+use emend_core::outcome::{Evaluation, OutcomeRecord};
+use emend_core::setup::{SetupError, load_tasks_limited, with_minilm, with_stage_cache};
 
 /// The built-in memory QA harness.
 pub struct BuiltinBackend {
@@ -38,8 +38,8 @@ impl BuiltinBackend {
             protocol: h.protocol(),
         };
         let shards = match h.executor {
-            emend_model::config::ExecutorChoice::Local => None,
-            emend_model::config::ExecutorChoice::Ray => Some(ray_shards(project, &dataset)?),
+            emend_core::config::ExecutorChoice::Local => None,
+            emend_core::config::ExecutorChoice::Ray => Some(ray_shards(project, &dataset)?),
         };
         let backend = BuiltinBackend::new(Arc::new(dataset), settings, h.version.as_deref())?;
         let mut backend: BuiltinBackend = match Models::from_project(project)? {
@@ -204,7 +204,7 @@ fn ray_shards(
         "{tasks}",
         "{out}",
     ];
-    let c = emend_model::config::CommandHarness {
+    let c = emend_core::config::CommandHarness {
         argv: argv.iter().map(|a| a.to_string()).collect(),
         workdir: None,
         env: Default::default(),

@@ -10,8 +10,8 @@ use emend_harness::collision::{self, CellResult, Channel, CollisionSpec, HashSta
 use emend_harness::strategy::{DenseKind, Fusion};
 use serde_json::{Value, json};
 
-use emend_model::artifact;
-use emend_model::schema::StrategySchema;
+use emend_core::artifact;
+use emend_core::schema::StrategySchema;
 use emend_stats::{self, BootstrapConfig};
 
 /// Bootstrap resamples per cell.

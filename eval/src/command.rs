@@ -34,11 +34,11 @@ use crate::backend::{
     Backend, BackendError, FieldProblem, FileAction, FileError, LineProblem, OutcomeFileError, ShardFailed,
     ShardFailure,
 };
-use emend_model::artifact::{self, Artifact};
-use emend_model::config::{CommandHarness, Project};
-use emend_model::outcome::{Evaluation, OutcomeRecord};
-use emend_model::schema::{self, Dialect, StrategySchema};
-use emend_model::setup::SetupError;
+use emend_core::artifact::{self, Artifact};
+use emend_core::config::{CommandHarness, Project};
+use emend_core::outcome::{Evaluation, OutcomeRecord};
+use emend_core::schema::{self, Dialect, StrategySchema};
+use emend_core::setup::SetupError;
 
 pub use check::{Checked, outcome_validator};
 use check::{check_outcomes, read_output};
@@ -162,7 +162,7 @@ impl CommandBackend {
             .ok_or_else(|| SetupError::new("harness.command: required when harness.kind is command"))?;
         let spec = CommandSpec::from_config(c, &project.dir)?;
         let executor = executor_of(project, c.workdir.as_deref())?;
-        let dataset = emend_model::setup::load_tasks_limited(&h.tasks, &project.dir, h.max_dataset_bytes())
+        let dataset = emend_core::setup::load_tasks_limited(&h.tasks, &project.dir, h.max_dataset_bytes())
             .map_err(|e| SetupError::new(format!("harness.tasks: {e}")))?;
         let selection = emend_harness::Selection {
             include_adversarial: h.include_adversarial,
@@ -456,8 +456,8 @@ impl Backend for CommandBackend {
 pub fn executor_of(project: &Project, command_workdir: Option<&Path>) -> Result<Executor, SetupError> {
     let h = &project.config.harness;
     match h.executor {
-        emend_model::config::ExecutorChoice::Local => Ok(Executor::Local),
-        emend_model::config::ExecutorChoice::Ray => Ok(Executor::Ray(RaySpec::from_config(
+        emend_core::config::ExecutorChoice::Local => Ok(Executor::Local),
+        emend_core::config::ExecutorChoice::Ray => Ok(Executor::Ray(RaySpec::from_config(
             &h.ray,
             command_workdir,
             &project.dir,

@@ -6,8 +6,8 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::backend::{Backend, BackendError};
-use emend_model::artifact::{self, Artifact};
-use emend_model::outcome::{Evaluation, OutcomeRecord};
+use emend_core::artifact::{self, Artifact};
+use emend_core::outcome::{Evaluation, OutcomeRecord};
 
 /// What a [`FakeBackend`] answers an evaluation of `artifact` on the
 /// questions `ids` (the subset asked, else every question, in order).
@@ -71,7 +71,7 @@ impl Backend for FakeBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use emend_model::schema::StrategySchema;
+    use emend_core::schema::StrategySchema;
 
     #[test]
     fn answers_the_subset_asked_and_counts_its_calls() {

@@ -12,7 +12,7 @@
 //! - [`llm`]: the model roles over OpenAI-compatible endpoints (HTTP behind
 //!   the `llm` feature).
 //!
-//! The rule: this crate depends on `emend-model` (and the crates below it)
+//! The rule: this crate depends on `emend-core` (and the crates below it)
 //! only; the loop above it sees only the `Backend` trait.
 
 pub mod backend;
@@ -25,9 +25,9 @@ pub mod llm;
 #[cfg(feature = "test-support")]
 pub mod test_server;
 
-use emend_model::config::{HarnessKind, Project};
-use emend_model::schema::StrategySchema;
-use emend_model::setup::SetupError;
+use emend_core::config::{HarnessKind, Project};
+use emend_core::schema::StrategySchema;
+use emend_core::setup::SetupError;
 
 /// The backend `harness.kind` names: the built-in harness or a command.
 pub fn open(project: &Project, schema: &StrategySchema) -> Result<Box<dyn backend::Backend>, SetupError> {

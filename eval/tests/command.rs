@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use emend_eval::backend::Backend;
 use emend_eval::command::{CommandBackend, CommandSpec};
-use emend_model::artifact::{self, Artifact};
-use emend_model::schema::StrategySchema;
+use emend_core::artifact::{self, Artifact};
+use emend_core::schema::StrategySchema;
 use serde_json::{Value, json};
 
 /// Two conversations, five questions in categories 1-4 (and one adversarial, left out).
@@ -318,7 +318,7 @@ fn a_command_that_writes_nothing_or_cannot_start_is_an_error() {
 
 #[test]
 fn the_configuration_is_checked_and_the_hashes_notice_a_changed_system() {
-    let config = |argv: &[&str]| emend_model::config::CommandHarness {
+    let config = |argv: &[&str]| emend_core::config::CommandHarness {
         argv: argv.iter().map(|s| s.to_string()).collect(),
         workdir: None,
         env: BTreeMap::new(),

@@ -68,9 +68,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use emend_eval::backend::{Backend, BackendError};
-use emend_model::artifact::{self, Artifact};
-use emend_model::outcome::{Evaluation, OutcomeRecord};
-use emend_model::schema::StrategySchema;
+use emend_core::artifact::{self, Artifact};
+use emend_core::outcome::{Evaluation, OutcomeRecord};
+use emend_core::schema::StrategySchema;
 use emend_stats::TestUnit;
 
 pub use buildup::{Buildup, BuildupStep, buildup};
@@ -540,8 +540,8 @@ pub fn skippable_fields(audits: &[MechanismAudit]) -> Vec<String> {
 mod tests {
     use super::*;
     use emend_eval::fake::FakeBackend;
-    use emend_model::outcome::{EvidenceStep, OutcomeRecord};
-    use emend_model::schema::set_path;
+    use emend_core::outcome::{EvidenceStep, OutcomeRecord};
+    use emend_core::schema::set_path;
     use emend_stats;
     use serde_json::json;
 

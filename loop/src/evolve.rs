@@ -24,22 +24,22 @@ use crate::propose::{ModelRewrite, Proposer, RuleEvolver, StopCause, Told};
 use crate::step_search::{StepProposer, StepSettings};
 use emend_eval::backend::Backend;
 use emend_eval::llm;
-use emend_model::artifact::Artifact;
-use emend_model::candidate::{Resolution, StoppedBy};
-use emend_model::config::{Project, SearchMethod};
-use emend_model::confirm::{ConfirmState, Parts};
-use emend_model::decide::{self, Decision, Policy, Serving, Tested};
-use emend_model::digest::Digest;
-use emend_model::events::{CandidateRecord, EvalSummary, Event, QuestionResult};
-use emend_model::gates::Replay;
-use emend_model::hypothesis::Hypothesis;
-use emend_model::layer_a;
-use emend_model::planner::DimensionEffect;
-use emend_model::records::summarize;
-use emend_model::schema::StrategySchema;
-use emend_model::served::{missing, reconcile_served_file};
-use emend_model::stop;
-use emend_model::store::{Best, Store};
+use emend_core::artifact::Artifact;
+use emend_core::candidate::{Resolution, StoppedBy};
+use emend_core::config::{Project, SearchMethod};
+use emend_core::confirm::{ConfirmState, Parts};
+use emend_core::decide::{self, Decision, Policy, Serving, Tested};
+use emend_core::digest::Digest;
+use emend_core::events::{CandidateRecord, EvalSummary, Event, QuestionResult};
+use emend_core::gates::Replay;
+use emend_core::hypothesis::Hypothesis;
+use emend_core::layer_a;
+use emend_core::planner::DimensionEffect;
+use emend_core::records::summarize;
+use emend_core::schema::StrategySchema;
+use emend_core::served::{missing, reconcile_served_file};
+use emend_core::stop;
+use emend_core::store::{Best, Store};
 
 pub use crate::progress::Progress;
 
@@ -303,7 +303,7 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
     /// spends a confirm test (a new pending version would supersede it, better
     /// or not). A pending version tested against another version (stale) does not hold runs back.
     fn waiting_for_approval(&self) -> Result<Option<u64>> {
-        if self.project.config.serve.approval != emend_model::config::Approval::Manual {
+        if self.project.config.serve.approval != emend_core::config::Approval::Manual {
             return Ok(None);
         }
         let store = self.store();
@@ -319,8 +319,8 @@ impl<'a, L: EventLog + ?Sized> Evolution<'a, L> {
             round,
             cause: cause.as_str().into(),
             requested_by,
-            who: emend_model::events::who(),
-            at: emend_model::events::now_rfc3339(),
+            who: emend_core::events::who(),
+            at: emend_core::events::now_rfc3339(),
         };
         self.log.append(vec![event.to_new()])?;
         summary.stopped = Stopped::Interrupted;
@@ -640,7 +640,7 @@ fn decided(round: u64, trials: &[Trial], decision: &Decision, served: Serving) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use emend_model::schema::Direction;
+    use emend_core::schema::Direction;
 
     /// A candidate of round 1 with the given document hash and stop.
     pub(super) fn trial(hash: Option<&str>, by: Option<StoppedBy>) -> Trial {

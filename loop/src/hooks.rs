@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use emend_journal::EventLog;
 
-use emend_model::config::Project;
-use emend_model::events::{Event, now_rfc3339};
+use emend_core::config::Project;
+use emend_core::events::{Event, now_rfc3339};
 
 /// Why the served version changed, as a hook sees it (`EMEND_CHANGE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,7 +75,7 @@ pub fn run(argv: &[String], env: &[(String, String)], dir: &Path, timeout: Durat
             Err(e) => return Err(format!("waiting for {}: {e}", resolved.display())),
         }
         // A signal that stops emend (SIGINT, SIGTERM) stops the hook too: no process is left behind.
-        let signalled = emend_model::stop::signalled();
+        let signalled = emend_core::stop::signalled();
         if signalled || started.elapsed() >= timeout {
             let pgid = child.id() as libc::pid_t;
             // SAFETY: kill has no memory effects; the group is the hook's own (process_group(0)).

@@ -1,7 +1,7 @@
 //! The global search proposer (`search.method: jump`, the default): one
 //! confirmed jump per served change.
 //!
-//! - **Search the whole legal space.** A TPE sampler ([`emend_model::search::Tpe`],
+//! - **Search the whole legal space.** A TPE sampler ([`emend_core::search::Tpe`],
 //!   Optuna's defaults, optionally multivariate) draws strategies over every
 //!   evolvable, non-text field within its schema range and the
 //!   `x-invariants` (repaired), on the `x-step` grid through the served
@@ -67,19 +67,19 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::propose::{Ask, Proposed, Proposer, StopCause};
-use emend_model::artifact;
-use emend_model::config::{RacedOut, Sampler};
-use emend_model::events::{
+use emend_core::artifact;
+use emend_core::config::{RacedOut, Sampler};
+use emend_core::events::{
     CandidateRecord, ChangeKind, Credit, Event, GlobalRecord, PruneStep, QuestionResult, ScoredPoint, SearchRecord,
     bits_to_hex, hex_to_bits,
 };
-use emend_model::hypothesis::{self, Hypothesis};
-use emend_model::planner::{Change, Plan};
-use emend_model::records::question_results;
-use emend_model::schema::{FieldKind, StrategySchema, get_path, set_path};
-use emend_model::search::{self, Space, Tpe, TpeConfig};
-use emend_model::search::{materialize, point_of};
-use emend_model::steps::{changes_between, snap, step_box};
+use emend_core::hypothesis::{self, Hypothesis};
+use emend_core::planner::{Change, Plan};
+use emend_core::records::question_results;
+use emend_core::schema::{FieldKind, StrategySchema, get_path, set_path};
+use emend_core::search::{self, Space, Tpe, TpeConfig};
+use emend_core::search::{materialize, point_of};
+use emend_core::steps::{changes_between, snap, step_box};
 use emend_stats::{self, TaskKey};
 
 /// A strategy's evolvable, non-text values by path.
@@ -117,7 +117,7 @@ pub struct JumpSettings {
 }
 
 impl JumpSettings {
-    pub fn from_config(cfg: &emend_model::config::ProjectConfig) -> JumpSettings {
+    pub fn from_config(cfg: &emend_core::config::ProjectConfig) -> JumpSettings {
         let s = &cfg.search;
         JumpSettings {
             seed: cfg.loop_.seed,
@@ -779,7 +779,7 @@ pub fn changed_fields(schema: &StrategySchema, from: &Value, to: &Value) -> BTre
 #[cfg(test)]
 mod tests {
     use super::*;
-    use emend_model::schema::Direction;
+    use emend_core::schema::Direction;
     use serde_json::json;
 
     #[test]

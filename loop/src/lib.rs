@@ -13,7 +13,7 @@
 //! - [`operate`]: operator workflows (rollback, restore-best, approve) for the binary to print.
 //! - [`init`]: creating a project (`emend init`), checked before it writes, undone on failure.
 //!
-//! The rule: this crate depends on `emend-model` and `emend-eval` (and the
+//! The rule: this crate depends on `emend-core` and `emend-eval` (and the
 //! crates below them); it prints nothing.
 
 pub mod audit;

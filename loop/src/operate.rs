@@ -12,12 +12,12 @@
 //! the `on_served` hook.
 
 use emend_journal::EventLog;
-use emend_model::artifact;
-use emend_model::config::Project;
-use emend_model::events::Event;
-use emend_model::schema::StrategySchema;
-use emend_model::served::{self, FileState, ServedError};
-use emend_model::store::{Store, StoreError};
+use emend_core::artifact;
+use emend_core::config::Project;
+use emend_core::events::Event;
+use emend_core::schema::StrategySchema;
+use emend_core::served::{self, FileState, ServedError};
+use emend_core::store::{Store, StoreError};
 
 use crate::hooks;
 
@@ -146,8 +146,8 @@ pub fn rollback<L: EventLog + ?Sized>(
             let set = Event::BudgetSet {
                 max_tokens,
                 reason: reason.clone(),
-                who: emend_model::events::who(),
-                at: emend_model::events::now_rfc3339(),
+                who: emend_core::events::who(),
+                at: emend_core::events::now_rfc3339(),
             };
             log.append(vec![set.to_new()]).map_err(StoreError::from)?;
             Some(set)

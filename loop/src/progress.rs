@@ -4,9 +4,9 @@
 
 use std::fmt;
 
-use emend_model::critic::CriticLabel;
-use emend_model::gates::Gate;
-use emend_model::planner::Change;
+use emend_core::critic::CriticLabel;
+use emend_core::gates::Gate;
+use emend_core::planner::Change;
 
 /// One step of a run.
 #[derive(Debug, Clone, PartialEq)]

@@ -18,14 +18,14 @@ use serde_json::Value;
 
 use emend_eval::backend::Backend;
 use emend_eval::llm::{Role, advice};
-use emend_model::artifact::Artifact;
-use emend_model::candidate::{Resolution, StoppedBy};
-use emend_model::events::{CandidateRecord, ChangeKind, Credit, QuestionResult};
-use emend_model::gates::DataText;
-use emend_model::hypothesis::Hypothesis;
-use emend_model::layer_a::Diagnosis;
-use emend_model::planner::{self, Change, DimensionEffect, Plan, Proposal};
-use emend_model::schema::{self, Direction, FieldKind, StrategySchema};
+use emend_core::artifact::Artifact;
+use emend_core::candidate::{Resolution, StoppedBy};
+use emend_core::events::{CandidateRecord, ChangeKind, Credit, QuestionResult};
+use emend_core::gates::DataText;
+use emend_core::hypothesis::Hypothesis;
+use emend_core::layer_a::Diagnosis;
+use emend_core::planner::{self, Change, DimensionEffect, Plan, Proposal};
+use emend_core::schema::{self, Direction, FieldKind, StrategySchema};
 
 /// What a proposer sees: the served strategy and its results, the diagnosis,
 /// the hypothesis tree and the journal's history, and an evaluator.
@@ -143,7 +143,7 @@ pub trait Proposer {
     /// Events recording this proposer's own state since it was last asked
     /// (the loop journals them with the round, or alone when the round
     /// journals nothing), so that a later run can [`Proposer::restore`] it.
-    fn journal(&mut self) -> Vec<emend_model::events::Event> {
+    fn journal(&mut self) -> Vec<emend_core::events::Event> {
         Vec::new()
     }
 
@@ -151,8 +151,8 @@ pub trait Proposer {
     /// journal's candidate records (what became of what it proposed).
     fn restore(
         &mut self,
-        _searches: &[emend_model::events::SearchRecord],
-        _candidates: &[emend_model::events::CandidateRecord],
+        _searches: &[emend_core::events::SearchRecord],
+        _candidates: &[emend_core::events::CandidateRecord],
     ) {
     }
 
@@ -300,7 +300,7 @@ mod tests {
             category: "c".into(),
             conversation: None,
             correct: label.is_none(),
-            label: label.map(|l| emend_model::layer_a::Label::parse(l).expect("a Layer A label")),
+            label: label.map(|l| emend_core::layer_a::Label::parse(l).expect("a Layer A label")),
             tokens: None,
             split: split.map(String::from),
         }

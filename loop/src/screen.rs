@@ -11,18 +11,18 @@ use serde_json::Value;
 
 use emend_eval::backend::Backend;
 use emend_eval::llm::{Role, advice};
-use emend_model::artifact::{self, Artifact};
-use emend_model::candidate::{Resolution, StoppedBy};
-use emend_model::config::CostConfig;
-use emend_model::critic::{self, CriticInput, CriticVerdict};
-use emend_model::events::{CandidateRecord, ChangeKind, QuestionResult};
-use emend_model::gates::{self, DataText, GateInput, GateResult, ProbeVerdict, Replay};
-use emend_model::hypothesis::Hypothesis;
-use emend_model::layer_a::Diagnosis;
-use emend_model::outcome::Evaluation;
-use emend_model::planner::{Change, DimensionEffect};
-use emend_model::records::question_results;
-use emend_model::schema::StrategySchema;
+use emend_core::artifact::{self, Artifact};
+use emend_core::candidate::{Resolution, StoppedBy};
+use emend_core::config::CostConfig;
+use emend_core::critic::{self, CriticInput, CriticVerdict};
+use emend_core::events::{CandidateRecord, ChangeKind, QuestionResult};
+use emend_core::gates::{self, DataText, GateInput, GateResult, ProbeVerdict, Replay};
+use emend_core::hypothesis::Hypothesis;
+use emend_core::layer_a::Diagnosis;
+use emend_core::outcome::Evaluation;
+use emend_core::planner::{Change, DimensionEffect};
+use emend_core::records::question_results;
+use emend_core::schema::StrategySchema;
 
 /// What every candidate of a round is screened against.
 pub struct Screen<'a> {
@@ -279,9 +279,9 @@ mod tests {
     use super::*;
     use emend_eval::backend::BackendError;
     use emend_eval::fake::FakeBackend;
-    use emend_model::critic::CriticLabel;
-    use emend_model::gates::Gate;
-    use emend_model::outcome::OutcomeRecord;
+    use emend_core::critic::CriticLabel;
+    use emend_core::gates::Gate;
+    use emend_core::outcome::OutcomeRecord;
     use serde_json::json;
 
     /// Answers the first `correct` questions it is asked, or fails as an
@@ -327,7 +327,7 @@ mod tests {
         let probe_ids: Vec<String> = (0..10).map(|i| format!("q{i}")).collect();
         let (effects, rejected) = (BTreeMap::new(), BTreeSet::new());
         let replay = Replay { mismatches: 0, n: 10, example: None };
-        let cost = emend_model::config::CostConfig::default();
+        let cost = emend_core::config::CostConfig::default();
         let diagnosis =
             Diagnosis { failures: 3, n: 10, counts: BTreeMap::from([(label.to_string(), 3)]), ..Diagnosis::default() };
         let s = Screen {

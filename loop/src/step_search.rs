@@ -12,7 +12,7 @@
 //!
 //! - line points: the top plans' moves, singly and bundled (with the fields
 //!   an invariant would otherwise block), at half and at full step;
-//! - TPE points: a TPE sampler ([`emend_model::search::Tpe`]) fitted to every
+//! - TPE points: a TPE sampler ([`emend_core::search::Tpe`]) fitted to every
 //!   candidate this proposer has scored, restricted to the step box around
 //!   the served strategy;
 //! - scouts: TPE points over the implicated fields' whole ranges, scored on
@@ -20,7 +20,7 @@
 //!   best strategies scored so far (full and half `x-max-delta` steps).
 //!
 //! They are screened by successive halving on nested seeded samples of the
-//! search part ([`emend_model::search::successive_halving`]); every question
+//! search part ([`emend_core::search::successive_halving`]); every question
 //! evaluated is counted in full-evaluation equivalents ([`Proposer::spent`])
 //! and no strategy is screened twice. The survivor, evaluated on the whole
 //! search part, is proposed only when it gains at least `min_gain` (a share
@@ -40,14 +40,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use crate::propose::{Ask, Proposed, Proposer, Told};
-use emend_model::artifact;
-use emend_model::candidate::Resolution;
-use emend_model::events::{CandidateRecord, ChangeKind, Event, QuestionResult, ScoredPoint, SearchRecord};
-use emend_model::hypothesis::Hypothesis;
-use emend_model::planner::Plan;
-use emend_model::records::question_results;
-use emend_model::schema::{Direction, FieldKind, StrategySchema};
-use emend_model::search::{self, Domain, Move, Space, Tpe, TpeConfig};
+use emend_core::artifact;
+use emend_core::candidate::Resolution;
+use emend_core::events::{CandidateRecord, ChangeKind, Event, QuestionResult, ScoredPoint, SearchRecord};
+use emend_core::hypothesis::Hypothesis;
+use emend_core::planner::Plan;
+use emend_core::records::question_results;
+use emend_core::schema::{Direction, FieldKind, StrategySchema};
+use emend_core::search::{self, Domain, Move, Space, Tpe, TpeConfig};
 use emend_stats::TaskKey;
 
 /// Per screened candidate (by index): the largest rung it reached and its accuracy there.
@@ -55,8 +55,8 @@ type Reached = BTreeMap<usize, (usize, f64)>;
 
 /// A scored strategy as the search remembers it: its evolvable (non-text)
 /// fields by path. The rest of a strategy does not move in a search.
-use emend_model::search::{Point, materialize, point_of};
-use emend_model::steps::{ahead, changes_between, consensus, snap, sparse, step_box, toward, within_step};
+use emend_core::search::{Point, materialize, point_of};
+use emend_core::steps::{ahead, changes_between, consensus, snap, sparse, step_box, toward, within_step};
 
 /// How hard the step search looks.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -678,7 +678,7 @@ impl Proposer for StepProposer {
     /// fruitless search too: patience bounds every search around one served
     /// strategy, not only those that found nothing to test.
     fn tell(&mut self, told: &[Told]) {
-        if !told.is_empty() && !told.iter().any(|t| t.outcome == emend_model::candidate::Resolution::Accepted) {
+        if !told.is_empty() && !told.iter().any(|t| t.outcome == emend_core::candidate::Resolution::Accepted) {
             self.misses.1 += 1;
         }
     }
@@ -687,11 +687,11 @@ impl Proposer for StepProposer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use emend_model::schema::get_path;
+    use emend_core::schema::get_path;
     use serde_json::json;
 
     fn default_doc() -> Value {
-        emend_model::artifact::parse_yaml(include_str!("../../strategies/default.yaml")).unwrap()
+        emend_core::artifact::parse_yaml(include_str!("../../strategies/default.yaml")).unwrap()
     }
 
     fn space(schema: &StrategySchema, doc: &Value, paths: &[&str], narrow: bool) -> Space {
@@ -706,10 +706,10 @@ mod tests {
         let paths = ["assemble.token_budget", "retrieve.top_k", "retrieve.fusion", "ingest.min_chars"];
         let far = space(&schema, &served, &paths, false);
         let mut target = served.clone();
-        emend_model::schema::set_path(&mut target, "assemble.token_budget", json!(1900));
-        emend_model::schema::set_path(&mut target, "retrieve.top_k", json!(8));
-        emend_model::schema::set_path(&mut target, "retrieve.fusion", json!("weighted_sum"));
-        emend_model::schema::set_path(&mut target, "ingest.min_chars", json!(200));
+        emend_core::schema::set_path(&mut target, "assemble.token_budget", json!(1900));
+        emend_core::schema::set_path(&mut target, "retrieve.top_k", json!(8));
+        emend_core::schema::set_path(&mut target, "retrieve.fusion", json!("weighted_sum"));
+        emend_core::schema::set_path(&mut target, "ingest.min_chars", json!(200));
         let full = toward(&schema, &far, &served, &target, 1.0).unwrap();
         // token_budget 300 -> +400 (its x-max-delta), top_k 5 -> 8 (the target is within a step;
         // snapped to 9 on its x-step grid of 2 through 5), fusion takes the target's option,
@@ -747,8 +747,8 @@ mod tests {
         let served = default_doc();
         let far = space(&schema, &served, &["assemble.token_budget", "index.bm25_b"], false);
         let mut doc = served.clone();
-        emend_model::schema::set_path(&mut doc, "assemble.token_budget", json!(672));
-        emend_model::schema::set_path(&mut doc, "index.bm25_b", json!(0.8731));
+        emend_core::schema::set_path(&mut doc, "assemble.token_budget", json!(672));
+        emend_core::schema::set_path(&mut doc, "index.bm25_b", json!(0.8731));
         snap(&schema, &served, &mut doc, &far);
         assert_eq!(get_path(&doc, "assemble.token_budget"), Some(&json!(700)));
         assert_eq!(get_path(&doc, "index.bm25_b"), Some(&json!(0.85)));
@@ -782,8 +782,8 @@ mod tests {
         let far = space(&schema, &doc, &["retrieve.top_k", "retrieve.fusion"], false);
         let at = |k: i64, fusion: &str, score: f64| {
             let mut d = doc.clone();
-            emend_model::schema::set_path(&mut d, "retrieve.top_k", Value::from(k));
-            emend_model::schema::set_path(&mut d, "retrieve.fusion", Value::from(fusion));
+            emend_core::schema::set_path(&mut d, "retrieve.top_k", Value::from(k));
+            emend_core::schema::set_path(&mut d, "retrieve.fusion", Value::from(fusion));
             (point_of(&schema, &d), score)
         };
         // 12 scored: the best quarter (3) has top_k 40, 50, 90; two of them use weighted_sum.
@@ -800,8 +800,8 @@ mod tests {
         let schema = StrategySchema::builtin();
         let parent = default_doc();
         let mut served = parent.clone();
-        emend_model::schema::set_path(&mut served, "retrieve.top_k", Value::from(15));
-        emend_model::schema::set_path(&mut served, "assemble.token_budget", Value::from(7900));
+        emend_core::schema::set_path(&mut served, "retrieve.top_k", Value::from(15));
+        emend_core::schema::set_path(&mut served, "assemble.token_budget", Value::from(7900));
         let next = ahead(&schema, &served, &parent);
         assert_eq!(get_path(&next, "retrieve.top_k"), Some(&Value::from(25)));
         assert_eq!(get_path(&next, "assemble.token_budget"), Some(&Value::from(8000)), "clamped to the maximum");

@@ -9,13 +9,13 @@ use emend_eval::backend::{Backend, BackendError};
 use emend_eval::fake::FakeBackend;
 use emend_journal::{EventLog, MemoryJournal};
 use emend_loop::evolve::{self, Evolution, RunOptions, RunSummary};
-use emend_model::artifact::{self, Artifact};
-use emend_model::config::{Project, parse_config, render_config};
-use emend_model::events::{EngineProjector, Event};
-use emend_model::outcome::{EvidenceStep, OutcomeRecord};
-use emend_model::schema::{StrategySchema, get_path};
-use emend_model::served;
-use emend_model::store::Store;
+use emend_core::artifact::{self, Artifact};
+use emend_core::config::{Project, parse_config, render_config};
+use emend_core::events::{EngineProjector, Event};
+use emend_core::outcome::{EvidenceStep, OutcomeRecord};
+use emend_core::schema::{StrategySchema, get_path};
+use emend_core::served;
+use emend_core::store::Store;
 
 const DEFAULT: &str = include_str!("../../strategies/default.yaml");
 const CATEGORIES: [&str; 4] = ["multi-hop", "temporal", "open-domain", "single-hop"];
@@ -408,7 +408,7 @@ fn one_confirmed_jump_moves_the_fields_that_matter_and_credits_only_fields_it_ch
             assert!(credit.key.starts_with(&format!("{}::", credit.path)), "{credit:?}");
             credited += 1;
         }
-        if c.outcome == emend_model::candidate::Resolution::Accepted {
+        if c.outcome == emend_core::candidate::Resolution::Accepted {
             // Pruning put every field that does nothing back.
             let extra: Vec<&String> = changed
                 .iter()
@@ -444,7 +444,7 @@ fn catastrophe_below_250(v: &serde_json::Value) -> f64 {
 
 #[test]
 fn a_raced_out_trial_is_recorded_as_measured_and_never_above_what_it_lost_to() {
-    use emend_model::search::{Trial, ranked};
+    use emend_core::search::{Trial, ranked};
     for rule in ["rank", "deficit", "shrunk"] {
         let dir = tempfile::tempdir().unwrap();
         let p = project(dir.path(), |s| s.replace("  raced_out: rank\n", &format!("  raced_out: {rule}\n")));
@@ -531,7 +531,7 @@ fn a_search_that_finds_nothing_stops_converged_by_its_rule() {
 fn bounded_steps_keep_the_step_search_within_x_max_delta() {
     let dir = tempfile::tempdir().unwrap();
     let p = project(dir.path(), |s| s.replace("  method: null\n", "  method: steps\n"));
-    assert_eq!(p.config.search_method(), emend_model::config::SearchMethod::Steps);
+    assert_eq!(p.config.search_method(), emend_core::config::SearchMethod::Steps);
     let mut log = MemoryJournal::new(EngineProjector);
     start(&p, &mut log, DEFAULT);
     let summary = run_with(&p, &mut log, &scripted(three_fields, "h1"), &budget(30.0));

@@ -5,7 +5,7 @@
 //! - [`report`]: the HTML report (maud templates, SVG charts).
 //! - [`texts`]: question texts and strategy diffs, shared by both.
 //!
-//! The rule: this crate depends on `emend-model` (and the crates below it)
+//! The rule: this crate depends on `emend-core` (and the crates below it)
 //! only, and it only reads the journal.
 
 pub mod report;

@@ -25,12 +25,12 @@ use serde_json::Value;
 
 use crate::texts::{QuestionText, unified_diff};
 use crate::views::{Examples, SearchFunnel, TrialsView};
-use emend_model::candidate::{FullRecord, Resolution, Rule, StoppedBy};
-use emend_model::events::{CandidateRecord, Event, RoundRecord, T_EVALUATIONS, evaluation_key};
-use emend_model::gates::Gate;
-use emend_model::hypothesis::Hypothesis;
-use emend_model::percent::percent;
-use emend_model::store::{Best, Served, Store, StoreError};
+use emend_core::candidate::{FullRecord, Resolution, Rule, StoppedBy};
+use emend_core::events::{CandidateRecord, Event, RoundRecord, T_EVALUATIONS, evaluation_key};
+use emend_core::gates::Gate;
+use emend_core::hypothesis::Hypothesis;
+use emend_core::percent::percent;
+use emend_core::store::{Best, Served, Store, StoreError};
 
 mod chart;
 mod html;
@@ -104,7 +104,7 @@ pub struct VersionSection {
     /// Its measured accuracies on the whole set and each part (as `show` prints them).
     pub figures: Option<crate::views::Figures>,
     /// Its mean context tokens beside its parent's and v1's (as `show` prints them).
-    pub cost: Option<emend_model::cost::VersionCost>,
+    pub cost: Option<emend_core::cost::VersionCost>,
     pub candidate: Option<CandidateRecord>,
     /// The full test's improved and regressed questions (the same view `show` lists).
     pub examples: Examples,
@@ -161,9 +161,9 @@ pub struct ReportData {
     pub checkpoints: Vec<emend_harness::replay::CheckpointSummary>,
     /// How the Layer A labels moved from the start to the served strategy
     /// (their recorded evaluations under the best pointer's harness).
-    pub shift: Option<emend_model::layer_a::Shift>,
+    pub shift: Option<emend_core::layer_a::Shift>,
     /// Each round's digest (round, digest), in journal order.
-    pub digests: Vec<(u64, emend_model::digest::Digest)>,
+    pub digests: Vec<(u64, emend_core::digest::Digest)>,
 }
 
 /// Examples of improved and regressed questions shown per version.
@@ -210,7 +210,7 @@ pub fn gather<L: EventLog + ?Sized>(log: &L, texts: &BTreeMap<String, QuestionTe
     let shift = match (&start_hash, &served, &best) {
         (Some(start), Some(served), Some(b)) => {
             match (recorded_results(log, start, b)?, recorded_results(log, &served.hash, b)?) {
-                (Some(a), Some(z)) => Some(emend_model::layer_a::shift(&a, &z)),
+                (Some(a), Some(z)) => Some(emend_core::layer_a::shift(&a, &z)),
                 _ => None,
             }
         }
@@ -280,7 +280,7 @@ struct Walk {
     first_at: Option<String>,
     last_at: Option<String>,
     start_version: Option<u64>,
-    digests: Vec<(u64, emend_model::digest::Digest)>,
+    digests: Vec<(u64, emend_core::digest::Digest)>,
 }
 
 impl Walk {
@@ -545,7 +545,7 @@ fn recorded_results<L: EventLog + ?Sized>(
     log: &L,
     hash: &str,
     best: &Best,
-) -> Result<Option<Vec<emend_model::events::QuestionResult>>, StoreError> {
+) -> Result<Option<Vec<emend_core::events::QuestionResult>>, StoreError> {
     let key = evaluation_key(hash, &best.harness_hash, &best.dataset_hash);
     let Some(v) = log.get(T_EVALUATIONS, &key)? else { return Ok(None) };
     Ok(serde_json::from_value(v.get("questions").cloned().unwrap_or(Value::Null)).ok())
@@ -651,7 +651,7 @@ fn ratio(nc: Option<(usize, usize)>) -> Option<f64> {
 mod tests {
     use super::*;
     use emend_journal::MemoryJournal;
-    use emend_model::events::{EngineProjector, EvalSummary};
+    use emend_core::events::{EngineProjector, EvalSummary};
     use emend_stats::RuleKind;
     use serde_json::json;
 
@@ -698,7 +698,7 @@ mod tests {
     #[test]
     fn funnel_follows_fail_fast_order() {
         let mut failing = cand("c5", Some("full:mcnemar_p_below_alpha"), "rejected", None);
-        failing.full = Some(emend_model::candidate::sample_full(
+        failing.full = Some(emend_core::candidate::sample_full(
             -0.01,
             false,
             &[Rule::Stats(RuleKind::McnemarPBelowAlpha), Rule::Stats(RuleKind::CiExcludesZero)],
@@ -799,7 +799,7 @@ mod tests {
         };
         let mut accepted = cand("r1c1", None, "accepted", Some(2));
         accepted.hash = Some("h2".into());
-        let mut full = emend_model::candidate::sample_full(0.2, true, &[]);
+        let mut full = emend_core::candidate::sample_full(0.2, true, &[]);
         full.improved = 2;
         full.improved_examples = vec!["q1".into(), "q2".into()];
         accepted.full = Some(full);
@@ -864,11 +864,11 @@ mod tests {
         let mut j = journal_with_rollback();
         let point = |hash: &str, questions: usize, score: f64, stage: &str| {
             let mut p =
-                emend_model::events::ScoredPoint::new(BTreeMap::from([("retrieve.top_k".into(), json!(15))]), score);
+                emend_core::events::ScoredPoint::new(BTreeMap::from([("retrieve.top_k".into(), json!(15))]), score);
             (p.hash, p.questions, p.stage) = (Some(hash.into()), Some(questions), Some(stage.into()));
             p
         };
-        let record = emend_model::events::SearchRecord {
+        let record = emend_core::events::SearchRecord {
             round: 2,
             served_hash: "h1".into(),
             searches: 1,
@@ -878,7 +878,7 @@ mod tests {
             screened: vec!["t1".into(), "h2".into(), "p1".into()],
             scored: vec![point("t1", 24, 0.4, "trial"), point("h2", 96, 0.7, "trial"), point("p1", 96, 0.6, "prune")],
             proposed: Some("h2".into()),
-            global: Some(emend_model::events::GlobalRecord {
+            global: Some(emend_core::events::GlobalRecord {
                 part: "P".into(),
                 trials: 2,
                 since_best: 0,

@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 
-use emend_model::artifact;
-use emend_model::config::Project;
+use emend_core::artifact;
+use emend_core::config::Project;
 
 /// A dataset question as a reviewer reads it.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -23,7 +23,7 @@ pub struct QuestionText {
 /// Question texts of the project's task set by question id; empty when the
 /// task set cannot be loaded (the views then show ids only).
 pub fn question_texts(project: &Project) -> BTreeMap<String, QuestionText> {
-    let Ok(dataset) = emend_model::setup::load_tasks(&project.config.harness.tasks, &project.dir) else {
+    let Ok(dataset) = emend_core::setup::load_tasks(&project.config.harness.tasks, &project.dir) else {
         return BTreeMap::new();
     };
     dataset

@@ -12,14 +12,14 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::texts::{self, QuestionText};
-use emend_model::candidate::{FullRecord, Resolution, StoppedBy};
-use emend_model::config::Project;
-use emend_model::confirm::ConfirmState;
-use emend_model::cost::VersionCost;
-use emend_model::events::{CandidateRecord, Credit, Event, T_QUESTIONS};
-use emend_model::percent::points;
-use emend_model::served::FileState;
-use emend_model::store::{Store, StoreError, VersionInfo};
+use emend_core::candidate::{FullRecord, Resolution, StoppedBy};
+use emend_core::config::Project;
+use emend_core::confirm::ConfirmState;
+use emend_core::cost::VersionCost;
+use emend_core::events::{CandidateRecord, Credit, Event, T_QUESTIONS};
+use emend_core::percent::points;
+use emend_core::served::FileState;
+use emend_core::store::{Store, StoreError, VersionInfo};
 
 mod figures;
 mod status;
@@ -377,23 +377,23 @@ pub struct LogCandidate {
     pub delta: Option<f64>,
     /// Beside an accepted candidate's raw confirm delta: the selection-adjusted gain.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub adjusted: Option<emend_model::candidate::AdjustedGain>,
+    pub adjusted: Option<emend_core::candidate::AdjustedGain>,
     /// The confirm part's mean context tokens, served and candidate, when the confirm test ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost: Option<emend_stats::Cost>,
-    /// What a priced or cheaper candidate showed ([`emend_model::candidate::FullRecord::claim_summary`]).
+    /// What a priced or cheaper candidate showed ([`emend_core::candidate::FullRecord::claim_summary`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub claim: Option<String>,
     /// `cheaper` for a candidate that claims the same quality for less context.
-    #[serde(skip_serializing_if = "emend_model::events::ChangeKind::is_better")]
-    pub change_kind: emend_model::events::ChangeKind,
+    #[serde(skip_serializing_if = "emend_core::events::ChangeKind::is_better")]
+    pub change_kind: emend_core::events::ChangeKind,
     /// A searched candidate's kept fields and their search-part contributions, as recorded.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub credits: Vec<Credit>,
     /// The critic's verdict on a candidate of several fields (its label for
     /// each field, the share of failures they target, the tokens it read).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub critic: Option<emend_model::critic::CriticVerdict>,
+    pub critic: Option<emend_core::critic::CriticVerdict>,
     /// The version the candidate became, when it passed every gate.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<u64>,
@@ -403,7 +403,7 @@ pub struct LogCandidate {
     pub review: Option<String>,
     /// A person's proposal (`emend propose`): its prediction and verdict.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub prediction: Option<emend_model::prediction::PredictionRecord>,
+    pub prediction: Option<emend_core::prediction::PredictionRecord>,
 }
 
 /// One entry of `emend log`, with the journal sequence number of its event.
@@ -489,7 +489,7 @@ impl LogView {
                 None => who,
             };
             match event {
-                Event::CandidateJudged(c) if c.hypothesis != emend_model::candidate::RETEST => {
+                Event::CandidateJudged(c) if c.hypothesis != emend_core::candidate::RETEST => {
                     pending.push(LogCandidate {
                         change: c.change_summary(),
                         id: c.id,
@@ -647,7 +647,7 @@ fn serving_entry(record: &emend_journal::EventRecord, event: Event) -> Option<Lo
             );
             Some(LogEntry::Serving { seq, kind: "searched".into(), version: None, text })
         }
-        Event::CandidateJudged(c) if c.hypothesis == emend_model::candidate::RETEST => {
+        Event::CandidateJudged(c) if c.hypothesis == emend_core::candidate::RETEST => {
             let text = format!("{}: {}", c.id, c.reason);
             Some(LogEntry::Serving { seq, kind: "retest".into(), version: None, text })
         }

@@ -13,7 +13,7 @@ use clap::Args;
 use serde_json::json;
 
 use emend_loop::audit::{Buildup, MechanismAudit};
-use emend_model::exit;
+use emend_core::exit;
 
 use super::{CmdResult, Failure, common, inspect, term};
 

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::json;
 
-use emend_model::exit;
+use emend_core::exit;
 
 use super::{CmdResult, Failure, common};
 

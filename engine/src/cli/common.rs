@@ -6,12 +6,12 @@ use std::path::Path;
 use emend_eval::backend::Backend;
 use emend_journal::{ErrorClass, JournalError, ReadView, SledJournal};
 use emend_loop::evolve::EvolveError;
-use emend_model::config::Project;
-use emend_model::events::EngineProjector;
-use emend_model::schema::StrategySchema;
-use emend_model::served::ServedError;
-use emend_model::setup::SetupError;
-use emend_model::store::StoreError;
+use emend_core::config::Project;
+use emend_core::events::EngineProjector;
+use emend_core::schema::StrategySchema;
+use emend_core::served::ServedError;
+use emend_core::setup::SetupError;
+use emend_core::store::StoreError;
 
 use super::Failure;
 
@@ -45,7 +45,7 @@ pub fn optional_project(dir: Option<&Path>, no_project: bool) -> Result<Option<P
         Some(d) => Some(d.to_path_buf()),
         None => {
             let cwd = std::env::current_dir().map_err(Failure::failed)?;
-            cwd.ancestors().find(|d| d.join(emend_model::config::CONFIG_FILE).is_file()).map(Path::to_path_buf)
+            cwd.ancestors().find(|d| d.join(emend_core::config::CONFIG_FILE).is_file()).map(Path::to_path_buf)
         }
     };
     found.map(|d| Project::open(&d).map_err(Failure::bad_input)).transpose()
@@ -73,9 +73,9 @@ pub fn setup_failure(project: &Project, e: SetupError) -> Failure {
 /// The one place an error's class becomes an exit code.
 pub fn classified(class: ErrorClass, error: impl Into<anyhow::Error>) -> Failure {
     let code = match class {
-        ErrorClass::BadInput => emend_model::exit::BAD_INPUT,
-        ErrorClass::Locked => emend_model::exit::LOCKED,
-        ErrorClass::Failed => emend_model::exit::FAILED,
+        ErrorClass::BadInput => emend_core::exit::BAD_INPUT,
+        ErrorClass::Locked => emend_core::exit::LOCKED,
+        ErrorClass::Failed => emend_core::exit::FAILED,
     };
     Failure { code, error: error.into() }
 }
@@ -142,7 +142,7 @@ pub struct Takeover {
     pub preempt: bool,
     /// Wait for the journal while another process holds it, for up to DURATION (`--wait=30m`; default 10m), instead of exiting 3.
     #[arg(long, value_name = "DURATION", num_args = 0..=1, require_equals = true, default_missing_value = "10m",
-          value_parser = emend_model::config::parse_duration)]
+          value_parser = emend_core::config::parse_duration)]
     pub wait: Option<std::time::Duration>,
 }
 
@@ -187,7 +187,7 @@ fn takeover_writer(
         match emend_journal::open_writer(&dir, EngineProjector) {
             Ok(log) => {
                 if let Some(pid) = asked {
-                    emend_model::stop::clear_request(&dir, pid);
+                    emend_core::stop::clear_request(&dir, pid);
                 }
                 return Ok(log);
             }
@@ -195,14 +195,14 @@ fn takeover_writer(
                 let emend_journal::ErrorKind::Locked { pid, .. } = e.kind() else { return Err(journal_failure(e)) };
                 let pid = *pid;
                 if how.preempt && pid != 0 && asked != Some(pid) {
-                    let request = emend_model::stop::StopRequest {
+                    let request = emend_core::stop::StopRequest {
                         pid,
                         by_pid: std::process::id(),
-                        who: emend_model::events::who(),
+                        who: emend_core::events::who(),
                         command: command.to_string(),
-                        at: emend_model::events::now_rfc3339(),
+                        at: emend_core::events::now_rfc3339(),
                     };
-                    emend_model::stop::write_request(&dir, &request).map_err(|e| {
+                    emend_core::stop::write_request(&dir, &request).map_err(|e| {
                         Failure::failed(anyhow::anyhow!("{}: writing the stop request: {e}", dir.display()))
                     })?;
                     eprintln!("asked pid {pid}, which holds the journal, to stop; waiting for it");
@@ -210,7 +210,7 @@ fn takeover_writer(
                 }
                 if std::time::Instant::now() >= deadline {
                     if let Some(pid) = asked {
-                        emend_model::stop::clear_request(&dir, pid);
+                        emend_core::stop::clear_request(&dir, pid);
                     }
                     let mut failure = journal_failure(e);
                     failure.error = failure.error.context(format!("waited {}s for the journal", patience.as_secs()));
@@ -247,7 +247,7 @@ static JSON_PRINTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBo
 /// itself stands and the exit code does not move).
 pub fn warn_hook_failures<'a>(failures: impl IntoIterator<Item = &'a String>) {
     for message in failures {
-        eprintln!("warning: {}", emend_model::sanitize::escape_controls(message));
+        eprintln!("warning: {}", emend_core::sanitize::escape_controls(message));
     }
 }
 
@@ -286,7 +286,7 @@ pub fn check_output_dir(flag: &str, path: &Path) -> Result<(), Failure> {
 /// Writes an output file atomically under [`check_output_dir`]'s rule.
 pub fn write_output(flag: &str, path: &Path, bytes: &[u8]) -> Result<(), Failure> {
     check_output_dir(flag, path)?;
-    emend_model::artifact::write_atomic(path, bytes)
+    emend_core::artifact::write_atomic(path, bytes)
         .map_err(|e| Failure::failed(anyhow::anyhow!("{flag} {}: cannot write: {e}", path.display())))
 }
 

@@ -27,8 +27,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, anyhow};
-use emend_model::exit;
-use emend_model::percent::{percent, points};
+use emend_core::exit;
+use emend_core::percent::{percent, points};
 use emend_stats::{
     self, BootstrapConfig, BootstrapUnit, CategoryDelta, CompareConfig, Comparison, Cost, Outcome, Thresholds,
 };

@@ -6,10 +6,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use emend_model::exit;
-use emend_model::layer_a::{self, Shift};
-use emend_model::served;
-use emend_model::store::Store;
+use emend_core::exit;
+use emend_core::layer_a::{self, Shift};
+use emend_core::served;
+use emend_core::store::Store;
 use serde_json::{Value, json};
 
 use super::common;
@@ -34,9 +34,9 @@ pub struct DiagnoseArgs {
 /// harness's evidence judge an answer is correct exactly when every resolved
 /// evidence turn reached the context, which is what `generation_error`
 /// (every evidence turn in the context, the answer wrong) would need.
-fn cannot_occur(config: &emend_model::config::ProjectConfig) -> Option<(&'static str, &'static str)> {
-    let builtin = config.harness.kind == emend_model::config::HarnessKind::Builtin;
-    (builtin && config.harness.judge == emend_model::config::JudgeKind::Evidence).then_some((
+fn cannot_occur(config: &emend_core::config::ProjectConfig) -> Option<(&'static str, &'static str)> {
+    let builtin = config.harness.kind == emend_core::config::HarnessKind::Builtin;
+    (builtin && config.harness.judge == emend_core::config::JudgeKind::Evidence).then_some((
         "generation_error",
         "under harness.judge: evidence an answer is correct exactly when every resolved evidence turn reached the \
          context, so no failure has all its evidence in the context (its split is empty too)",
@@ -45,11 +45,11 @@ fn cannot_occur(config: &emend_model::config::ProjectConfig) -> Option<(&'static
 
 /// The per-question results of version `v` on the whole task set.
 fn results_of(
-    project: &emend_model::config::Project,
-    schema: &emend_model::schema::StrategySchema,
+    project: &emend_core::config::Project,
+    schema: &emend_core::schema::StrategySchema,
     backend: &dyn emend_eval::backend::Backend,
     v: u64,
-) -> Result<Vec<emend_model::events::QuestionResult>, Failure> {
+) -> Result<Vec<emend_core::events::QuestionResult>, Failure> {
     let log = common::reader(project)?;
     let store = Store::new(&log);
     let info = store.version(v).map_err(common::store_failure)?;
@@ -58,15 +58,15 @@ fn results_of(
     let doc = doc.ok_or_else(|| Failure::failed(anyhow::anyhow!("v{v}: the journal holds no document")))?;
     let artifact = served::artifact_of(schema, &info.hash, doc).map_err(common::served_failure)?;
     let eval = backend.evaluate(&artifact, None).map_err(Failure::failed)?;
-    Ok(emend_model::records::question_results(&eval))
+    Ok(emend_core::records::question_results(&eval))
 }
 
 /// The source-only / full-coverage split of the generation errors, with the
 /// ones no split could be made for (no gold answer, or no coverage in the trace).
-fn generation_split(d: &emend_model::layer_a::Diagnosis) -> Value {
-    let source_only = d.splits.get(emend_model::layer_a::SOURCE_ONLY).copied().unwrap_or(0);
-    let full_coverage = d.splits.get(emend_model::layer_a::FULL_COVERAGE).copied().unwrap_or(0);
-    let total = d.count(emend_model::layer_a::Label::GenerationError);
+fn generation_split(d: &emend_core::layer_a::Diagnosis) -> Value {
+    let source_only = d.splits.get(emend_core::layer_a::SOURCE_ONLY).copied().unwrap_or(0);
+    let full_coverage = d.splits.get(emend_core::layer_a::FULL_COVERAGE).copied().unwrap_or(0);
+    let total = d.count(emend_core::layer_a::Label::GenerationError);
     json!({
         "source_only": source_only,
         "full_coverage": full_coverage,
@@ -76,8 +76,8 @@ fn generation_split(d: &emend_model::layer_a::Diagnosis) -> Value {
 
 /// The failures' labels in emend's order against seed 002's
 /// ([`layer_a::order_table`]), as rows `emend label`, `seed label`, `count`.
-fn order_rows(outcomes: &[emend_model::outcome::OutcomeRecord]) -> Vec<(String, String, usize)> {
-    let rank = |l: &str| emend_model::layer_a::Label::ALL.iter().position(|x| x.as_str() == l).unwrap_or(usize::MAX);
+fn order_rows(outcomes: &[emend_core::outcome::OutcomeRecord]) -> Vec<(String, String, usize)> {
+    let rank = |l: &str| emend_core::layer_a::Label::ALL.iter().position(|x| x.as_str() == l).unwrap_or(usize::MAX);
     let mut rows: Vec<_> = layer_a::order_table(outcomes).into_iter().map(|((e, s), n)| (e, s, n)).collect();
     rows.sort_by(|a, b| (rank(&a.0), &a.1).cmp(&(rank(&b.0), &b.1)));
     rows
@@ -100,8 +100,8 @@ pub fn diagnose(json_out: bool, seed_order: bool, project_dir: Option<&Path>) ->
     let backend = common::backend(&project, &schema)?;
     let artifact = super::inspect::served_artifact(&project, &schema)?;
     let eval = backend.evaluate(&artifact, None).map_err(Failure::failed)?;
-    let d = emend_model::layer_a::diagnose(&emend_model::records::question_results(&eval), 3);
-    let texts: BTreeMap<&str, &emend_model::outcome::OutcomeRecord> =
+    let d = emend_core::layer_a::diagnose(&emend_core::records::question_results(&eval), 3);
+    let texts: BTreeMap<&str, &emend_core::outcome::OutcomeRecord> =
         eval.outcomes.iter().map(|o| (o.id.as_str(), o)).collect();
     if json_out {
         let examples: BTreeMap<&String, Vec<Value>> = d
@@ -145,7 +145,7 @@ pub fn diagnose(json_out: bool, seed_order: bool, project_dir: Option<&Path>) ->
         print!(" {:>12}", c);
     }
     println!();
-    for label in emend_model::layer_a::Label::ALL {
+    for label in emend_core::layer_a::Label::ALL {
         let total = d.count(label);
         if total == 0 {
             continue;

@@ -27,10 +27,10 @@ use emend_harness::{Category, CategoryScore, Dataset, EvalError, Evaluation, Eva
 use serde_json::{Value, json};
 
 use emend_eval::llm::{Models, Usage};
-use emend_model::config::{HarnessKind, Project};
+use emend_core::config::{HarnessKind, Project};
 
 use super::{CmdResult, Failure, common, term};
-use emend_model::percent::percent;
+use emend_core::percent::percent;
 
 /// `--judge`: the harness's own judge type, with a line of help per value.
 fn judge_parser() -> impl clap::builder::TypedValueParser<Value = JudgeKind> {
@@ -102,9 +102,9 @@ struct Resolved {
 fn resolve(args: &EvalArgs, project: Option<Project>) -> Result<Resolved, Failure> {
     let schema = match &project {
         Some(p) => common::schema(p)?,
-        None => emend_model::schema::StrategySchema::builtin(),
+        None => emend_core::schema::StrategySchema::builtin(),
     };
-    let artifact = emend_model::artifact::load_file(&args.strategy, &schema).map_err(Failure::bad_input)?;
+    let artifact = emend_core::artifact::load_file(&args.strategy, &schema).map_err(Failure::bad_input)?;
     let strategy = artifact.typed().map_err(Failure::bad_input)?.clone();
     let project = project.map(with_models).transpose()?;
     let tasks = args.tasks.as_deref().unwrap_or(emend_harness::dataset::BUILTIN_NAME);
@@ -114,7 +114,7 @@ fn resolve(args: &EvalArgs, project: Option<Project>) -> Result<Resolved, Failur
         let path = Path::new(tasks);
         // Inside a project, a task set already parsed is decoded from its cache.
         let cache = match &project {
-            Some((p, _)) => emend_model::setup::dataset_cache(p).map_err(Failure::failed)?,
+            Some((p, _)) => emend_core::setup::dataset_cache(p).map_err(Failure::failed)?,
             None => None,
         };
         match &cache {
@@ -173,10 +173,10 @@ fn run_builtin(args: &EvalArgs, project: Option<Project>, start: Instant) -> Cmd
     }
     // Inside a project, ingest and index outputs persist in its stage cache.
     if let Some((p, _)) = &project {
-        evaluator = emend_model::setup::with_stage_cache(evaluator, p).map_err(Failure::failed)?;
+        evaluator = emend_core::setup::with_stage_cache(evaluator, p).map_err(Failure::failed)?;
     }
     evaluator =
-        emend_model::setup::with_minilm(evaluator, project.as_ref().map(|p| &p.0)).map_err(Failure::bad_input)?;
+        emend_core::setup::with_minilm(evaluator, project.as_ref().map(|p| &p.0)).map_err(Failure::bad_input)?;
     let live = term::Live::start(
         &format!(
             "evaluating {} on {tasks_name} ({} {})",
@@ -236,7 +236,7 @@ fn run_builtin(args: &EvalArgs, project: Option<Project>, start: Instant) -> Cmd
             "{errors} of {n} questions have no verdict (model calls failed; see `error` in the outcomes)"
         )));
     }
-    Ok(emend_model::exit::OK)
+    Ok(emend_core::exit::OK)
 }
 
 struct Hashes<'a> {

@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 
 use emend_loop::evolve::{Evolution, Progress, RunOptions};
 use emend_loop::init::{InitError, InitRequest, Initialized};
-use emend_model::artifact;
-use emend_model::config::{self, Project};
-use emend_model::exit;
-use emend_model::schema::StrategySchema;
-use emend_model::served;
+use emend_core::artifact;
+use emend_core::config::{self, Project};
+use emend_core::exit;
+use emend_core::schema::StrategySchema;
+use emend_core::served;
 use serde_json::json;
 
 use super::{CmdResult, Failure};
@@ -116,7 +116,7 @@ pub struct EvolveArgs {
     pub max_evals: Option<f64>,
     /// Stop once this much time has passed (e.g. `90s`, `15m`, `2h`): the round
     /// in flight finishes and the summary is printed.
-    #[arg(long, value_parser = emend_model::config::parse_duration)]
+    #[arg(long, value_parser = emend_core::config::parse_duration)]
     pub max_time: Option<std::time::Duration>,
     /// The split changed since the journal's last round (harness.split, or
     /// the unit `auto` resolved to): start a new LORD++ sequence on it, whose
@@ -149,7 +149,7 @@ pub fn open_initialized(project: &Project, schema: &StrategySchema) -> Result<em
 /// strategy's recency half-life says whether it ages).
 fn replay_lifecycle(project: &Project, log: &emend_journal::SledJournal) -> Option<emend_harness::replay::Lifecycle> {
     let emend_harness::Protocol::Replay { every_sessions } = project.config.harness.protocol() else { return None };
-    let store = emend_model::store::Store::new(log);
+    let store = emend_core::store::Store::new(log);
     let served = store.served().ok().flatten().and_then(|s| store.document(&s.hash).ok().flatten());
     let half_life = served
         .as_ref()
@@ -187,7 +187,7 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
     let mut progress = |p: Progress| {
         if let Progress::HookFailed { message, .. } = &p {
             // The change stands and the exit code does not move, so a quiet run says it too.
-            let line = format!("warning: {}", emend_model::sanitize::escape_controls(message));
+            let line = format!("warning: {}", emend_core::sanitize::escape_controls(message));
             live.println(anstyle::Style::new(), &line);
             return;
         }
@@ -218,7 +218,7 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
         Evolution { project: &project, schema: &search_schema, backend: backend.as_ref(), log: &mut log };
     let summary = evolution.run(&opts, &mut progress).map_err(common::evolve_failure)?;
     live.finish();
-    let stopped = summary.interrupted_round.and(emend_model::stop::requested());
+    let stopped = summary.interrupted_round.and(emend_core::stop::requested());
     let lifecycle = replay_lifecycle(&project, &log);
     if args.json {
         let changes = served_changes(&log, first_seq)?;
@@ -257,7 +257,7 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
 
 /// The run's exit code: 5 when every candidate errored, the stop's code when it was stopped, else 0;
 /// each with its line on stderr.
-fn exit_code(summary: &emend_loop::evolve::RunSummary, stopped: Option<emend_model::stop::Cause>) -> u8 {
+fn exit_code(summary: &emend_loop::evolve::RunSummary, stopped: Option<emend_core::stop::Cause>) -> u8 {
     if summary.stopped == emend_loop::evolve::Stopped::Errored {
         let mut err = std::io::stderr().lock();
         term::write_or_stop(
@@ -265,7 +265,7 @@ fn exit_code(summary: &emend_loop::evolve::RunSummary, stopped: Option<emend_mod
             &format!(
                 "stopped: errored: every one of the run's {} candidates errored; the first: {}\n",
                 summary.candidates,
-                emend_model::sanitize::escape_controls(summary.first_error.as_deref().unwrap_or("?"))
+                emend_core::sanitize::escape_controls(summary.first_error.as_deref().unwrap_or("?"))
             ),
         );
         return exit::ERRORED;
@@ -292,13 +292,13 @@ fn exit_code(summary: &emend_loop::evolve::RunSummary, stopped: Option<emend_mod
 /// closed output is an error the run handles, not a SIGPIPE that kills it;
 /// an operator's `--preempt` request for this process is watched for.
 pub(super) fn catch_stops(project: &Project) -> Result<(), Failure> {
-    emend_model::stop::catch_signals()
+    emend_core::stop::catch_signals()
         .map_err(|e| Failure::failed(anyhow::anyhow!("installing signal handlers: {e}")))?;
     // SAFETY: setting a signal's disposition to ignore has no memory effects.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
-    emend_model::stop::watch_requests(project.journal_dir(), std::time::Duration::from_millis(100));
+    emend_core::stop::watch_requests(project.journal_dir(), std::time::Duration::from_millis(100));
     Ok(())
 }
 
@@ -390,8 +390,8 @@ pub const SUMMARY_FORMAT: u64 = 1;
 /// and the alpha of its confirm test.
 fn served_changes(log: &emend_journal::SledJournal, first_seq: u64) -> Result<Vec<serde_json::Value>, Failure> {
     use emend_journal::EventLog;
-    use emend_model::events::Event;
-    let store = emend_model::store::Store::new(log);
+    use emend_core::events::Event;
+    let store = emend_core::store::Store::new(log);
     let records = log.read_from(first_seq).map_err(common::journal_failure)?;
     let mut candidates = None;
     let mut out = Vec::new();

@@ -7,11 +7,11 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use emend_journal::EventLog;
-use emend_model::events::T_LAYER_A;
-use emend_model::exit;
-use emend_model::planner::{self, PlannerSettings};
-use emend_model::served;
-use emend_model::store::Store;
+use emend_core::events::T_LAYER_A;
+use emend_core::exit;
+use emend_core::planner::{self, PlannerSettings};
+use emend_core::served;
+use emend_core::store::Store;
 use emend_report::views::{ConfirmView, LogEntry, LogView, StatusView};
 use serde_json::{Value, json};
 
@@ -34,7 +34,7 @@ pub fn status(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
     if args.json {
         common::print_json(&serde_json::to_value(&view).expect("views serialize"));
     } else {
-        print!("{}", emend_model::sanitize::escape_controls(&render_status(&view)));
+        print!("{}", emend_core::sanitize::escape_controls(&render_status(&view)));
     }
     Ok(exit::OK)
 }
@@ -212,7 +212,7 @@ pub fn escalations(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
     if args.json {
         common::print_json(&json!({ "escalations": list }));
     } else {
-        print!("{}", emend_model::sanitize::escape_controls(&render_escalations(&list)));
+        print!("{}", emend_core::sanitize::escape_controls(&render_escalations(&list)));
     }
     Ok(exit::OK)
 }
@@ -247,10 +247,10 @@ fn render_escalations(list: &[Value]) -> String {
 
 /// The served strategy as the journal has it, else the project's strategy file.
 pub(super) fn served_artifact(
-    project: &emend_model::config::Project,
-    schema: &emend_model::schema::StrategySchema,
-) -> Result<emend_model::artifact::Artifact, Failure> {
-    match emend_journal::open_view(project.journal_dir(), emend_model::events::EngineProjector) {
+    project: &emend_core::config::Project,
+    schema: &emend_core::schema::StrategySchema,
+) -> Result<emend_core::artifact::Artifact, Failure> {
+    match emend_journal::open_view(project.journal_dir(), emend_core::events::EngineProjector) {
         Ok(log) => {
             let store = Store::new(&log);
             match store.served().map_err(common::store_failure)? {
@@ -260,11 +260,11 @@ pub(super) fn served_artifact(
                     a.version = Some(s.version);
                     Ok(a)
                 }
-                None => emend_model::artifact::load_file(&project.strategy_path(), schema).map_err(Failure::bad_input),
+                None => emend_core::artifact::load_file(&project.strategy_path(), schema).map_err(Failure::bad_input),
             }
         }
         Err(e) if matches!(e.kind(), emend_journal::ErrorKind::NotFound { .. }) => {
-            emend_model::artifact::load_file(&project.strategy_path(), schema).map_err(Failure::bad_input)
+            emend_core::artifact::load_file(&project.strategy_path(), schema).map_err(Failure::bad_input)
         }
         Err(e) => Err(common::journal_failure(e)),
     }
@@ -279,7 +279,7 @@ pub fn hypotheses(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
     let effects = store.effects().map_err(common::store_failure)?;
     let served = store.served().map_err(common::store_failure)?;
     // Actionability from the served strategy's latest diagnosis.
-    let diagnosis: emend_model::layer_a::Diagnosis = match &served {
+    let diagnosis: emend_core::layer_a::Diagnosis = match &served {
         Some(s) => log
             .scan(T_LAYER_A, &format!("{}/", s.hash))
             .map_err(common::journal_failure)?
@@ -289,12 +289,12 @@ pub fn hypotheses(args: &JsonArg, project_dir: Option<&Path>) -> CmdResult {
         None => Default::default(),
     };
     // The last round's digest, when it digested the served version: what the planner read.
-    let digest: Option<emend_model::digest::Digest> = store
+    let digest: Option<emend_core::digest::Digest> = store
         .rounds()
         .map_err(common::store_failure)?
         .pop()
         .and_then(|mut r| serde_json::from_value(r["digest"].take()).ok())
-        .filter(|d: &emend_model::digest::Digest| served.as_ref().is_some_and(|s| s.version == d.version));
+        .filter(|d: &emend_core::digest::Digest| served.as_ref().is_some_and(|s| s.version == d.version));
     let plans = planner::plan(
         &schema,
         &diagnosis,
@@ -389,7 +389,7 @@ pub fn render_log(view: &LogView) -> String {
                     };
                     match (&c.claim, &c.cost) {
                         (Some(claim), _) => gain = claim.clone(),
-                        (None, Some(cost)) => gain.push_str(&format!("; {}", emend_model::cost::describe_change(cost))),
+                        (None, Some(cost)) => gain.push_str(&format!("; {}", emend_core::cost::describe_change(cost))),
                         (None, None) => {}
                     }
                     let verdict = match (c.rejected_by, &c.review, c.version) {
@@ -443,7 +443,7 @@ pub fn log(args: &LogArgs, project_dir: Option<&Path>) -> CmdResult {
     if args.json {
         common::print_json(&serde_json::to_value(&view).expect("views serialize"));
     } else {
-        print!("{}", emend_model::sanitize::escape_controls(&render_log(&view)));
+        print!("{}", emend_core::sanitize::escape_controls(&render_log(&view)));
     }
     Ok(exit::OK)
 }
@@ -501,8 +501,8 @@ type Verified = (emend_journal::VerifyReport, emend_journal::Head, Option<bool>,
 /// The view compared with the store when nobody writes to it. While a writer holds the
 /// store (or the directory is read-only) the view is checked on its own, and verification
 /// fails: the view could not be compared with the store.
-fn verified(project: &emend_model::config::Project, expect_head: Option<&str>) -> Result<Verified, Failure> {
-    match emend_journal::open_reader(project.journal_dir(), emend_model::events::EngineProjector) {
+fn verified(project: &emend_core::config::Project, expect_head: Option<&str>) -> Result<Verified, Failure> {
+    match emend_journal::open_reader(project.journal_dir(), emend_core::events::EngineProjector) {
         Ok(log) => {
             let report = log.verify().map_err(common::journal_failure)?;
             let found = expected_in(&log, expect_head)?;
@@ -529,7 +529,7 @@ pub fn journal(cmd: &JournalCommand, project_dir: Option<&Path>) -> CmdResult {
             // A chain that verifies can still hold a serving state the next writer fails on.
             let serving = match report.is_ok() {
                 true => {
-                    emend_model::served::serving_problems(&common::reader(&project)?).map_err(common::served_failure)?
+                    emend_core::served::serving_problems(&common::reader(&project)?).map_err(common::served_failure)?
                 }
                 false => vec![],
             };
@@ -562,7 +562,7 @@ pub fn journal(cmd: &JournalCommand, project_dir: Option<&Path>) -> CmdResult {
                 } else if !serving.is_empty() {
                     print!("journal {} FAILED verification, checked {what}:\n{report}", dir.display());
                     for problem in &serving {
-                        println!("serving state: {}", emend_model::sanitize::escape_controls(problem));
+                        println!("serving state: {}", emend_core::sanitize::escape_controls(problem));
                     }
                 } else if report.is_ok() {
                     print!("ok, checked {what}\n{report}");

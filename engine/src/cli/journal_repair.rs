@@ -4,9 +4,9 @@
 use emend_journal::EventLog;
 use serde_json::json;
 
-use emend_model::config::Project;
-use emend_model::events::{EngineProjector, Event, now_rfc3339, who};
-use emend_model::exit;
+use emend_core::config::Project;
+use emend_core::events::{EngineProjector, Event, now_rfc3339, who};
+use emend_core::exit;
 
 use super::{CmdResult, common};
 

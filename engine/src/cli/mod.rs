@@ -24,7 +24,7 @@ mod worker;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use emend_model::exit;
+use emend_core::exit;
 
 /// A command's failure, carrying the exit code the scheduler sees.
 #[derive(Debug)]
@@ -164,7 +164,7 @@ pub fn main() -> ExitCode {
     };
     let json = shell::wants_json(&matches);
     if let Some(by) = cli.by.clone().or_else(|| std::env::var("EMEND_ACTOR").ok()) {
-        emend_model::events::declare_actor(&by);
+        emend_core::events::declare_actor(&by);
     }
     let project = cli.project.as_deref();
     let result = match cli.command {
@@ -210,7 +210,7 @@ pub fn main() -> ExitCode {
         Err(failure) => {
             let message = common::error_line(&failure.error);
             // A refusal can quote journaled text (a quarantine's reason): through the one sanitizer.
-            eprintln!("error: {}", emend_model::sanitize::escape_controls(&message));
+            eprintln!("error: {}", emend_core::sanitize::escape_controls(&message));
             if json && !common::json_printed() {
                 shell::print_json_error(&message, failure.code);
             }

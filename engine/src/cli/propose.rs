@@ -5,10 +5,10 @@
 use std::path::Path;
 
 use emend_loop::evolve::{Evolution, Progress, Proposal, ProposalOutcome};
-use emend_model::candidate::Resolution;
-use emend_model::events::CandidateRecord;
-use emend_model::exit;
-use emend_model::served;
+use emend_core::candidate::Resolution;
+use emend_core::events::CandidateRecord;
+use emend_core::exit;
+use emend_core::served;
 use serde_json::json;
 
 use super::{CmdResult, Failure};
@@ -59,7 +59,7 @@ pub fn run(args: &ProposeArgs, project_dir: Option<&Path>) -> CmdResult {
 
 /// Tests `proposal` in `project` (the journal's writer lock held meanwhile).
 pub fn test(
-    project: &emend_model::config::Project,
+    project: &emend_core::config::Project,
     proposal: &Proposal,
     quiet: bool,
 ) -> Result<ProposalOutcome, Failure> {
@@ -114,7 +114,7 @@ pub fn print(outcome: &ProposalOutcome, as_json: bool) -> CmdResult {
             "served": version.is_some_and(|v| v == outcome.summary.served_version),
         }));
     } else {
-        let mut text = format!("{}: {}\n", record.id, emend_model::sanitize::escape_controls(&record.reason));
+        let mut text = format!("{}: {}\n", record.id, emend_core::sanitize::escape_controls(&record.reason));
         if let Some(p) = &record.prediction {
             for v in &p.verdicts {
                 text.push_str(&format!("  {}\n", v.line()));

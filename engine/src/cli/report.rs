@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use emend_model::exit;
+use emend_core::exit;
 use serde_json::json;
 
 use super::CmdResult;

@@ -2,7 +2,7 @@
 //! `diff`, `rollback` and `restore-best`.
 //!
 //! A rollback runs in `emend_loop::operate::rollback` and is applied by
-//! `emend_model::served::apply_rollback`: the journal record first, then the
+//! `emend_core::served::apply_rollback`: the journal record first, then the
 //! atomic rewrite of the served file; this module parses, prints and exits.
 //! A served file edited by hand is never overwritten silently: the command
 //! refuses (exit 2) unless `--force`, which journals the edit first.
@@ -12,13 +12,13 @@ use std::path::{Path, PathBuf};
 use anstyle::Style;
 use emend_journal::EventLog;
 use emend_loop::operate::{self, Destination, HandEdit, Rollback, RollbackError, RollbackRequest, RolledBack};
-use emend_model::artifact;
-use emend_model::candidate::Resolution;
-use emend_model::config::Project;
-use emend_model::events::{CandidateRecord, Event};
-use emend_model::exit;
-use emend_model::served;
-use emend_model::store::Store;
+use emend_core::artifact;
+use emend_core::candidate::Resolution;
+use emend_core::config::Project;
+use emend_core::events::{CandidateRecord, Event};
+use emend_core::exit;
+use emend_core::served;
+use emend_core::store::Store;
 use emend_report::texts;
 use emend_report::views::{self, QuestionView, ShowView, VersionView};
 use serde_json::{Value, json};
@@ -416,7 +416,7 @@ fn render_full(out: &mut String, c: &CandidateRecord) {
         ));
     }
     if let Some(cost) = &fu.cost {
-        out.push_str(&format!("  cost: {} on the confirm part\n", emend_model::cost::describe_change(cost)));
+        out.push_str(&format!("  cost: {} on the confirm part\n", emend_core::cost::describe_change(cost)));
     }
     out.push_str(&format!(
         "  McNemar ({}) p = {:.3e} at alpha {:.3e}\n",
@@ -444,7 +444,7 @@ pub fn show(args: &ShowArgs, project_dir: Option<&Path>) -> CmdResult {
             Target::Version { version, parent, document, hash } => {
                 // As the served file would hold it: the modeline is relative to the served file's directory.
                 let served = project.strategy_path();
-                let schema = emend_model::served::schema_reference(&project, served.parent().unwrap_or(Path::new(".")));
+                let schema = emend_core::served::schema_reference(&project, served.parent().unwrap_or(Path::new(".")));
                 print!(
                     "{}",
                     artifact::render_strategy(
@@ -684,7 +684,7 @@ fn do_rollback(project: &Project, request: Request) -> CmdResult {
     if json_out {
         common::print_json(&rolled_back_json(&done));
     } else {
-        print!("{}", emend_model::sanitize::escape_controls(&rolled_back_human(&done, rollback.cause(), project)));
+        print!("{}", emend_core::sanitize::escape_controls(&rolled_back_human(&done, rollback.cause(), project)));
     }
     Ok(exit::OK)
 }

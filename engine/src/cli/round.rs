@@ -3,9 +3,9 @@
 use std::path::Path;
 
 use emend_journal::EventLog;
-use emend_model::events::{RoundRecord, T_ROUNDS, round_key};
-use emend_model::exit;
-use emend_model::percent::percent;
+use emend_core::events::{RoundRecord, T_ROUNDS, round_key};
+use emend_core::exit;
+use emend_core::percent::percent;
 
 use super::common;
 use super::term;

@@ -7,11 +7,11 @@ use std::path::Path;
 
 use emend_journal::EventLog;
 use emend_loop::operate::{self, ApproveError, ApproveRequest};
-use emend_model::events::{Event, who};
-use emend_model::exit;
-use emend_model::hypothesis::Status;
-use emend_model::served;
-use emend_model::store::Store;
+use emend_core::events::{Event, who};
+use emend_core::exit;
+use emend_core::hypothesis::Status;
+use emend_core::served;
+use emend_core::store::Store;
 use serde_json::{Value, json};
 
 use super::common;
@@ -82,7 +82,7 @@ pub fn pending(args: &PendingArgs, project_dir: Option<&Path>) -> CmdResult {
         return Ok(exit::OK);
     }
     let superseded = store.reviews().map_err(common::store_failure)?.values().any(|r| r["status"] == "superseded");
-    print!("{}", emend_model::sanitize::escape_controls(&render_pending(&list, served_now, superseded)));
+    print!("{}", emend_core::sanitize::escape_controls(&render_pending(&list, served_now, superseded)));
     Ok(exit::OK)
 }
 
@@ -139,7 +139,7 @@ fn render_pending(list: &[Value], served_now: u64, superseded: bool) -> String {
 /// A pending version's kept fields (its candidate's credits as `pending --json` lists them),
 /// largest search-part contribution first, under their heading; empty without credits.
 fn render_kept(credits: &Value) -> String {
-    let credits: Vec<emend_model::events::Credit> = serde_json::from_value(credits.clone()).unwrap_or_default();
+    let credits: Vec<emend_core::events::Credit> = serde_json::from_value(credits.clone()).unwrap_or_default();
     if credits.is_empty() {
         return String::new();
     }
@@ -199,12 +199,12 @@ fn approve_request(args: &ApproveArgs) -> Result<ApproveRequest, Failure> {
 
 /// An approval's error as an exit code: a refusal is bad input (2), a test
 /// that ran and failed is a failure (1) after its verdict line.
-fn approve_failure(project: &emend_model::config::Project, e: ApproveError) -> Failure {
+fn approve_failure(project: &emend_core::config::Project, e: ApproveError) -> Failure {
     match e {
         ApproveError::Refused(msg) => bad(msg),
         ApproveError::NotServed { verdict, message } => {
             if let Some(verdict) = verdict {
-                eprintln!("{}", emend_model::sanitize::escape_controls(&verdict));
+                eprintln!("{}", emend_core::sanitize::escape_controls(&verdict));
             }
             Failure::failed(anyhow::anyhow!(message))
         }
@@ -228,7 +228,7 @@ pub fn approve(args: &ApproveArgs, project_dir: Option<&Path>) -> CmdResult {
     let done =
         operate::approve(&project, &schema, &mut log, &request, &who()).map_err(|e| approve_failure(&project, e))?;
     if let Some(verdict) = &done.retest_reason {
-        eprintln!("{}", emend_model::sanitize::escape_controls(verdict));
+        eprintln!("{}", emend_core::sanitize::escape_controls(verdict));
     }
     common::warn_hook_failures(&done.hook);
     let (v, from) = (done.version, done.from);
@@ -240,7 +240,7 @@ pub fn approve(args: &ApproveArgs, project_dir: Option<&Path>) -> CmdResult {
         println!(
             "approved: served v{} -> v{v} ({})\n{} written",
             from.unwrap_or(0),
-            emend_model::sanitize::escape_controls(&done.reason),
+            emend_core::sanitize::escape_controls(&done.reason),
             project.strategy_path().display()
         );
     }
@@ -260,7 +260,7 @@ pub fn reject(args: &ReviewArgs, project_dir: Option<&Path>) -> CmdResult {
     if args.json {
         common::print_json(&json!({"rejected": v, "event": event}));
     } else {
-        println!("rejected v{v} ({}); it will never be served", emend_model::sanitize::escape_controls(&reason));
+        println!("rejected v{v} ({}); it will never be served", emend_core::sanitize::escape_controls(&reason));
     }
     Ok(exit::OK)
 }
@@ -289,7 +289,7 @@ pub fn quarantine(args: &ReviewArgs, project_dir: Option<&Path>) -> CmdResult {
     } else {
         println!(
             "quarantined v{v} ({}): never served automatically, never the best-ever",
-            emend_model::sanitize::escape_controls(&reason)
+            emend_core::sanitize::escape_controls(&reason)
         );
         for e in &events {
             if let Event::BestChanged { version, accuracy, .. } = e {
@@ -314,7 +314,7 @@ pub fn unquarantine(args: &ReviewArgs, project_dir: Option<&Path>) -> CmdResult 
     } else {
         println!(
             "v{v} is no longer quarantined ({}); it may be served and be the best-ever again",
-            emend_model::sanitize::escape_controls(&reason)
+            emend_core::sanitize::escape_controls(&reason)
         );
         if events.len() > 1 {
             println!("best-ever is v{v} again");
@@ -391,7 +391,7 @@ pub fn escalation(action: &EscalationAction, project_dir: Option<&Path>) -> CmdR
         resolved,
         reason: reason.clone(),
         who: who(),
-        at: emend_model::events::now_rfc3339(),
+        at: emend_core::events::now_rfc3339(),
     }];
     if let Some(mut node) = store.tree().map_err(common::store_failure)?.get(key.as_str()).cloned() {
         if resolved {
@@ -406,7 +406,7 @@ pub fn escalation(action: &EscalationAction, project_dir: Option<&Path>) -> CmdR
     println!(
         "escalation {key} {} ({}){}",
         if resolved { "resolved" } else { "reopened" },
-        emend_model::sanitize::escape_controls(&reason),
+        emend_core::sanitize::escape_controls(&reason),
         if resolved { "; its direction may be proposed again" } else { "; its direction is held back again" }
     );
     let Some(proposal) = proposal else { return Ok(exit::OK) };
@@ -420,7 +420,7 @@ pub fn escalation(action: &EscalationAction, project_dir: Option<&Path>) -> CmdR
 /// checked (fields, categories, novelty) before the escalation is resolved.
 fn resolution_proposal(
     action: &EscalationAction,
-    project: &emend_model::config::Project,
+    project: &emend_core::config::Project,
     log: &mut emend_journal::SledJournal,
 ) -> Result<Option<emend_loop::evolve::Proposal>, Failure> {
     let EscalationAction::Resolve { propose, predict: Some(predict), accept_unpredicted, .. } = action else {

@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use emend_model::exit;
+use emend_core::exit;
 use serde_json::json;
 
 use super::{CmdResult, Failure};
@@ -54,7 +54,7 @@ pub fn wants_json(matches: &clap::ArgMatches) -> bool {
 }
 
 pub fn schema() -> CmdResult {
-    write_stdout(emend_model::schema::BUILTIN_SCHEMA.as_bytes())?;
+    write_stdout(emend_core::schema::BUILTIN_SCHEMA.as_bytes())?;
     Ok(exit::OK)
 }
 
@@ -434,7 +434,7 @@ pub fn man(args: &ManArgs, cmd: clap::Command) -> CmdResult {
     }
     for (file, page) in &pages {
         let path = dir.join(file);
-        emend_model::artifact::write_atomic(&path, page)
+        emend_core::artifact::write_atomic(&path, page)
             .map_err(|e| Failure::failed(anyhow::anyhow!("{}: cannot write: {e}", path.display())))?;
     }
     println!("wrote {} man pages to {}", pages.len(), dir.display());

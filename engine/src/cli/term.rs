@@ -39,7 +39,7 @@ const STYLES: [Style; 8] = [DECISION, HEADING, PASS, FAIL, DIFF_FILE, DIFF_ADD, 
 pub fn escape_styled(text: &str) -> String {
     let sequences: Vec<String> = STYLES.iter().flat_map(|s| [format!("{s}"), format!("{s:#}")]).collect();
     let keep: Vec<&str> = sequences.iter().map(String::as_str).collect();
-    emend_model::sanitize::escape_controls_keeping(text, &keep)
+    emend_core::sanitize::escape_controls_keeping(text, &keep)
 }
 
 /// Prints styled text on stdout: coloured only where anstream's detection
@@ -58,14 +58,14 @@ pub fn print_stdout(text: &str, no_color: bool) {
 
 /// Writes `text` to `out`. A reader that went away (a broken pipe: `emend
 /// evolve | head -1`) ends the output, not the process: the run is asked to
-/// stop ([`emend_model::stop::Cause::OutputClosed`]), journals its round as
+/// stop ([`emend_core::stop::Cause::OutputClosed`]), journals its round as
 /// interrupted and exits 141. Other write errors are ignored as well; output
 /// never decides a run.
 pub fn write_or_stop(out: &mut dyn std::io::Write, text: &str) {
     if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush())
         && e.kind() == std::io::ErrorKind::BrokenPipe
     {
-        emend_model::stop::request(emend_model::stop::Cause::OutputClosed);
+        emend_core::stop::request(emend_core::stop::Cause::OutputClosed);
     }
 }
 

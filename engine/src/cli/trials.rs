@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use emend_model::exit;
+use emend_core::exit;
 use emend_report::views::{TrialRow, TrialState, TrialsView};
 use serde::Serialize;
 use serde_json::Value;
@@ -255,7 +255,7 @@ fn closing_line(view: &TrialsView) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use emend_model::events::{GlobalRecord, ScoredPoint, SearchRecord};
+    use emend_core::events::{GlobalRecord, ScoredPoint, SearchRecord};
     use serde_json::json;
     use std::collections::BTreeMap;
 

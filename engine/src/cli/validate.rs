@@ -5,9 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-use emend_model::artifact;
-use emend_model::exit;
-use emend_model::schema::StrategySchema;
+use emend_core::artifact;
+use emend_core::exit;
+use emend_core::schema::StrategySchema;
 use serde_json::json;
 
 use super::{CmdResult, Failure, common};
@@ -51,7 +51,7 @@ impl UsedSchema {
 }
 
 fn is_config(file: &Path) -> bool {
-    file.file_name().is_some_and(|n| n == emend_model::config::CONFIG_FILE)
+    file.file_name().is_some_and(|n| n == emend_core::config::CONFIG_FILE)
 }
 
 /// `--schema`; else, unless `--no-project`, the project's schema; else the built-in one.
@@ -120,8 +120,8 @@ pub fn run(args: &ValidateArgs, project_dir: Option<&Path>) -> CmdResult {
 fn check_config(file: &Path, json: bool) -> serde_json::Value {
     let name = file.display().to_string();
     let problems = match std::fs::read_to_string(file) {
-        Ok(text) => emend_model::config::check_config(&text).problems,
-        Err(e) => vec![emend_model::config::ConfigProblem {
+        Ok(text) => emend_core::config::check_config(&text).problems,
+        Err(e) => vec![emend_core::config::ConfigProblem {
             path: String::new(),
             line: None,
             column: None,

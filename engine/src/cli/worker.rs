@@ -105,7 +105,7 @@ pub fn run(args: &WorkerArgs) -> CmdResult {
     };
     let evaluator = Evaluator::new(Arc::new(dataset), settings).map_err(Failure::bad_input)?;
     // A worker has no project: the model comes from EMEND_MINILM_DIR.
-    let evaluator = emend_model::setup::with_minilm(evaluator, None).map_err(Failure::bad_input)?;
+    let evaluator = emend_core::setup::with_minilm(evaluator, None).map_err(Failure::bad_input)?;
     let eval =
         evaluator.evaluate(&strategy).map_err(|e| Failure::bad_input(anyhow!("{}: {e}", args.strategy.display())))?;
     let mut outcomes = eval.outcomes;
@@ -115,5 +115,5 @@ pub fn run(args: &WorkerArgs) -> CmdResult {
     }
     let text = emend_harness::outcome::to_jsonl(&outcomes);
     super::common::write_output("OUT", &args.out, text.as_bytes())?;
-    Ok(emend_model::exit::OK)
+    Ok(emend_core::exit::OK)
 }

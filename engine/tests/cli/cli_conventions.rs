@@ -105,8 +105,8 @@ fn every_json_command_prints_an_error_object_on_failure() {
     // A held writer lock: exit 3, kind locked.
     let dir = empty.join("p");
     init(&dir);
-    let project = emend_model::config::Project::open(&dir).unwrap();
-    let holder = emend_journal::open_writer(project.journal_dir(), emend_model::events::EngineProjector).unwrap();
+    let project = emend_core::config::Project::open(&dir).unwrap();
+    let holder = emend_journal::open_writer(project.journal_dir(), emend_core::events::EngineProjector).unwrap();
     let (code, out, err) = emend(&dir, &["rollback", "--to", "v1", "--json"]);
     drop(holder);
     assert_eq!(code, 3, "{err}");
@@ -305,7 +305,7 @@ fn init_writes_emend_yaml_under_the_modeline_of_its_schema() {
     // The file the modeline names, relative to emend.yaml, is the schema built into emend.
     assert_eq!(
         std::fs::read_to_string(dir.join("schema/emend.schema.json")).unwrap(),
-        emend_model::config::CONFIG_SCHEMA
+        emend_core::config::CONFIG_SCHEMA
     );
     // The modeline is a comment: the project loads as before.
     let (code, _, err) = emend(&dir, &["status"]);

@@ -52,7 +52,7 @@ fn init_and_evolve_against_the_reference_adapter() {
     let config = std::fs::read_to_string(dir.join("emend.yaml")).unwrap();
     assert!(config.contains("kind: command"), "{config}");
     // The adapter's path is written relative to emend.yaml, like every path in it.
-    let rel = emend_model::artifact::relative_path(&dir.canonicalize().unwrap(), &adapter.canonicalize().unwrap());
+    let rel = emend_core::artifact::relative_path(&dir.canonicalize().unwrap(), &adapter.canonicalize().unwrap());
     assert!(!rel.starts_with('/'), "{rel}");
     assert!(config.contains(&format!("argv: [\"python3\", \"{rel}\", \"{{strategy}}\"")), "{config}");
     // Shards run concurrently, as they would for a user; fewer resamples keep the test quick.
@@ -106,9 +106,9 @@ fn a_failing_command_rejects_candidates_as_errored_and_fails_the_served_evaluati
     let tmp = tempfile::tempdir().unwrap();
     // The reference adapter, except that any strategy other than the default crashes.
     let schema = workspace().join("examples/python-bm25/strategy.schema.json");
-    let schema = emend_model::schema::StrategySchema::from_path(&schema).unwrap();
+    let schema = emend_core::schema::StrategySchema::from_path(&schema).unwrap();
     let default = workspace().join("examples/python-bm25/default.yaml");
-    let mut default = emend_model::artifact::load_file(&default, &schema).unwrap().value;
+    let mut default = emend_core::artifact::load_file(&default, &schema).unwrap().value;
     default.as_object_mut().unwrap().retain(|k, _| k != "version" && k != "parent");
     let wrapper = tmp.path().join("picky.py");
     let adapter = workspace().join("examples/python-bm25/adapter.py");

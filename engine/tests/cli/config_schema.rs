@@ -1,4 +1,4 @@
-//! The JSON Schema of emend.yaml (schemas/emend.schema.json, `emend_model::config::CONFIG_SCHEMA`):
+//! The JSON Schema of emend.yaml (schemas/emend.schema.json, `emend_core::config::CONFIG_SCHEMA`):
 //! the files emend writes and ships validate against it, a bad file is refused naming
 //! the key, the schema and the parser agree on the ranges, and the schema's keys at
 //! every level are exactly the keys the parser accepts (read from the parser's own
@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::support::workspace;
-use emend_model::config::{CONFIG_SCHEMA, parse_config, render_config};
+use emend_core::config::{CONFIG_SCHEMA, parse_config, render_config};
 use serde_json::Value;
 
 fn schema() -> Value {

@@ -102,7 +102,7 @@ fn every_read_command_escapes_every_journaled_free_text_field() {
     // What a model or a hook writes: an escalation's reasons and its review, a hook's error.
     {
         use emend_journal::EventLog;
-        use emend_model::events::{EngineProjector, Event};
+        use emend_core::events::{EngineProjector, Event};
         let mut log = emend_journal::open_writer(dir.join(".emend/journal"), EngineProjector).unwrap();
         let events = [
             Event::Escalated { class: "retrieve.top_k::increase".into(), round: 1, reasons: vec![BIDI.into()] },

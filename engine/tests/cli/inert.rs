@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use emend_model::schema::{FieldKind, StrategySchema, get_path, set_path};
+use emend_core::schema::{FieldKind, StrategySchema, get_path, set_path};
 use serde_json::{Value, json};
 
 /// The outcome lines of `doc` on the embedded dataset (evidence judge).
@@ -28,7 +28,7 @@ fn outcomes(dir: &Path, name: &str, doc: &Value) -> Vec<String> {
 }
 
 /// Another legal value of the field than `current` (an option that needs no model).
-fn another(field: &emend_model::schema::FieldSpec, current: &Value) -> Value {
+fn another(field: &emend_core::schema::FieldSpec, current: &Value) -> Value {
     match &field.kind {
         FieldKind::Boolean => json!(!current.as_bool().unwrap()),
         FieldKind::Enum(options) => {
@@ -70,7 +70,7 @@ fn every_inert_rule_leaves_every_outcome_unchanged() {
                 let mut moved = base.clone();
                 let to = another(field, get_path(&base, &field.path).unwrap());
                 set_path(&mut moved, &field.path, to.clone());
-                emend_model::search::repair(&schema, &mut moved).unwrap();
+                emend_core::search::repair(&schema, &mut moved).unwrap();
                 let to = get_path(&moved, &field.path).unwrap().clone();
                 assert_ne!(Some(&to), get_path(&base, &field.path), "{} moved", field.path);
                 let name = format!("{}-{checked}", field.path);

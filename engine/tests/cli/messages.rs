@@ -30,7 +30,7 @@ fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 fn no_message_prints_a_rust_debug_value() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let mut files = Vec::new();
-    for crate_dir in ["engine/src", "model/src", "eval/src", "loop/src", "report/src", "harness/src"] {
+    for crate_dir in ["engine/src", "core/src", "eval/src", "loop/src", "report/src", "harness/src"] {
         sources(&root.join(crate_dir), &mut files);
     }
     assert!(files.len() > 50, "{} files", files.len());

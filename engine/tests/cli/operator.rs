@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::{command, emend};
 use emend_journal::EventLog;
-use emend_model::events::{EngineProjector, Event};
+use emend_core::events::{EngineProjector, Event};
 use serde_json::Value;
 
 /// The binary, for the shell scripts that run it.
@@ -287,7 +287,7 @@ fn retests(dir: &Path) -> Vec<(String, bool)> {
         .into_iter()
         .filter_map(|e| match e {
             Event::CandidateJudged(c) if c.hypothesis == emend_loop::evolve::RETEST => {
-                Some((c.id.clone(), c.outcome == emend_model::candidate::Resolution::Accepted))
+                Some((c.id.clone(), c.outcome == emend_core::candidate::Resolution::Accepted))
             }
             _ => None,
         })
@@ -491,8 +491,8 @@ fn verify_fails_on_a_serving_state_the_next_writer_fails_on() {
     // The state an older emend's rollback to a superseded version left: it served, the one before quarantined.
     {
         let mut log = emend_journal::open_writer(dir.join(".emend/journal"), EngineProjector).unwrap();
-        let hash = emend_model::store::Store::new(&log).version(old).unwrap().unwrap().hash;
-        let from = emend_model::store::Store::new(&log).served().unwrap().unwrap().version;
+        let hash = emend_core::store::Store::new(&log).version(old).unwrap().unwrap().hash;
+        let from = emend_core::store::Store::new(&log).served().unwrap().unwrap().version;
         let moved = |v: u64| Event::Quarantined {
             version: v,
             cause: "rollback".into(),

@@ -14,7 +14,7 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use emend_journal::EventLog;
-use emend_model::events::{EngineProjector, Event};
+use emend_core::events::{EngineProjector, Event};
 use serde_json::Value;
 
 use crate::support;

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use emend_journal::EventLog;
-use emend_model::events::{EngineProjector, Event};
+use emend_core::events::{EngineProjector, Event};
 use serde_json::Value;
 
 use crate::support;
@@ -133,7 +133,7 @@ fn resolving_an_escalation_can_carry_a_proposal() {
     {
         let mut log = emend_journal::open_writer(dir.join(".emend/journal"), EngineProjector).unwrap();
         let mut node =
-            emend_model::hypothesis::Hypothesis::new("retrieve.top_k", emend_model::schema::Direction::Increase);
+            emend_core::hypothesis::Hypothesis::new("retrieve.top_k", emend_core::schema::Direction::Increase);
         for _ in 0..3 {
             node.block();
         }

@@ -405,8 +405,8 @@ fn an_invalid_hand_edit_is_kept_and_force_still_rolls_back() {
 #[test]
 fn writers_get_exit_3_and_readers_still_read_while_the_journal_is_held() {
     let (_tmp, dir) = project();
-    let project = emend_model::config::Project::open(&dir).unwrap();
-    let holder = emend_journal::open_writer(project.journal_dir(), emend_model::events::EngineProjector).unwrap();
+    let project = emend_core::config::Project::open(&dir).unwrap();
+    let holder = emend_journal::open_writer(project.journal_dir(), emend_core::events::EngineProjector).unwrap();
     let h = holder.head().seq;
     let file = served_file(&dir);
     for args in [&["rollback", "--to", "v1"][..], &["restore-best"][..]] {

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use emend_journal::EventLog;
-use emend_model::events::{EngineProjector, Event};
+use emend_core::events::{EngineProjector, Event};
 use serde_json::Value;
 
 fn emend(dir: &Path, args: &[&str]) -> (i32, String, String) {
@@ -294,11 +294,11 @@ fn an_escalation_is_resolved_and_reopened() {
     {
         let mut log = emend_journal::open_writer(dir.join(".emend/journal"), EngineProjector).unwrap();
         let mut node =
-            emend_model::hypothesis::Hypothesis::new("retrieve.top_k", emend_model::schema::Direction::Increase);
+            emend_core::hypothesis::Hypothesis::new("retrieve.top_k", emend_core::schema::Direction::Increase);
         for _ in 0..3 {
             node.block();
         }
-        assert_eq!(node.status, emend_model::hypothesis::Status::Escalated);
+        assert_eq!(node.status, emend_core::hypothesis::Status::Escalated);
         let evs = [
             Event::HypothesisUpdated { node },
             Event::Escalated { class: key.into(), round: 1, reasons: vec!["needs a schema change".into()] },
@@ -342,7 +342,7 @@ fn a_failing_hook_is_journaled_and_reported_and_the_exit_code_stays_zero() {
 }
 
 /// The paths a candidate record changes (its change and more_changes).
-fn changed_paths(c: &emend_model::events::CandidateRecord) -> Vec<String> {
+fn changed_paths(c: &emend_core::events::CandidateRecord) -> Vec<String> {
     c.change.iter().chain(c.more_changes.iter()).map(|ch| ch.path.clone()).collect()
 }
 

@@ -16,8 +16,8 @@ use crate::support::workspace;
 use emend_eval::backend::Backend;
 use emend_eval::builtin::BuiltinBackend;
 use emend_eval::command::{CommandBackend, CommandSpec, Executor, RaySpec};
-use emend_model::artifact::{self, Artifact};
-use emend_model::schema::StrategySchema;
+use emend_core::artifact::{self, Artifact};
+use emend_core::schema::StrategySchema;
 
 fn spec(argv: Vec<String>, shards: usize, concurrency: usize, timeout: f64) -> CommandSpec {
     CommandSpec {
@@ -52,7 +52,7 @@ fn builtin_command(executor: Executor, shards: usize) -> CommandBackend {
     .with_executor(executor)
 }
 
-fn in_process() -> emend_model::outcome::Evaluation {
+fn in_process() -> emend_core::outcome::Evaluation {
     let b = BuiltinBackend::new(
         Arc::new(emend_harness::Dataset::builtin()),
         emend_harness::HarnessSettings::default(),

@@ -95,7 +95,7 @@ fn a_full_disk_never_locks_the_project() {
     assert_eq!(code, 0, "{err}");
     assert!(events(&dir) > 3);
     let free = free_bytes(&dir);
-    assert!(free >= emend_model::setup::CACHE_FLOOR_BYTES - (1 << 20), "{free} bytes free");
+    assert!(free >= emend_core::setup::CACHE_FLOOR_BYTES - (1 << 20), "{free} bytes free");
     let (code, out, err) = emend(&dir, &["journal", "verify"]);
     assert_eq!(code, 0, "{out}{err}");
 }

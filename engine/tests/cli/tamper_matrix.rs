@@ -37,7 +37,7 @@ fn evolved_copy(to: &Path) {
 
 /// The checks every writing command runs before it writes, in process.
 fn writer_accepts(project: &Path) {
-    drop(emend_journal::open_writer(journal_dir(project), emend_model::events::EngineProjector).unwrap());
+    drop(emend_journal::open_writer(journal_dir(project), emend_core::events::EngineProjector).unwrap());
 }
 
 fn journal_dir(project: &Path) -> PathBuf {
@@ -87,7 +87,7 @@ fn raw_db(project: &Path) -> sled::Db {
 }
 
 fn records(project: &Path) -> Vec<emend_journal::EventRecord> {
-    let view = emend_journal::open_view(journal_dir(project), emend_model::events::EngineProjector).unwrap();
+    let view = emend_journal::open_view(journal_dir(project), emend_core::events::EngineProjector).unwrap();
     emend_journal::EventLog::read_from(&view, 1).unwrap()
 }
 
@@ -290,7 +290,7 @@ fn a_view_behind_by_the_last_batch_is_read_as_of_that_batch_and_caught_up_by_the
     let all = records(&dir);
     let f = frames(&std::fs::read(journal_dir(&dir).join("events.log")).unwrap());
     write_view(&dir, &f[..f.len() - 1]);
-    let kept = emend_journal::open_view(journal_dir(&dir), emend_model::events::EngineProjector).unwrap_err();
+    let kept = emend_journal::open_view(journal_dir(&dir), emend_core::events::EngineProjector).unwrap_err();
     assert!(kept.kind().to_string().contains("emend journal repair"), "{}", kept.kind());
     let last = all.iter().rev().find(|r| {
         std::fs::write(
@@ -298,7 +298,7 @@ fn a_view_behind_by_the_last_batch_is_read_as_of_that_batch_and_caught_up_by_the
             serde_json::json!({"seq": r.seq, "hash": r.hash, "len": 0, "prev_seq": 0, "prev_len": 0}).to_string(),
         )
         .unwrap();
-        emend_journal::open_view(journal_dir(&dir), emend_model::events::EngineProjector).is_ok()
+        emend_journal::open_view(journal_dir(&dir), emend_core::events::EngineProjector).is_ok()
     });
     let last = last.expect("the view is a true prefix of the history");
     // Readers print the history as of that batch, a true prefix.

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::{CommandSpec, RunError};
-use emend_model::setup::SetupError;
+use emend_core::setup::SetupError;
 
 /// How emend reaches a Ray cluster.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,7 +64,7 @@ const DRIVER_EXIT_WAIT: Duration = Duration::from_secs(10);
 impl RaySpec {
     /// From `harness.ray` (paths against `base`); the address falls back to `RAY_ADDRESS`.
     pub fn from_config(
-        c: &emend_model::config::RayConfig,
+        c: &emend_core::config::RayConfig,
         command_workdir: Option<&Path>,
         base: &Path,
         ray_address_env: Option<String>,
@@ -420,7 +420,7 @@ mod tests {
     #[test]
     fn the_ray_executor_needs_an_address_and_sends_the_command_as_configured() {
         let base = std::env::temp_dir();
-        let c = emend_model::config::RayConfig::default();
+        let c = emend_core::config::RayConfig::default();
         let e = RaySpec::from_config(&c, None, &base, None).unwrap_err();
         assert!(e.to_string().starts_with("harness.executor: ray needs a cluster address"), "{}", e.to_string());
         let r = RaySpec::from_config(&c, None, &base, Some("127.0.0.1:6399".into())).unwrap();
@@ -438,11 +438,11 @@ mod tests {
                    "timeout": 30.0, "workdir": null, "env": {"K": "v"},
                    "argv": ["python3", "a.py", "{strategy}", "{tasks}", "{out}"]})
         );
-        let configured = emend_model::config::RayConfig { address: Some("ray://h:10001".into()), ..c };
+        let configured = emend_core::config::RayConfig { address: Some("ray://h:10001".into()), ..c };
         let r = RaySpec::from_config(&configured, Some(Path::new("/srv")), &base, Some("ignored".into())).unwrap();
         assert_eq!(r.address, "ray://h:10001");
         assert_eq!(r.workdir.as_deref(), Some(Path::new("/srv")));
-        let missing = emend_model::config::RayConfig { driver: Some("no/such/driver.py".into()), ..configured };
+        let missing = emend_core::config::RayConfig { driver: Some("no/such/driver.py".into()), ..configured };
         let e = RaySpec::from_config(&missing, None, &base, None).unwrap_err();
         assert!(e.to_string().starts_with("harness.ray.driver: "), "{}", e.to_string());
     }

@@ -15,11 +15,11 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::{CallError, Models, Request, Role, data_json, only_keys, reply_json, string_field};
-use emend_model::critic::{CriticLabel, CriticVerdict};
-use emend_model::gates::ProbeVerdict;
-use emend_model::outcome::OutcomeRecord;
-use emend_model::planner::{Change, DimensionEffect};
-use emend_model::schema::{FieldKind, FieldSpec};
+use emend_core::critic::{CriticLabel, CriticVerdict};
+use emend_core::gates::ProbeVerdict;
+use emend_core::outcome::OutcomeRecord;
+use emend_core::planner::{Change, DimensionEffect};
+use emend_core::schema::{FieldKind, FieldSpec};
 
 pub const CRITIC_SYSTEM: &str = "You are the critic of a strategy-evolution engine for a memory QA system. \
 A candidate changes one or more fields of the served strategy; hard gates (schema, ranges, prompt markers) \
@@ -69,7 +69,7 @@ impl Example {
             question: o.question.clone(),
             gold_answer: o.gold_answer.clone(),
             answer: o.answer.clone(),
-            label: emend_model::layer_a::label(o).map(|l| l.as_str().to_string()),
+            label: emend_core::layer_a::label(o).map(|l| l.as_str().to_string()),
         }
     }
 
@@ -312,7 +312,7 @@ mod tests {
             tolerance: 0.2,
             pass: true,
         };
-        let field = |path: &str, label| emend_model::critic::FieldVerdict {
+        let field = |path: &str, label| emend_core::critic::FieldVerdict {
             path: path.into(),
             from: json!(5),
             to: json!(7),

@@ -5,7 +5,7 @@
 //! arrive. Only replies that parsed are stored, so a cached reply is always
 //! usable. A torn last line (a crash mid-write) is skipped on load.
 //!
-//! The cache leaves the journal its free space ([`emend_model::setup::CACHE_FLOOR_BYTES`]):
+//! The cache leaves the journal its free space ([`emend_core::setup::CACHE_FLOOR_BYTES`]):
 //! opened on a file system below that floor it drops its oldest lines, and a
 //! reply whose line would cross the floor is kept in memory only (logged once,
 //! naming `emend cache clear`).
@@ -41,7 +41,7 @@ pub struct ReplyCache {
 impl ReplyCache {
     /// Opens (creating) the cache in `dir`; None keeps replies in memory.
     pub fn open(dir: Option<&Path>) -> Result<ReplyCache, String> {
-        ReplyCache::open_with_floor(dir, emend_model::setup::cache_floor())
+        ReplyCache::open_with_floor(dir, emend_core::setup::cache_floor())
     }
 
     /// [`ReplyCache::open`], leaving `floor` free on the cache's file system.

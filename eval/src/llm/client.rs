@@ -23,7 +23,7 @@ use super::cache::ReplyCache;
 use super::transport::Transport;
 use super::wire::{Attempt, BODY_EXCERPT, Message};
 use super::{PROMPTS_VERSION, Role, RoleUsage};
-use emend_model::config::RoleConfig;
+use emend_core::config::RoleConfig;
 
 /// Longest backoff between two attempts when the server sends no Retry-After.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);

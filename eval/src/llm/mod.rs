@@ -35,8 +35,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use client::{CallError, CallErrorKind, Request};
-use emend_model::config::{Project, RoleConfig};
-pub use emend_model::usage::{RoleUsage, Usage, usage_since};
+use emend_core::config::{Project, RoleConfig};
+pub use emend_core::usage::{RoleUsage, Usage, usage_since};
 pub use wire::Message;
 
 /// Version of the engine's own prompts and reply formats. It is part of
@@ -81,7 +81,7 @@ impl std::fmt::Display for Role {
     }
 }
 
-pub use emend_model::setup::SetupError;
+pub use emend_core::setup::SetupError;
 
 /// The configured roles of a project, with the runtime that drives their
 /// calls and the reply cache they share. Cheap to share (`Arc<Models>`);
@@ -122,7 +122,7 @@ impl Models {
 
     /// Sets up the roles; `cache_dir` None keeps replies in memory only.
     pub fn new(roles: &BTreeMap<String, RoleConfig>, cache_dir: Option<&Path>) -> Result<Models, SetupError> {
-        emend_model::config::check_roles(roles).map_err(SetupError::new)?;
+        emend_core::config::check_roles(roles).map_err(SetupError::new)?;
         if let Some(name) = roles.keys().next().filter(|_| !transport::BUILT) {
             return Err(SetupError::new(format!("roles.{name}: {NOT_BUILT}")));
         }

@@ -21,7 +21,7 @@ use async_openai::types::chat::{
 use tower_service::Service;
 
 use super::wire::{Attempt, BODY_EXCERPT, Message, parse_retry_after};
-use emend_model::config::RoleConfig;
+use emend_core::config::RoleConfig;
 
 /// Whether this binary can call a model endpoint.
 pub const BUILT: bool = true;

@@ -5,7 +5,7 @@
 use std::convert::Infallible;
 
 use super::wire::{Attempt, Message};
-use emend_model::config::RoleConfig;
+use emend_core::config::RoleConfig;
 
 /// Whether this binary can call a model endpoint.
 pub const BUILT: bool = false;

@@ -13,9 +13,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use emend_eval::backend::Backend;
-use emend_model::artifact::{self, Artifact};
-use emend_model::outcome::Evaluation;
-use emend_model::schema::{StrategySchema, set_path};
+use emend_core::artifact::{self, Artifact};
+use emend_core::outcome::Evaluation;
+use emend_core::schema::{StrategySchema, set_path};
 use emend_stats::TestUnit;
 
 use super::AuditError;
@@ -75,8 +75,8 @@ fn changes(from: &Value, to: &Value, m: &Mechanism, served: &Value) -> Vec<Strin
     (m.contrast)(served)
         .into_iter()
         .filter_map(|(path, _)| {
-            let a = emend_model::schema::get_path(from, path).cloned().unwrap_or(Value::Null);
-            let b = emend_model::schema::get_path(to, path).cloned().unwrap_or(Value::Null);
+            let a = emend_core::schema::get_path(from, path).cloned().unwrap_or(Value::Null);
+            let b = emend_core::schema::get_path(to, path).cloned().unwrap_or(Value::Null);
             (a != b).then(|| format!("{path}: {a} -> {b}"))
         })
         .collect()
@@ -199,7 +199,7 @@ fn check_last(
 mod tests {
     use super::*;
     use emend_eval::fake::FakeBackend;
-    use emend_model::outcome::OutcomeRecord;
+    use emend_core::outcome::OutcomeRecord;
     use serde_json::json;
 
     /// q0..q9 need BM25, q10..q13 both channels; context tokens grow with

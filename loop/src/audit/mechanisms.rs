@@ -6,8 +6,8 @@
 
 use serde_json::{Value, json};
 
-use emend_model::outcome::{Evaluation, OutcomeRecord};
-use emend_model::schema::get_path;
+use emend_core::outcome::{Evaluation, OutcomeRecord};
+use emend_core::schema::get_path;
 
 /// One mechanism: its fields, how to tell it is off, and its contrast.
 pub struct Mechanism {
@@ -324,7 +324,7 @@ impl Mechanism {
             if from != to {
                 changes.push(format!("{path}: {from} -> {to}"));
             }
-            emend_model::schema::set_path(&mut value, path, to);
+            emend_core::schema::set_path(&mut value, path, to);
         }
         (changes, value)
     }
@@ -339,7 +339,7 @@ impl Mechanism {
     pub fn restore(&self, doc: &mut Value, served: &Value) {
         for (path, _) in (self.contrast)(served) {
             if let Some(v) = get_path(served, path) {
-                emend_model::schema::set_path(doc, path, v.clone());
+                emend_core::schema::set_path(doc, path, v.clone());
             }
         }
     }

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use emend_model::outcome::{Evaluation, OutcomeRecord};
+use emend_core::outcome::{Evaluation, OutcomeRecord};
 use emend_stats::{self, Outcome, TestUnit};
 
 /// Two evaluations compared pair by pair.

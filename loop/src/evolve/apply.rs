@@ -9,16 +9,16 @@ use emend_journal::EventLog;
 use super::{Evolution, EvolveError, Result, RoundInput, Screening, Trial};
 use emend_eval::backend::BackendError;
 use emend_eval::llm;
-use emend_model::config::SplitConfig;
-use emend_model::confirm::Parts;
-use emend_model::decide::{self, Applied, Decision, Serving, Stamp};
-use emend_model::digest::Digest;
-use emend_model::events::{Event, QuestionResult, RoundRecord, SplitRecord, now_rfc3339, who};
-use emend_model::hypothesis::Hypothesis;
-use emend_model::layer_a;
-use emend_model::records::{evaluated_event, question_results};
-use emend_model::served::{strip_metadata, write_served};
-use emend_model::store::Best;
+use emend_core::config::SplitConfig;
+use emend_core::confirm::Parts;
+use emend_core::decide::{self, Applied, Decision, Serving, Stamp};
+use emend_core::digest::Digest;
+use emend_core::events::{Event, QuestionResult, RoundRecord, SplitRecord, now_rfc3339, who};
+use emend_core::hypothesis::Hypothesis;
+use emend_core::layer_a;
+use emend_core::records::{evaluated_event, question_results};
+use emend_core::served::{strip_metadata, write_served};
+use emend_core::store::Best;
 
 impl<L: EventLog + ?Sized> Evolution<'_, L> {
     /// The winner's results on the whole task set, when the round has a
@@ -208,9 +208,9 @@ pub(super) fn split_record(split: &SplitConfig, parts: &Parts, lord_from: u64) -
         seed: split.seed,
         search: parts.search.len(),
         confirm: parts.confirm.len(),
-        confirm_hash: emend_model::artifact::sha256_hex(parts.confirm_ids.join("\n").as_bytes()),
+        confirm_hash: emend_core::artifact::sha256_hex(parts.confirm_ids.join("\n").as_bytes()),
         unit: Some(parts.design.unit),
-        assignment: Some(emend_model::events::HASH_ASSIGNMENT.to_string()),
+        assignment: Some(emend_core::events::HASH_ASSIGNMENT.to_string()),
         conversations: Some(parts.conversations),
         confirm_conversations: Some(parts.confirm_conversations),
         lord_from_round: (lord_from > 0).then_some(lord_from),

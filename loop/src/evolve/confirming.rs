@@ -9,13 +9,13 @@ use emend_journal::EventLog;
 
 use super::{Evolution, RoundInput, Screening, Trial};
 use crate::progress::{Progress, Step};
-use emend_model::candidate::{FullRecord, Resolution, Rule, RuleRecord, StoppedBy};
-use emend_model::config::ClusterMode;
-use emend_model::confirm::ConfirmState;
-use emend_model::decide::{Decision, Verdict};
-use emend_model::events::{CandidateRecord, ChangeKind, EvalSummary, QuestionResult};
-use emend_model::hypothesis::Hypothesis;
-use emend_model::records::{question_results, summarize};
+use emend_core::candidate::{FullRecord, Resolution, Rule, RuleRecord, StoppedBy};
+use emend_core::config::ClusterMode;
+use emend_core::confirm::ConfirmState;
+use emend_core::decide::{Decision, Verdict};
+use emend_core::events::{CandidateRecord, ChangeKind, EvalSummary, QuestionResult};
+use emend_core::hypothesis::Hypothesis;
+use emend_core::records::{question_results, summarize};
 use emend_stats;
 
 /// No category may end more than its floor ([`emend_stats::category_floor`]:
@@ -147,7 +147,7 @@ fn cost_note(record: &CandidateRecord) -> String {
         return format!("; {claim} on the confirm part");
     }
     let cost = record.full.as_ref().and_then(|f| f.cost);
-    cost.map_or(String::new(), |c| format!("; {} on the confirm part", emend_model::cost::describe_change(&c)))
+    cost.map_or(String::new(), |c| format!("; {} on the confirm part", emend_core::cost::describe_change(&c)))
 }
 
 /// Writes what a tested candidate was told into its record.
@@ -630,15 +630,15 @@ mod tests {
     fn a_rejected_confirm_test_teaches_the_tree_its_probe_delta_only() {
         // Probed at +0.06 on the search part, then rejected by the confirm test at -0.20.
         let mut rejected = crate::evolve::tests::trial(Some("b"), None);
-        rejected.record.probe = Some(emend_model::gates::probe_verdict(30, 33, 50, 0.02));
-        rejected.record.full = Some(emend_model::candidate::sample_full(-0.2, false, &[Rule::ConfirmBetter]));
+        rejected.record.probe = Some(emend_core::gates::probe_verdict(30, 33, 50, 0.02));
+        rejected.record.full = Some(emend_core::candidate::sample_full(-0.2, false, &[Rule::ConfirmBetter]));
         rejected.record.delta = Some(-0.2);
         let decision = Decision {
             winner: None,
             pending: false,
             held_by_quarantine: None,
-            verdicts: vec![(0, emend_model::decide::Verdict::Failed(vec![Rule::ConfirmBetter]))],
-            best: emend_model::decide::BestAfter { version: 1, accuracy: 0.5, moved: false },
+            verdicts: vec![(0, emend_core::decide::Verdict::Failed(vec![Rule::ConfirmBetter]))],
+            best: emend_core::decide::BestAfter { version: 1, accuracy: 0.5, moved: false },
             restore: None,
             pinned: false,
             supersedes: vec![],

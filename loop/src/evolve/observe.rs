@@ -8,14 +8,14 @@ use emend_journal::EventLog;
 
 use super::{Evolution, EvolveError, Result, RoundInput};
 use emend_eval::backend::BackendError;
-use emend_model::artifact::Artifact;
-use emend_model::confirm::Parts;
-use emend_model::digest::{self, Digest, Evidence};
-use emend_model::events::{EvalSummary, Event, QuestionResult};
-use emend_model::gates::{self, Replay};
-use emend_model::records::{evaluated_event, question_results, summarize};
-use emend_model::served::{ServedError, artifact_of, missing};
-use emend_model::store::Best;
+use emend_core::artifact::Artifact;
+use emend_core::confirm::Parts;
+use emend_core::digest::{self, Digest, Evidence};
+use emend_core::events::{EvalSummary, Event, QuestionResult};
+use emend_core::gates::{self, Replay};
+use emend_core::records::{evaluated_event, question_results, summarize};
+use emend_core::served::{ServedError, artifact_of, missing};
+use emend_core::store::Best;
 
 /// The served strategy as a round found it, with its results on the whole task set.
 pub(super) struct Observed {
@@ -77,7 +77,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         Ok(Observed { version: served.version, artifact, results, summary, reused })
     }
 
-    /// The round's evidence digested ([`emend_model::digest`]): the served
+    /// The round's evidence digested ([`emend_core::digest`]): the served
     /// results on the search part against its parent's recorded evaluation
     /// under the current harness and dataset, and the older versions of the
     /// lineage as far back as each has one. Nothing is evaluated for it.

@@ -2,7 +2,7 @@
 //! served strategy make one candidate, which a round screens and tests
 //! exactly as it would an evolve candidate (the hard gates, the critic, the
 //! probe, the confirm test at the next LORD++ alpha). Its prediction (see
-//! [`emend_model::prediction`]) is then judged on the confirm part, and a
+//! [`emend_core::prediction`]) is then judged on the confirm part, and a
 //! change whose prediction failed is not served, whatever its accuracy test
 //! says, unless the person accepts it unpredicted: then it is served and its
 //! record says the prediction failed and it was accepted anyway.
@@ -16,15 +16,15 @@ use serde_json::Value;
 use super::{Evolution, EvolveError, Result, RoundInput, RunOptions, RunState, RunSummary, Screening};
 use crate::progress::Progress;
 use crate::propose::{Ask, Proposed as Answer, Proposer};
-use emend_model::candidate::{Rule, RuleRecord};
-use emend_model::events::{CandidateRecord, ChangeKind};
-use emend_model::hypothesis::{self, Hypothesis};
-use emend_model::layer_a::Diagnosis;
-use emend_model::planner::{Change, Plan};
-use emend_model::prediction::{self, Predicted};
-use emend_model::schema::{self, StrategySchema};
-use emend_model::served::reconcile_served_file;
-use emend_model::stop;
+use emend_core::candidate::{Rule, RuleRecord};
+use emend_core::events::{CandidateRecord, ChangeKind};
+use emend_core::hypothesis::{self, Hypothesis};
+use emend_core::layer_a::Diagnosis;
+use emend_core::planner::{Change, Plan};
+use emend_core::prediction::{self, Predicted};
+use emend_core::schema::{self, StrategySchema};
+use emend_core::served::reconcile_served_file;
+use emend_core::stop;
 
 /// A person's change and what it predicts.
 #[derive(Debug, Clone, PartialEq)]
@@ -188,12 +188,12 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
     /// The refusals of [`Evolution::propose`], before anything is evaluated.
     pub fn check_proposal(&self, proposal: &Proposal) -> Result<()> {
         let store = self.store();
-        let served = store.served()?.ok_or_else(|| emend_model::served::missing(0))?;
-        let document = store.document(&served.hash)?.ok_or_else(|| emend_model::served::missing(served.version))?;
+        let served = store.served()?.ok_or_else(|| emend_core::served::missing(0))?;
+        let document = store.document(&served.hash)?.ok_or_else(|| emend_core::served::missing(served.version))?;
         let (doc, _) = proposal.document(self.schema, &document).map_err(EvolveError::Proposal)?;
         let known: BTreeSet<String> = self.backend.questions().into_iter().map(|(_, c)| c).collect();
         prediction::check_categories(&proposal.predicted, &known).map_err(EvolveError::Proposal)?;
-        let hash = emend_model::artifact::content_hash(&doc);
+        let hash = emend_core::artifact::content_hash(&doc);
         if store.seen_hashes()?.contains(&hash) {
             return Err(EvolveError::Proposal(format!(
                 "the proposed strategy (hash {}) was evaluated before: the novelty gate would stop it untested",
@@ -278,7 +278,7 @@ mod tests {
     fn the_document_names_an_undeclared_field_and_a_value_the_schema_refuses() {
         let schema = StrategySchema::builtin();
         let text = include_str!("../../../strategies/default.yaml");
-        let served = emend_model::artifact::from_yaml("default", text, &schema).unwrap().value;
+        let served = emend_core::artifact::from_yaml("default", text, &schema).unwrap().value;
         let p = |f: &str| Proposal::new(vec![parse_field(f).unwrap()], "temporal >= 0", false).unwrap();
         let e = p("retrieve.top_kk=3").document(&schema, &served).unwrap_err();
         assert!(e.starts_with("--field retrieve.top_kk: the strategy schema declares no field"), "{e}");

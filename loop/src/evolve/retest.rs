@@ -8,16 +8,16 @@
 use emend_journal::EventLog;
 
 use super::{Evolution, EvolveError, Result, RunState, RunSummary, Trial};
-use emend_model::candidate::{Resolution, StoppedBy};
-use emend_model::confirm::ConfirmState;
-use emend_model::events::{CandidateRecord, Event};
-use emend_model::hypothesis::Hypothesis;
-use emend_model::records::summarize;
-use emend_model::schema::Direction;
+use emend_core::candidate::{Resolution, StoppedBy};
+use emend_core::confirm::ConfirmState;
+use emend_core::events::{CandidateRecord, Event};
+use emend_core::hypothesis::Hypothesis;
+use emend_core::records::summarize;
+use emend_core::schema::Direction;
 use emend_stats;
 
 /// The hypothesis key of a retest's record (no field moves, so no dimension learns from it).
-pub use emend_model::candidate::RETEST;
+pub use emend_core::candidate::RETEST;
 
 /// A retest's verdict and its record (journaled by the caller, with the
 /// approval when it passed, alone when it failed).
@@ -64,7 +64,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             start: state.start.as_ref().expect("set by prepare"),
             parts,
             // A retest replays nothing: the served strategy's record is what the round checked.
-            replay: &emend_model::gates::Replay { mismatches: 0, n: 0, example: None },
+            replay: &emend_core::gates::Replay { mismatches: 0, n: 0, example: None },
             opts: &super::RunOptions::rounds(1, 1),
             usage_before: None,
             lord_from: state.lord_from,

@@ -10,14 +10,14 @@ use super::{Evolution, History, Past, RoundInput, Screening, Trial};
 use crate::progress::{Progress, Step};
 use crate::propose::{Ask, Proposed, Proposer};
 use crate::screen::{self, Screen, Screened, Stage, Stop};
-use emend_model::artifact::Artifact;
-use emend_model::candidate::{Resolution, StoppedBy};
-use emend_model::critic::{self, CriticLabel};
-use emend_model::events::{CandidateRecord, Event, QuestionResult};
-use emend_model::gates::{self, Gate};
-use emend_model::hypothesis::Hypothesis;
-use emend_model::layer_a::Diagnosis;
-use emend_model::planner::{self, Plan, PlannerSettings};
+use emend_core::artifact::Artifact;
+use emend_core::candidate::{Resolution, StoppedBy};
+use emend_core::critic::{self, CriticLabel};
+use emend_core::events::{CandidateRecord, Event, QuestionResult};
+use emend_core::gates::{self, Gate};
+use emend_core::hypothesis::Hypothesis;
+use emend_core::layer_a::Diagnosis;
+use emend_core::planner::{self, Plan, PlannerSettings};
 
 /// The escalation a blocked hypothesis raises (None until it is blocked often enough).
 fn escalate(node: &mut Hypothesis, round: u64, reason: String) -> Option<Event> {
@@ -89,7 +89,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             probe_drop_max: cfg.gates.probe_drop_max,
             probe_ids: &probe_ids,
             served_on_probe,
-            bounded: cfg.search_method() == emend_model::config::SearchMethod::Steps,
+            bounded: cfg.search_method() == emend_core::config::SearchMethod::Steps,
             cost: &cfg.cost,
         };
         let mut slots = Slots::default();
@@ -224,7 +224,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         };
         let change = changes.remove(0);
         let more = changes.len();
-        let hash = emend_model::artifact::content_hash(&value);
+        let hash = emend_core::artifact::content_hash(&value);
         let mut record = CandidateRecord {
             hash: Some(hash.clone()),
             change: Some(change.clone()),
@@ -277,7 +277,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
 /// the key journaled as its hypothesis.
 struct Credited {
     node: Hypothesis,
-    credits: Vec<emend_model::events::Credit>,
+    credits: Vec<emend_core::events::Credit>,
     asked: Option<String>,
     hypothesis: String,
 }
@@ -293,7 +293,7 @@ impl Credited {
         plan: &Plan,
         planned: Hypothesis,
         changes: &[planner::Change],
-        credits: Vec<emend_model::events::Credit>,
+        credits: Vec<emend_core::events::Credit>,
         tree: &BTreeMap<String, Hypothesis>,
     ) -> Credited {
         let strayed = credits.is_empty() && !changes.iter().any(|c| c.path == plan.path);
@@ -309,7 +309,7 @@ impl Credited {
 /// exactly the planned field (its node is the planned one), else one per
 /// field it changes, on that field's own node and unmeasured, so that no
 /// node is credited for a field the candidate does not change.
-fn diff_credits(plan: &Plan, changes: &[planner::Change]) -> Vec<emend_model::events::Credit> {
+fn diff_credits(plan: &Plan, changes: &[planner::Change]) -> Vec<emend_core::events::Credit> {
     if let [only] = changes
         && only.path == plan.path
     {
@@ -317,8 +317,8 @@ fn diff_credits(plan: &Plan, changes: &[planner::Change]) -> Vec<emend_model::ev
     }
     changes
         .iter()
-        .map(|c| emend_model::events::Credit {
-            key: emend_model::hypothesis::key(&c.path, emend_model::schema::Direction::of_move(&c.from, &c.to)),
+        .map(|c| emend_core::events::Credit {
+            key: emend_core::hypothesis::key(&c.path, emend_core::schema::Direction::of_move(&c.from, &c.to)),
             path: c.path.clone(),
             from: c.from.clone(),
             to: c.to.clone(),
@@ -332,10 +332,10 @@ fn diff_credits(plan: &Plan, changes: &[planner::Change]) -> Vec<emend_model::ev
 
 /// The harness settings `x-inert-when` conditions may name (`harness.judge`):
 /// the built-in harness's judge; an external harness judges by itself.
-pub fn harness_facts(h: &emend_model::config::HarnessConfig) -> serde_json::Value {
+pub fn harness_facts(h: &emend_core::config::HarnessConfig) -> serde_json::Value {
     match h.kind {
-        emend_model::config::HarnessKind::Builtin => serde_json::json!({"judge": h.judge}),
-        emend_model::config::HarnessKind::Command => serde_json::json!({"kind": "command"}),
+        emend_core::config::HarnessKind::Builtin => serde_json::json!({"judge": h.judge}),
+        emend_core::config::HarnessKind::Command => serde_json::json!({"kind": "command"}),
     }
 }
 
@@ -466,7 +466,7 @@ mod tests {
             data: None,
             known: None,
             credits: Vec::new(),
-            kind: emend_model::events::ChangeKind::Better,
+            kind: emend_core::events::ChangeKind::Better,
         };
         let mut slots = Slots::default();
         assert_eq!(slots.admit(&blocked, 1), Admit::Screen);

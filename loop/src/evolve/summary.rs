@@ -8,10 +8,10 @@ use emend_journal::EventLog;
 use serde::Serialize;
 
 use super::{Evolution, Result, Screening};
-use emend_model::candidate::Resolution;
-use emend_model::decide::Decision;
-use emend_model::served::missing;
-use emend_model::store::Recorded;
+use emend_core::candidate::Resolution;
+use emend_core::decide::Decision;
+use emend_core::served::missing;
+use emend_core::store::Recorded;
 
 /// What a run did, for people and schedulers.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -48,7 +48,7 @@ pub struct RunSummary {
     pub start_mean_tokens: Option<f64>,
     pub served_mean_tokens: Option<f64>,
     /// The served version's mean context tokens beside its parent's and v1's (as `status` prints them).
-    pub served_cost: Option<emend_model::cost::VersionCost>,
+    pub served_cost: Option<emend_core::cost::VersionCost>,
     /// Versions that passed every gate and wait for approval (serve.approval: manual).
     pub pending_versions: Vec<u64>,
     /// Hooks that failed after a change was committed (journaled as `hook_failed`).

@@ -146,7 +146,7 @@ impl JumpProposer {
             }
             let (Some(from), Some(to)) = (get_path(served, &path), get_path(doc, &path)) else { continue };
             credits.push(Credit {
-                key: hypothesis::key(&path, emend_model::schema::Direction::of_move(from, to)),
+                key: hypothesis::key(&path, emend_core::schema::Direction::of_move(from, to)),
                 path: path.clone(),
                 from: from.clone(),
                 to: to.clone(),

@@ -159,7 +159,7 @@ impl JumpProposer {
         {
             return Ok(i);
         }
-        let started = emend_model::events::now_rfc3339_millis();
+        let started = emend_core::events::now_rfc3339_millis();
         let clock = std::time::Instant::now();
         let mut done = 0;
         for k in emend_stats::race_looks(n, self.settings.first_look) {

@@ -9,12 +9,12 @@
 //! its exit code.
 
 use emend_journal::{EventLog, JournalError};
-use emend_model::config::Project;
-use emend_model::events::Event;
-use emend_model::schema::StrategySchema;
-use emend_model::served::{self, ServedError};
-use emend_model::setup::SetupError;
-use emend_model::store::{Store, StoreError};
+use emend_core::config::Project;
+use emend_core::events::Event;
+use emend_core::schema::StrategySchema;
+use emend_core::served::{self, ServedError};
+use emend_core::setup::SetupError;
+use emend_core::store::{Store, StoreError};
 
 use crate::evolve::{Evolution, EvolveError, retest_judged};
 use crate::hooks::{self, Change};

@@ -8,7 +8,7 @@ pub(super) use front::front;
 
 use super::{PointKind, ReportData};
 use crate::views::TrialState;
-use emend_model::percent::percent;
+use emend_core::percent::percent;
 
 /// Coordinates in the SVG, with one decimal like the rest of the chart.
 fn f1(x: f64) -> String {

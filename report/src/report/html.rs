@@ -8,9 +8,9 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use super::{FunnelRow, PointKind, ReportData, ServedMove, VersionSection, ratio};
 use crate::views::{self, QuestionView, SearchSummary};
-use emend_model::events::CandidateRecord;
-use emend_model::hypothesis::Hypothesis;
-use emend_model::percent::{percent, points};
+use emend_core::events::CandidateRecord;
+use emend_core::hypothesis::Hypothesis;
+use emend_core::percent::{percent, points};
 
 /// Renders the report as one HTML document. maud escapes HTML in every
 /// interpolated value; control characters (a reason or model text holding a
@@ -45,7 +45,7 @@ pub fn render(d: &ReportData) -> String {
         }
     }
     .into_string();
-    emend_model::sanitize::escape_controls(&page).into_owned()
+    emend_core::sanitize::escape_controls(&page).into_owned()
 }
 
 const CSS: &str = "\
@@ -607,7 +607,7 @@ fn facts(c: &CandidateRecord) -> Vec<String> {
             ));
         }
         if let Some(cost) = &f.cost {
-            facts.push(format!("cost: {} on the confirm part", emend_model::cost::describe_change(cost)));
+            facts.push(format!("cost: {} on the confirm part", emend_core::cost::describe_change(cost)));
         }
     }
     // A person's proposal: what it predicted and what the confirm part showed.

@@ -8,9 +8,9 @@ use emend_journal::EventLog;
 use serde::Serialize;
 use serde_json::Value;
 
-use emend_model::confirm::Parts;
-use emend_model::events::{QuestionResult, SplitRecord, T_EVALUATIONS};
-use emend_model::store::{Best, Store, StoreError};
+use emend_core::confirm::Parts;
+use emend_core::events::{QuestionResult, SplitRecord, T_EVALUATIONS};
+use emend_core::store::{Best, Store, StoreError};
 
 /// What a reader of the search-part figure must know.
 pub const SEARCH_NOTE: &str = "optimistic for a strategy the search chose: it was searched on";
@@ -56,7 +56,7 @@ impl Figures {
         let whole = PartFigure::of(results.iter())?;
         let parts = split.and_then(|s| {
             let parts = Parts::of(results, &s.config()).ok()?;
-            let hash = emend_model::artifact::sha256_hex(parts.confirm_ids.join("\n").as_bytes());
+            let hash = emend_core::artifact::sha256_hex(parts.confirm_ids.join("\n").as_bytes());
             (hash == s.confirm_hash).then_some(parts)
         });
         let part = |confirm: bool| {

@@ -34,7 +34,7 @@ pub struct ConfirmView {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LlmView {
     pub last_round: Option<Value>,
-    pub total: emend_model::usage::Usage,
+    pub total: emend_core::usage::Usage,
 }
 
 /// `emend status`: the pointers, the served file, the rounds and what the
@@ -191,7 +191,7 @@ fn confirm_view(
     candidates: &[CandidateRecord],
     questions: Option<u64>,
     lord_from: u64,
-    split: Option<&emend_model::events::SplitRecord>,
+    split: Option<&emend_core::events::SplitRecord>,
 ) -> ConfirmView {
     let cfg = &project.config;
     let state = ConfirmState::replay_from(&cfg.gates, candidates, lord_from);
@@ -212,17 +212,17 @@ fn confirm_view(
         mde_80: mde_n.and_then(|n| state.next_mde(n)),
         mde_unit: unit.plural(),
         mde_n,
-        split: split.map(emend_model::events::SplitRecord::describe_design),
-        guarantee: split.map(emend_model::events::SplitRecord::population),
+        split: split.map(emend_core::events::SplitRecord::describe_design),
+        guarantee: split.map(emend_core::events::SplitRecord::population),
         lord_from_round: split.and_then(|s| s.lord_from_round),
     }
 }
 
 /// Model usage per role summed over the journal's rounds.
-fn model_usage(rounds: &[Value]) -> emend_model::usage::Usage {
-    let mut total = emend_model::usage::Usage::new();
+fn model_usage(rounds: &[Value]) -> emend_core::usage::Usage {
+    let mut total = emend_core::usage::Usage::new();
     for r in rounds {
-        let Some(Ok(usage)) = r.get("llm").map(|v| serde_json::from_value::<emend_model::usage::Usage>(v.clone()))
+        let Some(Ok(usage)) = r.get("llm").map(|v| serde_json::from_value::<emend_core::usage::Usage>(v.clone()))
         else {
             continue;
         };

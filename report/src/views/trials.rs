@@ -9,9 +9,9 @@ use emend_journal::EventLog;
 use serde::Serialize;
 use serde_json::Value;
 
-use emend_model::artifact;
-use emend_model::events::{CandidateRecord, ScoredPoint, SearchRecord, hex_to_bits};
-use emend_model::store::{Store, StoreError};
+use emend_core::artifact;
+use emend_core::events::{CandidateRecord, ScoredPoint, SearchRecord, hex_to_bits};
+use emend_core::store::{Store, StoreError};
 
 /// How far a scored strategy got (Optuna's COMPLETE and PRUNED).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -274,7 +274,7 @@ fn row(
 ) -> TrialRow {
     let stage = p.stage.clone().unwrap_or_else(|| if r.global.is_some() { "trial" } else { "step" }.to_string());
     let hash = p.hash.clone().or_else(|| {
-        let h = artifact::content_hash(&emend_model::search::materialize(served?, &p.values));
+        let h = artifact::content_hash(&emend_core::search::materialize(served?, &p.values));
         r.screened.contains(&h).then_some(h)
     });
     let state = p.questions.zip(size).map(|(q, n)| if q >= n { TrialState::Complete } else { TrialState::RacedOut });
@@ -330,7 +330,7 @@ fn mark_proposed(rows: &mut [TrialRow], first: usize, proposed: Option<&str>) {
 fn changed_from(served: &Value, values: &BTreeMap<String, Value>) -> usize {
     values
         .iter()
-        .filter(|(path, v)| match emend_model::schema::get_path(served, path) {
+        .filter(|(path, v)| match emend_core::schema::get_path(served, path) {
             Some(s) => !(s == *v || (s.is_number() && s.as_f64() == v.as_f64())),
             None => false,
         })
@@ -370,7 +370,7 @@ fn summary(search: usize, r: &SearchRecord, rows: &[TrialRow], size: Option<usiz
 #[cfg(test)]
 mod tests {
     use super::*;
-    use emend_model::events::GlobalRecord;
+    use emend_core::events::GlobalRecord;
     use serde_json::json;
 
     fn point(hash: &str, questions: usize, score: f64, stage: &str, k: i64) -> ScoredPoint {
@@ -522,7 +522,7 @@ mod tests {
     fn step_search_points_have_derived_hashes_and_unknown_completeness() {
         let served = json!({"retrieve": {"top_k": 5}, "answer": {"prompt": "p"}});
         let values = BTreeMap::from([("retrieve.top_k".to_string(), json!(8))]);
-        let doc = emend_model::search::materialize(&served, &values);
+        let doc = emend_core::search::materialize(&served, &values);
         let hash = artifact::content_hash(&doc);
         let old = SearchRecord {
             round: 2,

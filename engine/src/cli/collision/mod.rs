@@ -21,7 +21,7 @@ use anyhow::anyhow;
 use emend_eval::collision::{self, FusionChoice, GridError, GridRequest};
 use emend_harness::collision::Vocab;
 
-use emend_model::artifact;
+use emend_core::artifact;
 
 use super::{CmdResult, Failure};
 
@@ -171,7 +171,7 @@ pub fn run(args: &CollisionArgs) -> CmdResult {
             None => cells,
         };
         println!("{}", serde_json::to_string_pretty(&value).expect("JSON serializes"));
-        return Ok(emend_model::exit::OK);
+        return Ok(emend_core::exit::OK);
     }
     print!("{}", table::render(&plan, &grid, args.markdown));
     if let Some(h) = &hash {
@@ -181,5 +181,5 @@ pub fn run(args: &CollisionArgs) -> CmdResult {
     if let Some(out) = &args.out {
         println!("task set written to {}", out.display());
     }
-    Ok(emend_model::exit::OK)
+    Ok(emend_core::exit::OK)
 }

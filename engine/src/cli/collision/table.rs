@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use emend_model::percent::{percent, points};
+use emend_core::percent::{percent, points};
 
 use crate::cli::term;
 use emend_eval::collision::{Axis, Grid, HashRow, Plan, RESAMPLES, fusion_label};

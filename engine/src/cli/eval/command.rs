@@ -13,8 +13,8 @@ use std::time::Instant;
 
 use anyhow::anyhow;
 use emend_harness::CategoryScore;
-use emend_model::config::Project;
-use emend_model::outcome::Evaluation;
+use emend_core::config::Project;
+use emend_core::outcome::Evaluation;
 use serde_json::{Value, json};
 
 use super::{EvalArgs, ProtocolArg, figures};
@@ -24,7 +24,7 @@ pub(super) fn run(args: &EvalArgs, project: Project, start: Instant) -> CmdResul
     refuse_unhonoured(args, &project)?;
     let project = with_selection(project, args);
     let schema = common::schema(&project)?;
-    let artifact = emend_model::artifact::load_file(&args.strategy, &schema).map_err(Failure::bad_input)?;
+    let artifact = emend_core::artifact::load_file(&args.strategy, &schema).map_err(Failure::bad_input)?;
     if let Some(out) = &args.outcomes {
         common::check_output_dir("--outcomes", out)?;
     }
@@ -67,7 +67,7 @@ pub(super) fn run(args: &EvalArgs, project: Project, start: Instant) -> CmdResul
     } else {
         print!("{}", report.human());
     }
-    Ok(emend_model::exit::OK)
+    Ok(emend_core::exit::OK)
 }
 
 /// Refuses (exit 2, one line) what the command cannot do as asked.

@@ -11,7 +11,7 @@ use maud::{Markup, html};
 use super::{Frame, axes, f1, legend_row, nice_step, y_grid};
 use crate::report::ReportData;
 use crate::views::TrialRow;
-use emend_model::percent::percent;
+use emend_core::percent::percent;
 
 /// The section: heading, caption and SVG; nothing when no strategy was scored with its tokens.
 pub(in crate::report) fn front(d: &ReportData) -> Markup {

@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use emend_model::config::{CONFIG_SCHEMA, RETIRED_KEYS, parse_config};
+use emend_core::config::{CONFIG_SCHEMA, RETIRED_KEYS, parse_config};
 use serde_json::Value;
 
 fn workspace() -> PathBuf {
@@ -61,7 +61,7 @@ fn acting_source() -> String {
                 if name != "config" {
                     collect(&path, out);
                 }
-            } else if name.ends_with(".rs") && !(name == "config.rs" && dir.ends_with("model/src")) {
+            } else if name.ends_with(".rs") && !(name == "config.rs" && dir.ends_with("core/src")) {
                 let text = std::fs::read_to_string(&path).unwrap();
                 // Unit tests read keys too; only the code above them counts.
                 out.push_str(text.split("#[cfg(test)]").next().unwrap());
@@ -69,7 +69,7 @@ fn acting_source() -> String {
         }
     }
     let mut out = String::new();
-    for krate in ["model/src", "eval/src", "loop/src", "report/src", "engine/src"] {
+    for krate in ["core/src", "eval/src", "loop/src", "report/src", "engine/src"] {
         collect(&workspace().join(krate), &mut out);
     }
     out
@@ -117,7 +117,7 @@ fn every_key_of_the_schema_is_read_beyond_the_config_module() {
     assert!(
         unread.is_empty(),
         "keys nothing reads outside the config module (make each do something, or refuse it in \
-         model/src/config/retired.rs): {unread:?}"
+         core/src/config/retired.rs): {unread:?}"
     );
 }
 
@@ -125,7 +125,7 @@ fn every_key_of_the_schema_is_read_beyond_the_config_module() {
 fn a_load_only_key_is_a_key_validation_reads() {
     let schema: Value = serde_json::from_str(CONFIG_SCHEMA).unwrap();
     let keys = leaves(&schema);
-    let validation = std::fs::read_to_string(workspace().join("model/src/config/validate.rs")).unwrap();
+    let validation = std::fs::read_to_string(workspace().join("core/src/config/validate.rs")).unwrap();
     for (key, why) in LOAD_ONLY {
         assert!(keys.iter().any(|k| matches(key, k)), "{key} is not in the schema");
         let field = key.rsplit('.').next().unwrap();

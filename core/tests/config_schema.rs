@@ -1,4 +1,4 @@
-//! The JSON Schema of emend.yaml (schemas/emend.schema.json, `emend_model::config::CONFIG_SCHEMA`):
+//! The JSON Schema of emend.yaml (schemas/emend.schema.json, `emend_core::config::CONFIG_SCHEMA`):
 //! a bad file is refused naming the key, the schema and the parser agree on the
 //! ranges, and the schema's keys at every level are exactly the keys the parser
 //! accepts (read from the parser's own errors, so a field added to a config
@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use emend_model::config::{CONFIG_SCHEMA, parse_config, parse_config_typed, render_config};
+use emend_core::config::{CONFIG_SCHEMA, parse_config, parse_config_typed, render_config};
 use serde_json::{Value, json};
 
 fn schema() -> Value {
@@ -252,7 +252,7 @@ const UNKNOWN: &str = "zz_unknown_key";
 /// A configuration with every section and every role present (each role its own
 /// model, so the judge is neither the answerer nor the evolver).
 fn full() -> Value {
-    let roles: serde_json::Map<String, Value> = emend_model::config::ROLE_NAMES
+    let roles: serde_json::Map<String, Value> = emend_core::config::ROLE_NAMES
         .iter()
         .map(|r| (r.to_string(), json!({"base_url": "http://localhost:8000/v1", "model": r})))
         .collect();
@@ -282,7 +282,7 @@ fn get<'a>(doc: &'a Value, path: &[String]) -> Option<&'a Value> {
 }
 
 /// The parser's answer for a document (JSON is YAML).
-fn parse(doc: &Value) -> Result<emend_model::config::ProjectConfig, String> {
+fn parse(doc: &Value) -> Result<emend_core::config::ProjectConfig, String> {
     parse_config_typed(&serde_json::to_string(doc).unwrap())
 }
 
@@ -434,7 +434,7 @@ fn the_schema_declares_exactly_the_keys_the_parser_accepts_at_every_level() {
     ]
     .map(String::from)
     .into();
-    structs.extend(emend_model::config::ROLE_NAMES.map(|r| format!("roles.{r}")));
+    structs.extend(emend_core::config::ROLE_NAMES.map(|r| format!("roles.{r}")));
     assert_eq!(dotted, structs);
 }
 
@@ -481,7 +481,7 @@ fn every_default_in_the_schema_is_the_parsers() {
 #[test]
 fn emend_init_writes_no_retired_key() {
     let text = init_config();
-    for (section, key, _) in emend_model::config::RETIRED_KEYS {
+    for (section, key, _) in emend_core::config::RETIRED_KEYS {
         assert!(!text.contains(&format!("\n  {key}: ")), "{section}.{key} written:\n{text}");
     }
 }
