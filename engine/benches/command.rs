@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use emend_eval::backend::Backend;
-use emend_eval::command::{CommandBackend, CommandSpec};
 use emend_core::artifact;
 use emend_core::schema::StrategySchema;
+use emend_eval::backend::Backend;
+use emend_eval::command::{CommandBackend, CommandSpec};
 
 const RUNS: usize = 15;
 const TARGET: Duration = Duration::from_millis(50);

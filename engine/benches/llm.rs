@@ -13,10 +13,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
+use emend_core::config::RoleConfig;
 use emend_eval::llm::Models;
 use emend_harness::strategy::JudgeKind;
 use emend_harness::{Evaluator, HarnessSettings};
-use emend_core::config::RoleConfig;
 
 const TARGET_SECS: f64 = 5.0;
 

@@ -9,10 +9,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use emend_eval::backend::Backend;
-use emend_eval::command::{CommandBackend, CommandSpec};
 use emend_core::artifact::{self, Artifact};
 use emend_core::schema::StrategySchema;
+use emend_eval::backend::Backend;
+use emend_eval::command::{CommandBackend, CommandSpec};
 use serde_json::{Value, json};
 
 /// Two conversations, five questions in categories 1-4 (and one adversarial, left out).

@@ -6,10 +6,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use emend_core::config::RoleConfig;
 use emend_eval::llm::advice::{SPLITS, parse_split};
 use emend_eval::llm::{CallErrorKind, Models, Request, Role};
 use emend_eval::test_server::{Reply, Server};
-use emend_core::config::RoleConfig;
 use serde_json::json;
 
 fn role(server: &Server, f: impl FnOnce(&mut RoleConfig)) -> RoleConfig {

@@ -67,10 +67,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use emend_eval::backend::{Backend, BackendError};
 use emend_core::artifact::{self, Artifact};
 use emend_core::outcome::{Evaluation, OutcomeRecord};
 use emend_core::schema::StrategySchema;
+use emend_eval::backend::{Backend, BackendError};
 use emend_stats::TestUnit;
 
 pub use buildup::{Buildup, BuildupStep, buildup};
@@ -539,9 +539,9 @@ pub fn skippable_fields(audits: &[MechanismAudit]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use emend_eval::fake::FakeBackend;
     use emend_core::outcome::{EvidenceStep, OutcomeRecord};
     use emend_core::schema::set_path;
+    use emend_eval::fake::FakeBackend;
     use emend_stats;
     use serde_json::json;
 

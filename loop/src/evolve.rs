@@ -22,8 +22,6 @@ use crate::jump::{JumpProposer, JumpSettings};
 use crate::progress::Accepted;
 use crate::propose::{ModelRewrite, Proposer, RuleEvolver, StopCause, Told};
 use crate::step_search::{StepProposer, StepSettings};
-use emend_eval::backend::Backend;
-use emend_eval::llm;
 use emend_core::artifact::Artifact;
 use emend_core::candidate::{Resolution, StoppedBy};
 use emend_core::config::{Project, SearchMethod};
@@ -40,6 +38,8 @@ use emend_core::schema::StrategySchema;
 use emend_core::served::{missing, reconcile_served_file};
 use emend_core::stop;
 use emend_core::store::{Best, Store};
+use emend_eval::backend::Backend;
+use emend_eval::llm;
 
 pub use crate::progress::Progress;
 

@@ -16,13 +16,13 @@
 
 use std::path::{Path, PathBuf};
 
-use emend_journal::{EventLog, JournalError, SledJournal};
 use emend_core::artifact::{self, Artifact, ArtifactError};
 use emend_core::config::{self, HarnessKind, Project};
 use emend_core::events::EngineProjector;
 use emend_core::schema::{self, SchemaError, StrategySchema};
 use emend_core::served::{self, ServedError};
 use emend_core::store::{Store, StoreError};
+use emend_journal::{EventLog, JournalError, SledJournal};
 
 /// What `emend init` writes into `.emend/`: the journal and caches are local state, not sources.
 const STATE_GITIGNORE: &str = "# Written by emend init: the journal, caches and lock are local state.\n*\n";

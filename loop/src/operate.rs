@@ -11,13 +11,13 @@
 //! with [`served::apply_rollback`] (journal first, then the file) and run
 //! the `on_served` hook.
 
-use emend_journal::EventLog;
 use emend_core::artifact;
 use emend_core::config::Project;
 use emend_core::events::Event;
 use emend_core::schema::StrategySchema;
 use emend_core::served::{self, FileState, ServedError};
 use emend_core::store::{Store, StoreError};
+use emend_journal::EventLog;
 
 use crate::hooks;
 

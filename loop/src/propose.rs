@@ -16,8 +16,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use emend_eval::backend::Backend;
-use emend_eval::llm::{Role, advice};
 use emend_core::artifact::Artifact;
 use emend_core::candidate::{Resolution, StoppedBy};
 use emend_core::events::{CandidateRecord, ChangeKind, Credit, QuestionResult};
@@ -26,6 +24,8 @@ use emend_core::hypothesis::Hypothesis;
 use emend_core::layer_a::Diagnosis;
 use emend_core::planner::{self, Change, DimensionEffect, Plan, Proposal};
 use emend_core::schema::{self, Direction, FieldKind, StrategySchema};
+use emend_eval::backend::Backend;
+use emend_eval::llm::{Role, advice};
 
 /// What a proposer sees: the served strategy and its results, the diagnosis,
 /// the hypothesis tree and the journal's history, and an evaluator.

@@ -9,8 +9,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use emend_eval::backend::Backend;
-use emend_eval::llm::{Role, advice};
 use emend_core::artifact::{self, Artifact};
 use emend_core::candidate::{Resolution, StoppedBy};
 use emend_core::config::CostConfig;
@@ -23,6 +21,8 @@ use emend_core::outcome::Evaluation;
 use emend_core::planner::{Change, DimensionEffect};
 use emend_core::records::question_results;
 use emend_core::schema::StrategySchema;
+use emend_eval::backend::Backend;
+use emend_eval::llm::{Role, advice};
 
 /// What every candidate of a round is screened against.
 pub struct Screen<'a> {
@@ -277,11 +277,11 @@ fn probe_examples(served: &[QuestionResult], probe: &Evaluation) -> (Vec<advice:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use emend_eval::backend::BackendError;
-    use emend_eval::fake::FakeBackend;
     use emend_core::critic::CriticLabel;
     use emend_core::gates::Gate;
     use emend_core::outcome::OutcomeRecord;
+    use emend_eval::backend::BackendError;
+    use emend_eval::fake::FakeBackend;
     use serde_json::json;
 
     /// Answers the first `correct` questions it is asked, or fails as an

@@ -5,10 +5,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use emend_eval::backend::{Backend, BackendError};
-use emend_eval::fake::FakeBackend;
-use emend_journal::{EventLog, MemoryJournal};
-use emend_loop::evolve::{self, Evolution, RunOptions, RunSummary};
 use emend_core::artifact::{self, Artifact};
 use emend_core::config::{Project, parse_config, render_config};
 use emend_core::events::{EngineProjector, Event};
@@ -16,6 +12,10 @@ use emend_core::outcome::{EvidenceStep, OutcomeRecord};
 use emend_core::schema::{StrategySchema, get_path};
 use emend_core::served;
 use emend_core::store::Store;
+use emend_eval::backend::{Backend, BackendError};
+use emend_eval::fake::FakeBackend;
+use emend_journal::{EventLog, MemoryJournal};
+use emend_loop::evolve::{self, Evolution, RunOptions, RunSummary};
 
 const DEFAULT: &str = include_str!("../../strategies/default.yaml");
 const CATEGORIES: [&str; 4] = ["multi-hop", "temporal", "open-domain", "single-hop"];

@@ -650,8 +650,8 @@ fn ratio(nc: Option<(usize, usize)>) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use emend_journal::MemoryJournal;
     use emend_core::events::{EngineProjector, EvalSummary};
+    use emend_journal::MemoryJournal;
     use emend_stats::RuleKind;
     use serde_json::json;
 

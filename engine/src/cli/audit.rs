@@ -12,8 +12,8 @@ use std::path::Path;
 use clap::Args;
 use serde_json::json;
 
-use emend_loop::audit::{Buildup, MechanismAudit};
 use emend_core::exit;
+use emend_loop::audit::{Buildup, MechanismAudit};
 
 use super::{CmdResult, Failure, common, inspect, term};
 

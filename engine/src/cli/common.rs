@@ -3,15 +3,15 @@
 
 use std::path::Path;
 
-use emend_eval::backend::Backend;
-use emend_journal::{ErrorClass, JournalError, ReadView, SledJournal};
-use emend_loop::evolve::EvolveError;
 use emend_core::config::Project;
 use emend_core::events::EngineProjector;
 use emend_core::schema::StrategySchema;
 use emend_core::served::ServedError;
 use emend_core::setup::SetupError;
 use emend_core::store::StoreError;
+use emend_eval::backend::Backend;
+use emend_journal::{ErrorClass, JournalError, ReadView, SledJournal};
+use emend_loop::evolve::EvolveError;
 
 use super::Failure;
 

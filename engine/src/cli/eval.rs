@@ -26,8 +26,8 @@ use emend_harness::strategy::JudgeKind;
 use emend_harness::{Category, CategoryScore, Dataset, EvalError, Evaluation, Evaluator, HarnessSettings};
 use serde_json::{Value, json};
 
-use emend_eval::llm::{Models, Usage};
 use emend_core::config::{HarnessKind, Project};
+use emend_eval::llm::{Models, Usage};
 
 use super::{CmdResult, Failure, common, term};
 use emend_core::percent::percent;

@@ -6,13 +6,13 @@
 
 use std::path::{Path, PathBuf};
 
-use emend_loop::evolve::{Evolution, Progress, RunOptions};
-use emend_loop::init::{InitError, InitRequest, Initialized};
 use emend_core::artifact;
 use emend_core::config::{self, Project};
 use emend_core::exit;
 use emend_core::schema::StrategySchema;
 use emend_core::served;
+use emend_loop::evolve::{Evolution, Progress, RunOptions};
+use emend_loop::init::{InitError, InitRequest, Initialized};
 use serde_json::json;
 
 use super::{CmdResult, Failure};
@@ -389,8 +389,8 @@ pub const SUMMARY_FORMAT: u64 = 1;
 /// differ from the parent, and for an accepted candidate its confirmed delta
 /// and the alpha of its confirm test.
 fn served_changes(log: &emend_journal::SledJournal, first_seq: u64) -> Result<Vec<serde_json::Value>, Failure> {
-    use emend_journal::EventLog;
     use emend_core::events::Event;
+    use emend_journal::EventLog;
     let store = emend_core::store::Store::new(log);
     let records = log.read_from(first_seq).map_err(common::journal_failure)?;
     let mut candidates = None;

@@ -6,12 +6,12 @@ use std::fmt::Write as _;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use emend_journal::EventLog;
 use emend_core::events::T_LAYER_A;
 use emend_core::exit;
 use emend_core::planner::{self, PlannerSettings};
 use emend_core::served;
 use emend_core::store::Store;
+use emend_journal::EventLog;
 use emend_report::views::{ConfirmView, LogEntry, LogView, StatusView};
 use serde_json::{Value, json};
 

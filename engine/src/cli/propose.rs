@@ -4,11 +4,11 @@
 
 use std::path::Path;
 
-use emend_loop::evolve::{Evolution, Progress, Proposal, ProposalOutcome};
 use emend_core::candidate::Resolution;
 use emend_core::events::CandidateRecord;
 use emend_core::exit;
 use emend_core::served;
+use emend_loop::evolve::{Evolution, Progress, Proposal, ProposalOutcome};
 use serde_json::json;
 
 use super::{CmdResult, Failure};

@@ -10,8 +10,6 @@
 use std::path::{Path, PathBuf};
 
 use anstyle::Style;
-use emend_journal::EventLog;
-use emend_loop::operate::{self, Destination, HandEdit, Rollback, RollbackError, RollbackRequest, RolledBack};
 use emend_core::artifact;
 use emend_core::candidate::Resolution;
 use emend_core::config::Project;
@@ -19,6 +17,8 @@ use emend_core::events::{CandidateRecord, Event};
 use emend_core::exit;
 use emend_core::served;
 use emend_core::store::Store;
+use emend_journal::EventLog;
+use emend_loop::operate::{self, Destination, HandEdit, Rollback, RollbackError, RollbackRequest, RolledBack};
 use emend_report::texts;
 use emend_report::views::{self, QuestionView, ShowView, VersionView};
 use serde_json::{Value, json};

@@ -2,10 +2,10 @@
 
 use std::path::Path;
 
-use emend_journal::EventLog;
 use emend_core::events::{RoundRecord, T_ROUNDS, round_key};
 use emend_core::exit;
 use emend_core::percent::percent;
+use emend_journal::EventLog;
 
 use super::common;
 use super::term;

@@ -5,13 +5,13 @@
 
 use std::path::Path;
 
-use emend_journal::EventLog;
-use emend_loop::operate::{self, ApproveError, ApproveRequest};
 use emend_core::events::{Event, who};
 use emend_core::exit;
 use emend_core::hypothesis::Status;
 use emend_core::served;
 use emend_core::store::Store;
+use emend_journal::EventLog;
+use emend_loop::operate::{self, ApproveError, ApproveRequest};
 use serde_json::{Value, json};
 
 use super::common;

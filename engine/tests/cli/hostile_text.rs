@@ -101,8 +101,8 @@ fn every_read_command_escapes_every_journaled_free_text_field() {
     ok(&dir, &["reject", &v3, "--reason", BIDI]);
     // What a model or a hook writes: an escalation's reasons and its review, a hook's error.
     {
-        use emend_journal::EventLog;
         use emend_core::events::{EngineProjector, Event};
+        use emend_journal::EventLog;
         let mut log = emend_journal::open_writer(dir.join(".emend/journal"), EngineProjector).unwrap();
         let events = [
             Event::Escalated { class: "retrieve.top_k::increase".into(), round: 1, reasons: vec![BIDI.into()] },

@@ -11,8 +11,8 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use crate::support::{command, emend};
-use emend_journal::EventLog;
 use emend_core::events::{EngineProjector, Event};
+use emend_journal::EventLog;
 use serde_json::Value;
 
 /// The binary, for the shell scripts that run it.

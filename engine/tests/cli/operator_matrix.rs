@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use emend_journal::EventLog;
 use emend_core::events::{EngineProjector, Event};
+use emend_journal::EventLog;
 use serde_json::Value;
 
 use crate::support;

@@ -7,8 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-use emend_journal::EventLog;
 use emend_core::events::{EngineProjector, Event};
+use emend_journal::EventLog;
 use serde_json::Value;
 
 use crate::support;

@@ -13,11 +13,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::support::workspace;
+use emend_core::artifact::{self, Artifact};
+use emend_core::schema::StrategySchema;
 use emend_eval::backend::Backend;
 use emend_eval::builtin::BuiltinBackend;
 use emend_eval::command::{CommandBackend, CommandSpec, Executor, RaySpec};
-use emend_core::artifact::{self, Artifact};
-use emend_core::schema::StrategySchema;
 
 fn spec(argv: Vec<String>, shards: usize, concurrency: usize, timeout: f64) -> CommandSpec {
     CommandSpec {

@@ -12,10 +12,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use emend_eval::backend::Backend;
 use emend_core::artifact::{self, Artifact};
 use emend_core::outcome::Evaluation;
 use emend_core::schema::{StrategySchema, set_path};
+use emend_eval::backend::Backend;
 use emend_stats::TestUnit;
 
 use super::AuditError;
@@ -198,8 +198,8 @@ fn check_last(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use emend_eval::fake::FakeBackend;
     use emend_core::outcome::OutcomeRecord;
+    use emend_eval::fake::FakeBackend;
     use serde_json::json;
 
     /// q0..q9 need BM25, q10..q13 both channels; context tokens grow with

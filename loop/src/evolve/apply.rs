@@ -7,8 +7,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use emend_journal::EventLog;
 
 use super::{Evolution, EvolveError, Result, RoundInput, Screening, Trial};
-use emend_eval::backend::BackendError;
-use emend_eval::llm;
 use emend_core::config::SplitConfig;
 use emend_core::confirm::Parts;
 use emend_core::decide::{self, Applied, Decision, Serving, Stamp};
@@ -19,6 +17,8 @@ use emend_core::layer_a;
 use emend_core::records::{evaluated_event, question_results};
 use emend_core::served::{strip_metadata, write_served};
 use emend_core::store::Best;
+use emend_eval::backend::BackendError;
+use emend_eval::llm;
 
 impl<L: EventLog + ?Sized> Evolution<'_, L> {
     /// The winner's results on the whole task set, when the round has a

@@ -4,9 +4,9 @@
 
 use emend_journal::{ErrorClass, JournalError};
 
-use emend_eval::backend::BackendError;
 use emend_core::served::ServedError;
 use emend_core::store::StoreError;
+use emend_eval::backend::BackendError;
 use emend_stats;
 
 /// Why a run could not go on.

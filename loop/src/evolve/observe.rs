@@ -7,7 +7,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use emend_journal::EventLog;
 
 use super::{Evolution, EvolveError, Result, RoundInput};
-use emend_eval::backend::BackendError;
 use emend_core::artifact::Artifact;
 use emend_core::confirm::Parts;
 use emend_core::digest::{self, Digest, Evidence};
@@ -16,6 +15,7 @@ use emend_core::gates::{self, Replay};
 use emend_core::records::{evaluated_event, question_results, summarize};
 use emend_core::served::{ServedError, artifact_of, missing};
 use emend_core::store::Best;
+use emend_eval::backend::BackendError;
 
 /// The served strategy as a round found it, with its results on the whole task set.
 pub(super) struct Observed {

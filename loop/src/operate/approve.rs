@@ -8,13 +8,13 @@
 //! view it holds), prints the [`Approved`] and maps an [`ApproveError`] to
 //! its exit code.
 
-use emend_journal::{EventLog, JournalError};
 use emend_core::config::Project;
 use emend_core::events::Event;
 use emend_core::schema::StrategySchema;
 use emend_core::served::{self, ServedError};
 use emend_core::setup::SetupError;
 use emend_core::store::{Store, StoreError};
+use emend_journal::{EventLog, JournalError};
 
 use crate::evolve::{Evolution, EvolveError, retest_judged};
 use crate::hooks::{self, Change};

@@ -12,9 +12,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use anyhow::anyhow;
-use emend_harness::CategoryScore;
 use emend_core::config::Project;
 use emend_core::outcome::Evaluation;
+use emend_harness::CategoryScore;
 use serde_json::{Value, json};
 
 use super::{EvalArgs, ProtocolArg, figures};
