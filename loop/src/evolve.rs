@@ -94,6 +94,36 @@ pub struct Evolution<'a, L: EventLog + ?Sized> {
     pub log: &'a mut L,
 }
 
+/// What every evolution over a project's journal starts from (`emend
+/// evolve`, `emend propose`, the proposal of `escalations resolve`): the
+/// backend, and the project's schema with each field a rollback froze locked
+/// at its served value, so neither a search nor a person's proposal brings
+/// back a rolled-back change until `emend unquarantine` lifts it.
+pub struct Setup {
+    /// The schema the run searches: the project's, with the frozen fields locked.
+    pub schema: StrategySchema,
+    /// The fields a rollback froze, each with the version whose change it undid.
+    pub frozen: BTreeMap<String, u64>,
+    pub backend: Box<dyn Backend>,
+}
+
+impl Setup {
+    /// The setup of a run over `log` with `schema` (the project's) and `backend`.
+    pub fn new<L: EventLog + ?Sized>(
+        log: &L,
+        schema: &StrategySchema,
+        backend: Box<dyn Backend>,
+    ) -> std::result::Result<Setup, emend_core::served::ServedError> {
+        let frozen = emend_core::served::frozen_by_rollback(log, schema)?;
+        Ok(Setup { schema: schema.with_frozen(frozen.keys()), frozen, backend })
+    }
+
+    /// The evolution of `project` over `log` with this setup.
+    pub fn evolution<'a, L: EventLog + ?Sized>(&'a self, project: &'a Project, log: &'a mut L) -> Evolution<'a, L> {
+        Evolution { project, schema: &self.schema, backend: self.backend.as_ref(), log }
+    }
+}
+
 /// What a round starts from.
 struct RoundInput<'r> {
     round: u64,

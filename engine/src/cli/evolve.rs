@@ -10,8 +10,7 @@ use emend_core::artifact;
 use emend_core::config::{self, Project};
 use emend_core::exit;
 use emend_core::schema::StrategySchema;
-use emend_core::served;
-use emend_loop::evolve::{Evolution, Progress, RunOptions};
+use emend_loop::evolve::{Progress, RunOptions, Setup};
 use emend_loop::init::{InitError, InitRequest, Initialized};
 use serde_json::json;
 
@@ -205,7 +204,8 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
     };
     let first_seq = emend_journal::EventLog::head(&log).seq + 1;
     // A rollback's changes stay rolled back: their fields are searched as locked at the served values.
-    let frozen = served::frozen_by_rollback(&log, &schema).map_err(common::served_failure)?;
+    let setup = Setup::new(&log, &schema, backend).map_err(common::served_failure)?;
+    let frozen = &setup.frozen;
     if !frozen.is_empty() && !args.quiet {
         let list: Vec<String> = frozen.iter().map(|(path, v)| format!("{path} (v{v})")).collect();
         eprintln!(
@@ -213,10 +213,7 @@ pub fn run(args: &EvolveArgs, project_dir: Option<&Path>) -> CmdResult {
             list.join(", ")
         );
     }
-    let search_schema = schema.with_frozen(frozen.keys());
-    let mut evolution =
-        Evolution { project: &project, schema: &search_schema, backend: backend.as_ref(), log: &mut log };
-    let summary = evolution.run(&opts, &mut progress).map_err(common::evolve_failure)?;
+    let summary = setup.evolution(&project, &mut log).run(&opts, &mut progress).map_err(common::evolve_failure)?;
     live.finish();
     let stopped = summary.interrupted_round.and(emend_core::stop::requested());
     let lifecycle = replay_lifecycle(&project, &log);

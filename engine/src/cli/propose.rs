@@ -7,8 +7,7 @@ use std::path::Path;
 use emend_core::candidate::Resolution;
 use emend_core::events::CandidateRecord;
 use emend_core::exit;
-use emend_core::served;
-use emend_loop::evolve::{Evolution, Progress, Proposal, ProposalOutcome};
+use emend_loop::evolve::{Progress, Proposal, ProposalOutcome, Setup};
 use serde_json::json;
 
 use super::{CmdResult, Failure};
@@ -68,8 +67,7 @@ pub fn test(
     let mut log = evolve::open_initialized(project, &schema)?;
     evolve::catch_stops(project)?;
     // A rollback's frozen fields stay locked for a person's change too (the schema gate stops it).
-    let frozen = served::frozen_by_rollback(&log, &schema).map_err(common::served_failure)?;
-    let search_schema = schema.with_frozen(frozen.keys());
+    let setup = Setup::new(&log, &schema, backend).map_err(common::served_failure)?;
     let live = term::Live::start("observing the served strategy", !quiet);
     let mut progress = |p: Progress| {
         if !quiet {
@@ -78,8 +76,8 @@ pub fn test(
             live.status(status);
         }
     };
-    let mut evolution = Evolution { project, schema: &search_schema, backend: backend.as_ref(), log: &mut log };
-    let outcome = evolution.propose(proposal, &mut progress).map_err(common::evolve_failure)?;
+    let outcome =
+        setup.evolution(project, &mut log).propose(proposal, &mut progress).map_err(common::evolve_failure)?;
     live.finish();
     Ok(outcome)
 }

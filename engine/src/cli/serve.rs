@@ -434,8 +434,9 @@ fn resolution_proposal(
     let proposal = change.proposal()?;
     let schema = common::schema(project)?;
     let backend = common::backend(project, &schema)?;
-    let evolution = emend_loop::evolve::Evolution { project, schema: &schema, backend: backend.as_ref(), log };
-    evolution.check_proposal(&proposal).map_err(common::evolve_failure)?;
+    // The rollback-frozen schema the proposal's test will use, so a change it would refuse is refused now.
+    let setup = emend_loop::evolve::Setup::new(&*log, &schema, backend).map_err(common::served_failure)?;
+    setup.evolution(project, log).check_proposal(&proposal).map_err(common::evolve_failure)?;
     Ok(Some(proposal))
 }
 

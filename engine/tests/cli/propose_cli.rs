@@ -125,24 +125,64 @@ fn bad_fields_categories_and_predictions_are_one_line_and_exit_2() {
     assert_eq!(code, 2, "--predict is required");
 }
 
+/// Journals an open escalation of `retrieve.top_k::increase` (its node
+/// blocked three times) and returns its key.
+fn escalate(dir: &Path) -> &'static str {
+    let key = "retrieve.top_k::increase";
+    let mut log = emend_journal::open_writer(dir.join(".emend/journal"), EngineProjector).unwrap();
+    let mut node = emend_core::hypothesis::Hypothesis::new("retrieve.top_k", emend_core::schema::Direction::Increase);
+    for _ in 0..3 {
+        node.block();
+    }
+    let evs = [
+        Event::HypothesisUpdated { node },
+        Event::Escalated { class: key.into(), round: 1, reasons: vec!["needs a larger context".into()] },
+    ];
+    log.append(evs.iter().map(Event::to_new).collect()).unwrap();
+    key
+}
+
+/// A field a rollback froze is refused in the proposal before the
+/// escalation is resolved, as `emend propose` would refuse it.
+#[test]
+fn a_resolution_proposal_of_a_frozen_field_is_refused_before_resolving() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = project(tmp.path());
+    let (code, v) = propose(&dir, &GAIN, "single-hop +3pp", &[]);
+    assert_eq!(code, 0, "{v}");
+    ok(&dir, &["rollback", "--to", "v1", "--reason", "context cost"]);
+    let key = escalate(&dir);
+    let (code, _, err) = emend(
+        &dir,
+        &[
+            "escalations",
+            "resolve",
+            key,
+            "--reason",
+            "r",
+            "--propose",
+            "retrieve.top_k=40",
+            "--predict",
+            "single-hop +1pp",
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--field retrieve.top_k") && err.contains("locked"), "{err}");
+    assert!(ok(&dir, &["escalations"]).contains("[open]"));
+    let (code, _, err) = emend(&dir, &["propose", "--field", "retrieve.top_k=40", "--predict", "single-hop +1pp"]);
+    assert_eq!(code, 2, "`emend propose` refuses it the same way: {err}");
+    assert!(!ok(&dir, &["log"]).contains("round 2"), "nothing was tested");
+    // A field the schema locks outright is refused the same way.
+    let (code, _, err) = emend(&dir, &["propose", "--field", "judge.kind=f1", "--predict", "single-hop +1pp"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.starts_with("error: --field judge.kind: the field is locked"), "{err}");
+}
+
 #[test]
 fn resolving_an_escalation_can_carry_a_proposal() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = project(tmp.path());
-    let key = "retrieve.top_k::increase";
-    {
-        let mut log = emend_journal::open_writer(dir.join(".emend/journal"), EngineProjector).unwrap();
-        let mut node =
-            emend_core::hypothesis::Hypothesis::new("retrieve.top_k", emend_core::schema::Direction::Increase);
-        for _ in 0..3 {
-            node.block();
-        }
-        let evs = [
-            Event::HypothesisUpdated { node },
-            Event::Escalated { class: key.into(), round: 1, reasons: vec!["needs a larger context".into()] },
-        ];
-        log.append(evs.iter().map(Event::to_new).collect()).unwrap();
-    }
+    let key = escalate(&dir);
     // A bad proposal is refused before the escalation is resolved.
     let (code, _, err) = emend(
         &dir,

@@ -80,13 +80,19 @@ impl Proposal {
         let mut doc = served.clone();
         let mut changes = Vec::new();
         for (path, value) in &self.fields {
-            if schema.field(path).is_none() {
+            let Some(field) = schema.field(path) else {
                 let near: Vec<&str> = schema.fields().keys().map(String::as_str).filter(|k| close(k, path)).collect();
                 let hint =
                     if near.is_empty() { String::new() } else { format!(" (did you mean {}?)", near.join(", ")) };
                 return Err(format!("--field {path}: the strategy schema declares no field {path}{hint}"));
-            }
+            };
             let from = schema::get_path(&doc, path).cloned().unwrap_or(Value::Null);
+            if !field.evolvable && from != *value {
+                return Err(format!(
+                    "--field {path}: the field is locked (not x-evolvable in the strategy schema, or frozen by a \
+                     rollback until `emend unquarantine`): the schema gate would stop the change untested"
+                ));
+            }
             schema::set_path(&mut doc, path, value.clone());
             if from != *value {
                 changes.push(Change { path: path.clone(), from, to: value.clone() });
