@@ -519,7 +519,7 @@ mod tests {
         );
     }
 
-    const DEFAULT: &str = include_str!("../../strategies/default.yaml");
+    const DEFAULT: &str = DEFAULT_STRATEGY;
 
     fn schema() -> StrategySchema {
         StrategySchema::builtin()

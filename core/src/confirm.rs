@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use crate::candidate::Resolution;
 use crate::config::GateConfig;
 use crate::config::SplitConfig;
-use crate::events::{CandidateRecord, QuestionResult};
+use crate::events::{CandidateRecord, LabeledOutcome};
 use emend_stats::{self, Gamma, Lord, LordConfig, TaskKey};
 
 /// The two parts of the task set, as id sets and sorted id lists.
@@ -37,7 +37,7 @@ impl Parts {
     /// (`<question>@<checkpoint>`): the split is drawn over the probes, and
     /// every observation of a probe goes to its probe's part (on endpoint
     /// ids, the split of old).
-    pub fn of(results: &[QuestionResult], config: &SplitConfig) -> Result<Parts, emend_stats::SplitError> {
+    pub fn of(results: &[LabeledOutcome], config: &SplitConfig) -> Result<Parts, emend_stats::SplitError> {
         let mut seen = BTreeSet::new();
         let keys: Vec<TaskKey> = results
             .iter()
@@ -80,12 +80,12 @@ impl Parts {
     }
 
     /// The results on the search part, in their order.
-    pub fn search_of(&self, results: &[QuestionResult]) -> Vec<QuestionResult> {
+    pub fn search_of(&self, results: &[LabeledOutcome]) -> Vec<LabeledOutcome> {
         results.iter().filter(|q| self.search.contains(&q.id)).cloned().collect()
     }
 
     /// The results on the confirm part, in their order.
-    pub fn confirm_of(&self, results: &[QuestionResult]) -> Vec<QuestionResult> {
+    pub fn confirm_of(&self, results: &[LabeledOutcome]) -> Vec<LabeledOutcome> {
         results.iter().filter(|q| self.confirm.contains(&q.id)).cloned().collect()
     }
 
@@ -191,8 +191,8 @@ mod tests {
     use super::*;
     use crate::candidate::sample_full;
 
-    fn result(id: &str, conv: &str, cat: &str) -> QuestionResult {
-        QuestionResult {
+    fn result(id: &str, conv: &str, cat: &str) -> LabeledOutcome {
+        LabeledOutcome {
             id: id.into(),
             category: cat.into(),
             conversation: Some(conv.into()),
@@ -210,7 +210,7 @@ mod tests {
 
     #[test]
     fn the_split_is_seeded_and_disjoint_and_auto_keeps_few_conversations_by_question() {
-        let rs: Vec<QuestionResult> =
+        let rs: Vec<LabeledOutcome> =
             (0..40).map(|i| result(&format!("q{i:02}"), &format!("c{}", i % 2), ["a", "b"][i / 20])).collect();
         let p = Parts::of(&rs, &half()).unwrap();
         assert_eq!(p.search.len() + p.confirm.len(), 40);
@@ -223,7 +223,7 @@ mod tests {
         assert_eq!(p.confirm_of(&rs).len(), 19);
         assert!((p.cost(10) - 0.25).abs() < 1e-12);
         // Forty conversations of three questions: auto splits them whole.
-        let many: Vec<QuestionResult> =
+        let many: Vec<LabeledOutcome> =
             (0..120).map(|i| result(&format!("q{i:03}"), &format!("c{}", i / 3), "a")).collect();
         let p = Parts::of(&many, &half()).unwrap();
         assert_eq!(p.design.unit, emend_stats::SplitUnit::Conversation);
@@ -249,7 +249,7 @@ mod tests {
         assert!(probes(&p.search).is_disjoint(&probes(&p.confirm)));
         assert_eq!(probes(&p.confirm).len(), 20);
         // On probe ids, the split is the one drawn over the observations' probes.
-        let endpoint: Vec<QuestionResult> =
+        let endpoint: Vec<LabeledOutcome> =
             (0..40).map(|i| result(&format!("c{}#{i}", i % 2), &format!("c{}", i % 2), ["a", "b"][i / 20])).collect();
         assert_eq!(probes(&p.confirm), Parts::of(&endpoint, &half()).unwrap().confirm);
     }

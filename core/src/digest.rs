@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::outcome::{Label, QuestionResult};
+use crate::outcome::{Label, LabeledOutcome};
 
 /// How many rounds back [`Digest::recent`] reaches (the digested round included).
 pub const RECENT_ROUNDS: u64 = 3;
@@ -135,12 +135,12 @@ pub struct Evidence<'a> {
     pub round: u64,
     /// The served version and its results on the search part.
     pub version: u64,
-    pub results: &'a [QuestionResult],
+    pub results: &'a [LabeledOutcome],
     /// The previous served version and its results (any part: only the
     /// questions `results` has are read).
-    pub previous: Option<(u64, &'a [QuestionResult])>,
+    pub previous: Option<(u64, &'a [LabeledOutcome])>,
     /// Results of older versions of the lineage, newest first (for `chronic`).
-    pub older: &'a [&'a [QuestionResult]],
+    pub older: &'a [&'a [LabeledOutcome]],
     /// The journal's candidate records, in journal order
     /// (`CandidateRecord::recent_change`).
     pub candidates: &'a [RecentChange],
@@ -165,14 +165,14 @@ pub fn digest(e: &Evidence<'_>) -> Digest {
     d
 }
 
-fn by_id(results: &[QuestionResult]) -> BTreeMap<&str, &QuestionResult> {
+fn by_id(results: &[LabeledOutcome]) -> BTreeMap<&str, &LabeledOutcome> {
     results.iter().map(|q| (q.id.as_str(), q)).collect()
 }
 
 fn labels(e: &Evidence<'_>) -> BTreeMap<String, LabelDigest> {
     let mut out: BTreeMap<Label, LabelDigest> = BTreeMap::new();
     let before = e.previous.map(|(_, r)| by_id(r));
-    let older: Vec<BTreeMap<&str, &QuestionResult>> = e.older.iter().map(|r| by_id(r)).collect();
+    let older: Vec<BTreeMap<&str, &LabeledOutcome>> = e.older.iter().map(|r| by_id(r)).collect();
     // Failed under every older version that evaluated the question (a question none evaluated counts as failed).
     let failed_before = |id: &str| older.iter().all(|o| o.get(id).is_none_or(|q| !q.correct));
     for q in e.results {
@@ -320,8 +320,8 @@ impl Digest {
 mod tests {
     use super::*;
 
-    fn q(id: &str, category: &str, label: Option<Label>) -> QuestionResult {
-        QuestionResult {
+    fn q(id: &str, category: &str, label: Option<Label>) -> LabeledOutcome {
+        LabeledOutcome {
             id: id.into(),
             category: category.into(),
             conversation: None,
@@ -335,7 +335,7 @@ mod tests {
     use Label::{KfFiltered as Kf, RetrievalGap as Rg};
 
     /// v1 -> v2 on six questions: a fixed, b new, c persists, d moves Rg -> Kf, e stays correct, f persists.
-    fn versions() -> (Vec<QuestionResult>, Vec<QuestionResult>) {
+    fn versions() -> (Vec<LabeledOutcome>, Vec<LabeledOutcome>) {
         let v1 = vec![
             q("a", "x", Some(Rg)),
             q("b", "x", None),
@@ -356,9 +356,9 @@ mod tests {
     }
 
     fn evidence<'a>(
-        results: &'a [QuestionResult],
-        previous: Option<(u64, &'a [QuestionResult])>,
-        older: &'a [&'a [QuestionResult]],
+        results: &'a [LabeledOutcome],
+        previous: Option<(u64, &'a [LabeledOutcome])>,
+        older: &'a [&'a [LabeledOutcome]],
     ) -> Evidence<'a> {
         Evidence { round: 4, version: 2, results, previous, older, candidates: &[] }
     }
@@ -406,7 +406,7 @@ mod tests {
         let (v1, v2) = versions();
         // v0 answered c, failed f: only f failed under v0, v1 and v2.
         let v0 = vec![q("c", "x", None), q("f", "y", Some(Kf)), q("d", "y", None)];
-        let older: Vec<&[QuestionResult]> = vec![&v0];
+        let older: Vec<&[LabeledOutcome]> = vec![&v0];
         let d = digest(&evidence(&v2, Some((1, &v1)), &older));
         assert_eq!((d.labels["retrieval_gap"].chronic, d.labels["kf_filtered"].chronic, d.lineage), (1, 0, 1));
         let d = digest(&evidence(&v2, Some((1, &v1)), &[]));

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use crate::candidate::Resolution;
 use crate::hypothesis::Hypothesis;
 use crate::layer_a::Diagnosis;
-pub use crate::outcome::{EvalSummary, QuestionResult};
+pub use crate::outcome::{EvalSummary, LabeledOutcome};
 use crate::planner::DimensionEffect;
 
 mod records;
@@ -89,7 +89,7 @@ pub enum Event {
         dataset_hash: String,
         summary: EvalSummary,
         diagnosis: Diagnosis,
-        questions: Vec<QuestionResult>,
+        questions: Vec<LabeledOutcome>,
         /// Under longitudinal replay, the lifecycle schedule the evaluation ran
         /// (append-only, no maintenance, no query side effects, the recency clock).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -427,7 +427,7 @@ fn project_question_history(
     strategy_hash: &str,
     harness_hash: &str,
     dataset_hash: &str,
-    questions: &[QuestionResult],
+    questions: &[LabeledOutcome],
 ) {
     for q in questions {
         state.put(

@@ -372,7 +372,7 @@ mod tests {
     use serde_json::json;
 
     fn served() -> Value {
-        crate::artifact::parse_yaml(include_str!("../../strategies/default.yaml")).unwrap()
+        crate::artifact::parse_yaml(crate::artifact::DEFAULT_STRATEGY).unwrap()
     }
 
     fn gates_for(

@@ -16,10 +16,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use crate::outcome::Label;
-use crate::outcome::{OutcomeRecord, QuestionResult};
+use crate::outcome::{BackendOutcome, LabeledOutcome};
 
 /// The label of one outcome; `None` for a correct answer.
-pub fn label(o: &OutcomeRecord) -> Option<Label> {
+pub fn label(o: &BackendOutcome) -> Option<Label> {
     if o.correct {
         return None;
     }
@@ -61,7 +61,7 @@ pub fn label(o: &OutcomeRecord) -> Option<Label> {
 /// even when another gold turn was never stored, retrieved or packed. The
 /// labels it returns are `ingestion_gap`, `retrieval_gap`,
 /// `generation_or_lossy_ingestion`, `unresolved_evidence` and `no_trace`.
-pub fn seed_order_label(o: &OutcomeRecord) -> Option<&'static str> {
+pub fn seed_order_label(o: &BackendOutcome) -> Option<&'static str> {
     let emend = label(o)?;
     let Some(trace) = o.evidence_trace.as_ref().filter(|t| !t.is_empty()) else {
         return Some(emend.as_str());
@@ -83,7 +83,7 @@ pub fn same_stage(emend: &str, seed: &str) -> bool {
 
 /// emend's label against seed 002's order ([`seed_order_label`]) for every
 /// failure: (emend label, seed label) -> count, in label order.
-pub fn order_table(outcomes: &[OutcomeRecord]) -> BTreeMap<(String, String), usize> {
+pub fn order_table(outcomes: &[BackendOutcome]) -> BTreeMap<(String, String), usize> {
     let mut t = BTreeMap::new();
     for o in outcomes {
         if let (Some(e), Some(s)) = (label(o), seed_order_label(o)) {
@@ -104,7 +104,7 @@ pub const FULL_COVERAGE: &str = "full_coverage";
 /// answering step failed). `None` for any other label or without the trace's
 /// `answer_coverage` (no gold answer, or an external system that does not
 /// report it).
-pub fn split(o: &OutcomeRecord) -> Option<&'static str> {
+pub fn split(o: &BackendOutcome) -> Option<&'static str> {
     if label(o) != Some(Label::GenerationError) {
         return None;
     }
@@ -138,7 +138,7 @@ impl Diagnosis {
 /// The diagnosis of recorded results: label counts overall and by category,
 /// example ids (the first `examples` per label, in result order) and the
 /// classifier's splits. The loop and `emend diagnose` both build it here.
-pub fn diagnose(results: &[QuestionResult], examples: usize) -> Diagnosis {
+pub fn diagnose(results: &[LabeledOutcome], examples: usize) -> Diagnosis {
     let mut d = Diagnosis { n: results.len(), ..Diagnosis::default() };
     for q in results {
         let Some(l) = q.label.map(|l| l.as_str().to_string()) else { continue };
@@ -179,8 +179,8 @@ pub struct Shift {
 
 /// The [`Shift`] from `from` to `to`, paired by question id (a question
 /// only one of them answered is left out of every count).
-pub fn shift(from: &[QuestionResult], to: &[QuestionResult]) -> Shift {
-    let after: BTreeMap<&str, &QuestionResult> = to.iter().map(|q| (q.id.as_str(), q)).collect();
+pub fn shift(from: &[LabeledOutcome], to: &[LabeledOutcome]) -> Shift {
+    let after: BTreeMap<&str, &LabeledOutcome> = to.iter().map(|q| (q.id.as_str(), q)).collect();
     let mut s = Shift::default();
     let mut counts: BTreeMap<Label, (usize, usize)> = BTreeMap::new();
     for a in from {
@@ -221,8 +221,8 @@ mod tests {
         }
     }
 
-    fn outcome(correct: bool, trace: Option<Vec<EvidenceStep>>) -> OutcomeRecord {
-        OutcomeRecord {
+    fn outcome(correct: bool, trace: Option<Vec<EvidenceStep>>) -> BackendOutcome {
+        BackendOutcome {
             id: "c#0".into(),
             conversation: Some("c".into()),
             category: "single-hop".into(),
@@ -296,7 +296,7 @@ mod tests {
             assert_eq!(Label::parse(l.as_str()), Some(l));
         }
         // A result recorded before partial ingestion and the split existed.
-        let old: crate::outcome::QuestionResult = serde_json::from_str(
+        let old: crate::outcome::LabeledOutcome = serde_json::from_str(
             r#"{"id": "c#1", "category": "temporal", "conversation": "c", "correct": false, "label": "ingestion_gap", "tokens": 12.0}"#,
         )
         .unwrap();
@@ -401,7 +401,7 @@ mod tests {
 
     #[test]
     fn a_shift_pairs_questions_and_counts_what_became_of_each() {
-        let q = |id: &str, label: Option<Label>| QuestionResult {
+        let q = |id: &str, label: Option<Label>| LabeledOutcome {
             id: id.into(),
             category: "c".into(),
             conversation: None,

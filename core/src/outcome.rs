@@ -23,7 +23,7 @@ pub struct EvidenceStep {
 
 /// One outcome record. Unknown fields are kept out of the engine's way.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct OutcomeRecord {
+pub struct BackendOutcome {
     pub id: String,
     #[serde(default)]
     pub conversation: Option<String>,
@@ -63,11 +63,11 @@ pub struct OutcomeRecord {
     pub context_ids: Vec<String>,
 }
 
-impl OutcomeRecord {
+impl BackendOutcome {
     /// A record of `id` in `category` with no conversation and no trace: the
     /// least an external harness may write.
-    pub fn new(id: &str, category: &str, correct: bool) -> OutcomeRecord {
-        OutcomeRecord {
+    pub fn new(id: &str, category: &str, correct: bool) -> BackendOutcome {
+        BackendOutcome {
             id: id.to_string(),
             conversation: None,
             category: category.to_string(),
@@ -90,9 +90,9 @@ impl OutcomeRecord {
 
 /// The built-in harness's outcome as the engine's record: the same fields
 /// `emend eval --outcomes` writes, without a trip through JSON.
-impl From<&emend_harness::Outcome> for OutcomeRecord {
-    fn from(o: &emend_harness::Outcome) -> OutcomeRecord {
-        OutcomeRecord {
+impl From<&emend_harness::PipelineOutcome> for BackendOutcome {
+    fn from(o: &emend_harness::PipelineOutcome) -> BackendOutcome {
+        BackendOutcome {
             id: o.id.clone(),
             conversation: Some(o.conversation.clone()),
             category: o.category.clone(),
@@ -134,14 +134,14 @@ fn category_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::
 /// An evaluation as the engine sees it: outcome records sorted by id.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Evaluation {
-    pub outcomes: Vec<OutcomeRecord>,
+    pub outcomes: Vec<BackendOutcome>,
     /// The Layer A classifier's split of generation errors by question id
     /// (`full_coverage` or `source_only`), when `roles.classifier` is configured.
     pub splits: std::collections::BTreeMap<String, String>,
 }
 
 impl Evaluation {
-    pub fn new(mut outcomes: Vec<OutcomeRecord>) -> Evaluation {
+    pub fn new(mut outcomes: Vec<BackendOutcome>) -> Evaluation {
         outcomes.sort_by(|a, b| a.id.cmp(&b.id));
         Evaluation { outcomes, splits: Default::default() }
     }
@@ -250,7 +250,7 @@ impl fmt::Display for Label {
 
 /// One question's result in a recorded evaluation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct QuestionResult {
+pub struct LabeledOutcome {
     pub id: String,
     pub category: String,
     #[serde(default)]
@@ -303,9 +303,9 @@ mod tests {
         bare["answer"] = json!(null);
         bare.as_object_mut().unwrap().remove("error");
         for v in [full, bare] {
-            let o: emend_harness::Outcome = serde_json::from_value(v).unwrap();
-            let via_json: OutcomeRecord = serde_json::from_value(serde_json::to_value(&o).unwrap()).unwrap();
-            assert_eq!(OutcomeRecord::from(&o), via_json);
+            let o: emend_harness::PipelineOutcome = serde_json::from_value(v).unwrap();
+            let via_json: BackendOutcome = serde_json::from_value(serde_json::to_value(&o).unwrap()).unwrap();
+            assert_eq!(BackendOutcome::from(&o), via_json);
         }
     }
 }

@@ -394,7 +394,7 @@ mod tests {
     use super::*;
 
     fn served() -> Value {
-        crate::artifact::parse_yaml(include_str!("../../strategies/default.yaml")).unwrap()
+        crate::artifact::parse_yaml(crate::artifact::DEFAULT_STRATEGY).unwrap()
     }
 
     fn diagnosis(counts: &[(&str, usize)]) -> Diagnosis {

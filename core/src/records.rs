@@ -1,19 +1,19 @@
-//! The recorded form of an evaluation: one [`QuestionResult`] per question
+//! The recorded form of an evaluation: one [`LabeledOutcome`] per question
 //! (with its Layer A label), the [`EvalSummary`] and the `Evaluated` event.
 //! The loop, `emend diagnose` and the read commands all summarize and
 //! diagnose through these functions, so they cannot count differently.
 
 use std::collections::BTreeMap;
 
-use crate::events::{EvalSummary, Event, QuestionResult};
+use crate::events::{EvalSummary, Event, LabeledOutcome};
 use crate::layer_a;
 use crate::outcome::Evaluation;
 
 /// Per-question results of an evaluation, with Layer A labels.
-pub fn question_results(eval: &Evaluation) -> Vec<QuestionResult> {
+pub fn question_results(eval: &Evaluation) -> Vec<LabeledOutcome> {
     eval.outcomes
         .iter()
-        .map(|o| QuestionResult {
+        .map(|o| LabeledOutcome {
             id: o.id.clone(),
             category: o.category.clone(),
             conversation: o.conversation.clone(),
@@ -26,7 +26,7 @@ pub fn question_results(eval: &Evaluation) -> Vec<QuestionResult> {
 }
 
 /// Accuracy overall and per category, and the mean context size when every question reports it.
-pub fn summarize(results: &[QuestionResult]) -> EvalSummary {
+pub fn summarize(results: &[LabeledOutcome]) -> EvalSummary {
     let n = results.len();
     let correct = results.iter().filter(|q| q.correct).count();
     let mut per_category: BTreeMap<String, (usize, usize)> = BTreeMap::new();
@@ -47,8 +47,8 @@ pub fn summarize(results: &[QuestionResult]) -> EvalSummary {
 }
 
 /// The paired statistics' view of a recorded result (the crate boundary of `stats`).
-impl From<&QuestionResult> for emend_stats::Outcome {
-    fn from(q: &QuestionResult) -> Self {
+impl From<&LabeledOutcome> for emend_stats::Outcome {
+    fn from(q: &LabeledOutcome) -> Self {
         emend_stats::Outcome {
             id: q.id.clone(),
             conversation: q.conversation.clone(),
@@ -59,7 +59,7 @@ impl From<&QuestionResult> for emend_stats::Outcome {
 }
 
 /// The Evaluated event of a full evaluation.
-pub fn evaluated_event(hash: &str, harness: &str, dataset: &str, results: &[QuestionResult]) -> Event {
+pub fn evaluated_event(hash: &str, harness: &str, dataset: &str, results: &[LabeledOutcome]) -> Event {
     Event::Evaluated {
         strategy_hash: hash.to_string(),
         harness_hash: harness.to_string(),
@@ -75,8 +75,8 @@ pub fn evaluated_event(hash: &str, harness: &str, dataset: &str, results: &[Ques
 mod tests {
     use super::*;
 
-    fn q(id: &str, cat: &str, correct: bool, tokens: Option<f64>) -> QuestionResult {
-        QuestionResult {
+    fn q(id: &str, cat: &str, correct: bool, tokens: Option<f64>) -> LabeledOutcome {
+        LabeledOutcome {
             id: id.into(),
             category: cat.into(),
             conversation: None,

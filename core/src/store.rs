@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::candidate::Resolution;
 use crate::events::{CandidateRecord, SearchRecord, SplitRecord, T_LAYER_A, T_SEARCHES};
 use crate::events::{
-    EvalSummary, QuestionResult, T_CANDIDATES, T_EFFECTS, T_ESCALATIONS, T_EVALUATIONS, T_POINTERS, T_ROUNDS,
+    EvalSummary, LabeledOutcome, T_CANDIDATES, T_EFFECTS, T_ESCALATIONS, T_EVALUATIONS, T_POINTERS, T_ROUNDS,
     T_STRATEGIES, T_TREE, evaluation_key, hash_key, version_key,
 };
 use crate::hypothesis::Hypothesis;
@@ -85,7 +85,7 @@ pub struct VersionInfo {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Recorded {
     pub summary: EvalSummary,
-    pub questions: Vec<QuestionResult>,
+    pub questions: Vec<LabeledOutcome>,
 }
 
 /// Typed reads over any event log.

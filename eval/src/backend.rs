@@ -170,10 +170,10 @@ impl BackendError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use emend_core::outcome::OutcomeRecord;
+    use emend_core::outcome::BackendOutcome;
 
-    fn outcome(id: &str, error: Option<&str>) -> OutcomeRecord {
-        let mut o: OutcomeRecord = serde_json::from_value(serde_json::json!({
+    fn outcome(id: &str, error: Option<&str>) -> BackendOutcome {
+        let mut o: BackendOutcome = serde_json::from_value(serde_json::json!({
             "id": id, "conversation": "c", "category": "single-hop", "correct": false
         }))
         .expect("a minimal outcome record");

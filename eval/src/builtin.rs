@@ -11,7 +11,7 @@ use crate::llm::{Models, Role};
 use emend_core::artifact::{Artifact, sha256_hex};
 use emend_core::config::Project;
 use emend_core::layer_a::{self, Label};
-use emend_core::outcome::{Evaluation, OutcomeRecord};
+use emend_core::outcome::{BackendOutcome, Evaluation};
 use emend_core::setup::{SetupError, load_tasks_limited, with_minilm, with_stage_cache};
 
 /// The built-in memory QA harness.
@@ -261,7 +261,7 @@ impl Backend for BuiltinBackend {
             None => self.evaluator.evaluate(strategy),
             Some(ids) => self.evaluator.evaluate_subset(strategy, ids),
         }?;
-        let outcomes = eval.outcomes.iter().map(OutcomeRecord::from).collect();
+        let outcomes = eval.outcomes.iter().map(BackendOutcome::from).collect();
         let mut eval = Evaluation::new(outcomes);
         if subset.is_none() {
             self.classify(&mut eval);

@@ -36,7 +36,7 @@ use crate::backend::{
 };
 use emend_core::artifact::{self, Artifact};
 use emend_core::config::{CommandHarness, Project};
-use emend_core::outcome::{Evaluation, OutcomeRecord};
+use emend_core::outcome::{BackendOutcome, Evaluation};
 use emend_core::schema::{self, Dialect, StrategySchema};
 use emend_core::setup::SetupError;
 
@@ -261,7 +261,7 @@ impl CommandBackend {
         }
     }
 
-    fn run(&self, artifact: &Artifact, positions: &[usize]) -> Result<Vec<OutcomeRecord>, BackendError> {
+    fn run(&self, artifact: &Artifact, positions: &[usize]) -> Result<Vec<BackendOutcome>, BackendError> {
         if positions.is_empty() {
             return Ok(Vec::new());
         }
@@ -362,7 +362,7 @@ impl CommandBackend {
         tasks: &Path,
         attempt: u32,
         cancel: &AtomicBool,
-    ) -> Result<Vec<OutcomeRecord>, Attempt> {
+    ) -> Result<Vec<BackendOutcome>, Attempt> {
         // Each attempt gets its own directory, so a retry never reads what a
         // killed first attempt (or a process it left behind) wrote.
         let adir = job.dir.join(format!("shard-{}-attempt-{attempt}", job.index));
@@ -490,7 +490,7 @@ struct ShardJob<'a> {
     strategy: &'a Path,
 }
 
-type ShardResult = Result<Vec<OutcomeRecord>, ShardError>;
+type ShardResult = Result<Vec<BackendOutcome>, ShardError>;
 
 enum ShardError {
     Failed(ShardFailed),
@@ -714,7 +714,7 @@ mod tests {
         // The protocol pins the shape `emend eval` writes: a built-in outcome must validate.
         let dataset = std::sync::Arc::new(emend_harness::Dataset::builtin());
         let evaluator = emend_harness::Evaluator::new(dataset, emend_harness::HarnessSettings::default()).unwrap();
-        let default = include_str!("../../strategies/default.yaml");
+        let default = emend_core::artifact::DEFAULT_STRATEGY;
         let a = artifact::from_yaml("default.yaml", default, &StrategySchema::builtin()).unwrap();
         let eval = evaluator.evaluate(a.typed().unwrap()).unwrap();
         let v = outcome_validator();
@@ -722,7 +722,7 @@ mod tests {
             let doc = serde_json::to_value(o).unwrap();
             let errors: Vec<String> = v.iter_errors(&doc).map(|e| e.to_string()).collect();
             assert!(errors.is_empty(), "{}: {errors:?}", o.id);
-            serde_json::from_value::<OutcomeRecord>(doc).unwrap();
+            serde_json::from_value::<BackendOutcome>(doc).unwrap();
         }
     }
 }

@@ -7,11 +7,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::backend::{Backend, BackendError};
 use emend_core::artifact::{self, Artifact};
-use emend_core::outcome::{Evaluation, OutcomeRecord};
+use emend_core::outcome::{BackendOutcome, Evaluation};
 
 /// What a [`FakeBackend`] answers an evaluation of `artifact` on the
 /// questions `ids` (the subset asked, else every question, in order).
-pub type Answer = dyn Fn(&Artifact, &[String]) -> Result<Vec<OutcomeRecord>, BackendError> + Send + Sync;
+pub type Answer = dyn Fn(&Artifact, &[String]) -> Result<Vec<BackendOutcome>, BackendError> + Send + Sync;
 
 /// A scripted backend. Its harness hash is the SHA-256 of its harness name
 /// (so two names are two harnesses) and its dataset hash that of its
@@ -27,7 +27,7 @@ impl FakeBackend {
     /// `questions` as `(id, category)`, answered by `answer`.
     pub fn new(
         questions: Vec<(String, String)>,
-        answer: impl Fn(&Artifact, &[String]) -> Result<Vec<OutcomeRecord>, BackendError> + Send + Sync + 'static,
+        answer: impl Fn(&Artifact, &[String]) -> Result<Vec<BackendOutcome>, BackendError> + Send + Sync + 'static,
     ) -> FakeBackend {
         FakeBackend { harness: "fake".into(), questions, answer: Box::new(answer), calls: AtomicUsize::new(0) }
     }
@@ -77,10 +77,10 @@ mod tests {
     fn answers_the_subset_asked_and_counts_its_calls() {
         let questions = (0..3).map(|i| (format!("q{i}"), "c".to_string())).collect();
         let backend = FakeBackend::new(questions, |_, ids| {
-            Ok(ids.iter().map(|id| OutcomeRecord::new(id, "c", id == "q1")).collect())
+            Ok(ids.iter().map(|id| BackendOutcome::new(id, "c", id == "q1")).collect())
         });
         let schema = StrategySchema::builtin();
-        let a = artifact::from_yaml("s", include_str!("../../strategies/default.yaml"), &schema).unwrap();
+        let a = artifact::from_yaml("s", emend_core::artifact::DEFAULT_STRATEGY, &schema).unwrap();
         assert_eq!(backend.evaluate(&a, None).unwrap().outcomes.len(), 3);
         let one = backend.evaluate(&a, Some(&["q1".to_string()])).unwrap();
         assert_eq!((one.outcomes.len(), one.outcomes[0].correct), (1, true));

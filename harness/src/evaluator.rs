@@ -1,5 +1,5 @@
 //! The evaluator: runs a strategy through the pipeline on a task set and
-//! returns one [`Outcome`] per question, with a stage cache in between.
+//! returns one [`PipelineOutcome`] per question, with a stage cache in between.
 //!
 //! Stage outputs are cached in memory by the SHA-256 of (the previous stage's
 //! key, the strategy fields the stage reads): ingest and index per
@@ -33,7 +33,7 @@ use crate::index::{self, Index};
 use crate::ingest::{self, ExtractError, Extractor, IngestStats, Memory};
 use crate::judge::{EvidenceJudge, F1Judge, Judge, JudgeCase, JudgeError, TemporalJudge, Verdict};
 use crate::minilm::{EmbedError, MiniLm};
-use crate::outcome::{AnswerCoverage, EvidenceTrace, Outcome, RetrievedItem, Summary};
+use crate::outcome::{AnswerCoverage, EvidenceTrace, PipelineOutcome, RetrievedItem, Summary};
 use crate::replay::{self, CheckpointSummary, Observed, Protocol};
 use crate::retrieve::{Retrieval, retrieve};
 use crate::strategy::{DenseKind, IngestUnit, JudgeKind, Strategy};
@@ -161,16 +161,16 @@ fn is_zero(n: &u32) -> bool {
 
 /// The result of one evaluation.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Evaluation {
+pub struct PipelineEvaluation {
     /// Sorted by conversation id, then by index in the conversation's qa list.
-    pub outcomes: Vec<Outcome>,
+    pub outcomes: Vec<PipelineOutcome>,
     pub summary: Summary,
     /// Cache hits and misses of this evaluation alone.
     pub cache: CacheStats,
     pub memory: MemoryStats,
 }
 
-impl Evaluation {
+impl PipelineEvaluation {
     /// Under replay, the results per checkpoint (see [`crate::replay`]); empty
     /// under endpoint evaluation.
     pub fn checkpoints(&self) -> Vec<CheckpointSummary> {
@@ -441,13 +441,13 @@ impl Evaluator {
     }
 
     /// Evaluates the strategy on every selected question.
-    pub fn evaluate(&self, strategy: &Strategy) -> Result<Evaluation, EvalError> {
+    pub fn evaluate(&self, strategy: &Strategy) -> Result<PipelineEvaluation, EvalError> {
         self.run(strategy, &self.selected)
     }
 
     /// Evaluates the strategy on some questions (ids as in outcomes; any
     /// question of the dataset, selected or not). Outcomes keep the usual order.
-    pub fn evaluate_subset(&self, strategy: &Strategy, ids: &[String]) -> Result<Evaluation, EvalError> {
+    pub fn evaluate_subset(&self, strategy: &Strategy, ids: &[String]) -> Result<PipelineEvaluation, EvalError> {
         let mut qs = Vec::with_capacity(ids.len());
         for id in ids {
             qs.push(*self.by_id.get(id).ok_or_else(|| EvalError::UnknownQuestion(id.clone()))?);

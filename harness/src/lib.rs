@@ -7,7 +7,7 @@
 //! (BM25 and hashed trigram vectors), [`retrieve`] (channels, fusion, intent,
 //! rerank), [`assemble`] (the token-budgeted context), [`answer`] (extractive,
 //! or a model behind a trait) and [`judge`]. [`evaluator`] runs it with a stage
-//! cache and produces [`outcome::Outcome`] traces. [`dataset`] loads LoCoMo
+//! cache and produces [`outcome::PipelineOutcome`] traces. [`dataset`] loads LoCoMo
 //! JSON and embeds the default dataset, `data/synthetic-locomo.json`, which the
 //! `gen_synthetic` example (a dev tool, not part of this library) generates.
 //! [`collision`] is the entity-collision protocol: generated tasks where BM25
@@ -40,8 +40,8 @@ pub const HARNESS_VERSION: &str = "emend-harness/2";
 
 pub use dataset::{Category, Dataset, DatasetError, Selection, load_path, load_str};
 pub use evaluator::{
-    CacheStats, DEFAULT_BUDGET_CEILING, EvalError, Evaluation, Evaluator, HarnessSettings, harness_hash,
+    CacheStats, DEFAULT_BUDGET_CEILING, EvalError, Evaluator, HarnessSettings, PipelineEvaluation, harness_hash,
 };
-pub use outcome::{CategoryScore, EvidenceTrace, Outcome, RetrievedItem, Summary};
+pub use outcome::{CategoryScore, EvidenceTrace, PipelineOutcome, RetrievedItem, Summary};
 pub use replay::Protocol;
 pub use strategy::Strategy;

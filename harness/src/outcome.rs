@@ -1,4 +1,4 @@
-//! The diagnostic trace: one [`Outcome`] per question (a JSONL record of
+//! The diagnostic trace: one [`PipelineOutcome`] per question (a JSONL record of
 //! `emend eval --outcomes`, and the format external harnesses write), and the
 //! [`Summary`] computed from a set of them.
 //!
@@ -48,7 +48,7 @@ pub struct EvidenceTrace {
 
 /// The record of one question.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Outcome {
+pub struct PipelineOutcome {
     /// `<sample_id>#<index in qa>`.
     pub id: String,
     pub conversation: String,
@@ -194,7 +194,7 @@ pub struct Summary {
     pub unresolved_evidence_ids: usize,
     /// Questions with no resolvable evidence at all (always wrong under the evidence judge).
     pub without_evidence: usize,
-    /// Questions whose model calls failed (see [`Outcome::error`]).
+    /// Questions whose model calls failed (see [`PipelineOutcome::error`]).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub errors: usize,
 }
@@ -204,7 +204,7 @@ fn is_zero(n: &usize) -> bool {
 }
 
 impl Summary {
-    pub fn from_outcomes(outcomes: &[Outcome]) -> Summary {
+    pub fn from_outcomes(outcomes: &[PipelineOutcome]) -> Summary {
         let n = outcomes.len();
         let correct = outcomes.iter().filter(|o| o.correct).count();
         let mut cats: BTreeMap<String, (usize, usize)> = BTreeMap::new();
@@ -230,7 +230,7 @@ impl Summary {
 }
 
 /// Writes outcomes as JSONL, one record a line.
-pub fn to_jsonl(outcomes: &[Outcome]) -> String {
+pub fn to_jsonl(outcomes: &[PipelineOutcome]) -> String {
     let mut s = String::new();
     for o in outcomes {
         s.push_str(&serde_json::to_string(o).expect("an outcome serializes"));

@@ -14,7 +14,7 @@ mod common;
 use std::sync::Arc;
 
 use common::{builtin_evaluator, default_strategy, repo_file, with};
-use emend_harness::{Evaluator, HarnessSettings, Outcome, Strategy};
+use emend_harness::{Evaluator, HarnessSettings, PipelineOutcome, Strategy};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
@@ -44,7 +44,7 @@ fn strategies() -> Vec<(&'static str, Strategy)> {
     ]
 }
 
-fn digest(outcomes: &[Outcome], keep_answer: bool) -> String {
+fn digest(outcomes: &[PipelineOutcome], keep_answer: bool) -> String {
     let mut h = Sha256::new();
     for o in outcomes {
         let mut o = o.clone();

@@ -10,7 +10,7 @@ use common::*;
 use emend_harness::judge::{EvidenceJudge, Judge, JudgeCase, TemporalJudge, superseded_evidence};
 use emend_harness::replay::{self, Protocol};
 use emend_harness::strategy::{Consolidate, JudgeKind};
-use emend_harness::{Dataset, Evaluation, Evaluator, HarnessSettings, Outcome, Strategy};
+use emend_harness::{Dataset, Evaluator, HarnessSettings, PipelineEvaluation, PipelineOutcome, Strategy};
 
 fn settings(protocol: Protocol, judge: Option<JudgeKind>) -> HarnessSettings {
     HarnessSettings { protocol, judge, ..HarnessSettings::default() }
@@ -52,11 +52,11 @@ fn retold() -> Arc<Dataset> {
     Arc::new(emend_harness::load_str("retold.json", json).unwrap())
 }
 
-fn run(d: &Arc<Dataset>, s: HarnessSettings, strategy: &Strategy) -> Evaluation {
+fn run(d: &Arc<Dataset>, s: HarnessSettings, strategy: &Strategy) -> PipelineEvaluation {
     Evaluator::new(d.clone(), s).unwrap().evaluate(strategy).unwrap()
 }
 
-fn by_id(e: &Evaluation) -> BTreeMap<&str, &Outcome> {
+fn by_id(e: &PipelineEvaluation) -> BTreeMap<&str, &PipelineOutcome> {
     e.outcomes.iter().map(|o| (o.id.as_str(), o)).collect()
 }
 
@@ -194,7 +194,7 @@ fn endpoint_equals_the_final_checkpoint_with_consolidation_on() {
             let s = consolidating(t);
             let endpoint = run(&d, settings(Protocol::Endpoint, judge), &s);
             let replayed = run(&d, replay1(judge), &s);
-            let mut last: BTreeMap<String, Outcome> = BTreeMap::new();
+            let mut last: BTreeMap<String, PipelineOutcome> = BTreeMap::new();
             for o in &replayed.outcomes {
                 let mut o = o.clone();
                 o.id = replay::probe_of(&o.id).to_string();
@@ -203,7 +203,7 @@ fn endpoint_equals_the_final_checkpoint_with_consolidation_on() {
             }
             let mut ends = endpoint.outcomes.clone();
             ends.sort_by(|a, b| a.id.cmp(&b.id));
-            let last: Vec<Outcome> = last.into_values().collect();
+            let last: Vec<PipelineOutcome> = last.into_values().collect();
             assert_eq!(jsonl(&last), jsonl(&ends), "{name} at {t}");
             assert_eq!(replayed.memory, endpoint.memory, "{name} at {t}");
             assert_eq!(replayed.final_accuracy(), Some(endpoint.summary.accuracy), "{name} at {t}");

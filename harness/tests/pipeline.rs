@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use common::*;
 use emend_harness::strategy::{IngestUnit, JudgeKind};
-use emend_harness::{EvalError, HarnessSettings, Outcome, Strategy};
+use emend_harness::{EvalError, HarnessSettings, PipelineOutcome, Strategy};
 use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
 
@@ -86,7 +86,7 @@ fn subsets_match_the_full_evaluation() {
     let ids: Vec<String> = full.outcomes.iter().step_by(7).rev().map(|o| o.id.clone()).collect();
     let sub = ev.evaluate_subset(&s, &ids).unwrap();
     assert_eq!(sub.outcomes.len(), ids.len());
-    let expected: Vec<Outcome> = full.outcomes.iter().step_by(7).cloned().collect();
+    let expected: Vec<PipelineOutcome> = full.outcomes.iter().step_by(7).cloned().collect();
     assert_eq!(jsonl(&sub.outcomes), jsonl(&expected));
     let fresh = builtin_evaluator(HarnessSettings::default()).evaluate_subset(&s, &ids).unwrap();
     assert_eq!(jsonl(&fresh.outcomes), jsonl(&expected));
@@ -164,7 +164,7 @@ fn the_f1_judge_scores_answers() {
 fn outcomes_round_trip_through_json() {
     let e = builtin_evaluator(one_conversation()).evaluate(&default_strategy()).unwrap();
     for line in jsonl(&e.outcomes).lines() {
-        let o: Outcome = serde_json::from_str(line).unwrap();
+        let o: PipelineOutcome = serde_json::from_str(line).unwrap();
         assert_eq!(serde_json::to_string(&o).unwrap(), line);
     }
     let v: serde_json::Value = serde_json::from_str(jsonl(&e.outcomes).lines().next().unwrap()).unwrap();
@@ -190,7 +190,7 @@ fn outcomes_round_trip_through_json() {
 }
 
 /// Invariants every trace must satisfy, whatever the strategy.
-fn check_invariants(s: &Strategy, outcomes: &[Outcome]) {
+fn check_invariants(s: &Strategy, outcomes: &[PipelineOutcome]) {
     let budget = s.assemble.token_budget.min(s.assemble.token_budget_ceiling).min(2000);
     for o in outcomes {
         assert_eq!(o.evidence_trace.iter().map(|t| t.turn.as_str()).collect::<Vec<_>>(), o.evidence, "{}", o.id);
@@ -385,7 +385,7 @@ fn answer_coverage_equals_its_reference() {
     let (mut compared, mut kept_some, mut lost_some) = (0, 0, 0);
     for s in &strategies {
         let ev = builtin_evaluator(HarnessSettings::default());
-        let by_id: std::collections::HashMap<String, Outcome> =
+        let by_id: std::collections::HashMap<String, PipelineOutcome> =
             ev.evaluate(s).unwrap().outcomes.into_iter().map(|o| (o.id.clone(), o)).collect();
         for sample in dataset.samples() {
             let memory = emend_harness::ingest::ingest(sample, &s.ingest, None).unwrap();

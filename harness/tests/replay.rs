@@ -8,15 +8,15 @@ use std::sync::Arc;
 
 use common::*;
 use emend_harness::replay::{self, Protocol};
-use emend_harness::{Dataset, Evaluator, HarnessSettings, Outcome, Strategy};
+use emend_harness::{Dataset, Evaluator, HarnessSettings, PipelineOutcome, Strategy};
 
 fn replay_settings(every: u32) -> HarnessSettings {
     HarnessSettings { protocol: Protocol::Replay { every_sessions: every }, ..HarnessSettings::default() }
 }
 
 /// Outcomes of the last observation of each probe, with the question's own id.
-fn last_observations(outcomes: &[Outcome]) -> Vec<Outcome> {
-    let mut last: BTreeMap<String, Outcome> = BTreeMap::new();
+fn last_observations(outcomes: &[PipelineOutcome]) -> Vec<PipelineOutcome> {
+    let mut last: BTreeMap<String, PipelineOutcome> = BTreeMap::new();
     for o in outcomes {
         let probe = replay::probe_of(&o.id).to_string();
         let mut o = o.clone();
@@ -27,7 +27,7 @@ fn last_observations(outcomes: &[Outcome]) -> Vec<Outcome> {
     last.into_values().collect()
 }
 
-fn sorted(mut v: Vec<Outcome>) -> Vec<Outcome> {
+fn sorted(mut v: Vec<PipelineOutcome>) -> Vec<PipelineOutcome> {
     v.sort_by(|a, b| a.id.cmp(&b.id));
     v
 }
@@ -44,7 +44,7 @@ fn check_final_equals_endpoint(dataset: Arc<Dataset>, strategy: &Strategy, every
     (cps.len(), replayed.final_accuracy().unwrap())
 }
 
-fn check_probe_counts_never_fall(e: &emend_harness::Evaluation) {
+fn check_probe_counts_never_fall(e: &emend_harness::PipelineEvaluation) {
     let cps = e.checkpoints();
     assert!(!cps.is_empty());
     for w in cps.windows(2) {

@@ -68,7 +68,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use emend_core::artifact::{self, Artifact};
-use emend_core::outcome::{Evaluation, OutcomeRecord};
+use emend_core::outcome::{BackendOutcome, Evaluation};
 use emend_core::schema::StrategySchema;
 use emend_eval::backend::{Backend, BackendError};
 use emend_stats::TestUnit;
@@ -255,12 +255,12 @@ pub enum AuditError {
 
 /// The context of an outcome as the audit compares it: size, gold turns in
 /// it, and its items in order.
-fn context_of(o: &OutcomeRecord) -> (Option<f64>, Option<Vec<bool>>, &[String]) {
+fn context_of(o: &BackendOutcome) -> (Option<f64>, Option<Vec<bool>>, &[String]) {
     (o.context_tokens, o.evidence_trace.as_ref().map(|t| t.iter().map(|s| s.in_context).collect()), &o.context_ids)
 }
 
 /// Which memory was retrieved, and which items the context holds (as a set).
-fn selection_of(o: &OutcomeRecord) -> (Option<Vec<bool>>, std::collections::BTreeSet<&str>) {
+fn selection_of(o: &BackendOutcome) -> (Option<Vec<bool>>, std::collections::BTreeSet<&str>) {
     (
         o.evidence_trace.as_ref().map(|t| t.iter().map(|s| s.retrieved).collect()),
         o.context_ids.iter().map(String::as_str).collect(),
@@ -276,7 +276,7 @@ fn compare(
     other: &Evaluation,
     changes: Vec<String>,
 ) -> (Contrast, Trace) {
-    let by_id: BTreeMap<&str, &OutcomeRecord> = other.outcomes.iter().map(|o| (o.id.as_str(), o)).collect();
+    let by_id: BTreeMap<&str, &BackendOutcome> = other.outcomes.iter().map(|o| (o.id.as_str(), o)).collect();
     let p = paired::paired(served, other);
     let mut c = contrast_of(changes, &p);
     let mut t = Trace { questions: served.outcomes.len(), ..Trace::default() };
@@ -539,7 +539,7 @@ pub fn skippable_fields(audits: &[MechanismAudit]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use emend_core::outcome::{EvidenceStep, OutcomeRecord};
+    use emend_core::outcome::{BackendOutcome, EvidenceStep};
     use emend_core::schema::set_path;
     use emend_eval::fake::FakeBackend;
     use emend_stats;
@@ -574,7 +574,7 @@ mod tests {
         FakeBackend::new(questions, move |a, _| Ok(outcomes(a, broken)))
     }
 
-    fn outcomes(a: &Artifact, broken: Broken) -> Vec<OutcomeRecord> {
+    fn outcomes(a: &Artifact, broken: Broken) -> Vec<BackendOutcome> {
         let s = a.typed().unwrap();
         let deep = s.retrieve.top_k > 4;
         let weighted = s.retrieve.fusion == emend_harness::strategy::Fusion::WeightedSum;
@@ -589,7 +589,7 @@ mod tests {
                     _ => false,
                 };
                 let error = (rerank && broken == Broken::RerankErrors && i >= 20).then(|| "rerank: no scores".into());
-                OutcomeRecord {
+                BackendOutcome {
                     conversation: Some("c".into()),
                     evidence: Some(vec!["D1:1".into()]),
                     unresolved_evidence: Some(vec![]),
@@ -602,7 +602,7 @@ mod tests {
                     context_tokens: Some(if chrono { 101.0 } else { 100.0 }),
                     error,
                     expansion_terms: if expanding { vec!["moved".into()] } else { vec![] },
-                    ..OutcomeRecord::new(&format!("q{i}"), "single-hop", correct)
+                    ..BackendOutcome::new(&format!("q{i}"), "single-hop", correct)
                 }
             })
             .collect()
@@ -610,7 +610,7 @@ mod tests {
 
     fn served() -> Artifact {
         let schema = StrategySchema::builtin();
-        let mut doc = artifact::parse_yaml(include_str!("../../strategies/default.yaml")).unwrap();
+        let mut doc = artifact::parse_yaml(emend_core::artifact::DEFAULT_STRATEGY).unwrap();
         set_path(&mut doc, "retrieve.top_k", json!(8));
         artifact::from_value("served", doc, &schema).unwrap()
     }
@@ -847,10 +847,10 @@ mod tests {
                 .map(|id| {
                     let probe: usize = id[2..id.find('@').unwrap()].parse().unwrap();
                     let correct = deep && probe < 5;
-                    OutcomeRecord {
+                    BackendOutcome {
                         conversation: Some("c".into()),
                         context_tokens: Some(if deep { 200.0 } else { 100.0 }),
-                        ..OutcomeRecord::new(id, "single-hop", correct)
+                        ..BackendOutcome::new(id, "single-hop", correct)
                     }
                 })
                 .collect())

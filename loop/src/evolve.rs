@@ -1,6 +1,6 @@
 //! The evolution loop: Observe -> Improve -> Verify -> Decide, one round at a
 //! time. A round asks the proposers for candidates (`propose`), screens each
-//! (`screen`: gates, critic, probe, critic model), gives the best probes the
+//! (`screening`: gates, critic, probe, critic model), gives the best probes the
 //! full test and the paired statistics, decides from those frozen records
 //! (`decide`), then applies the decision in one journal batch followed by the
 //! atomic rewrite of the served file. A round is all or nothing: a process
@@ -28,7 +28,7 @@ use emend_core::config::{Project, SearchMethod};
 use emend_core::confirm::{ConfirmState, Parts};
 use emend_core::decide::{self, Decision, Policy, Serving, Tested};
 use emend_core::digest::Digest;
-use emend_core::events::{CandidateRecord, EvalSummary, Event, QuestionResult};
+use emend_core::events::{CandidateRecord, EvalSummary, Event, LabeledOutcome};
 use emend_core::gates::Replay;
 use emend_core::hypothesis::Hypothesis;
 use emend_core::layer_a;
@@ -44,7 +44,7 @@ use emend_eval::llm;
 pub use crate::progress::Progress;
 
 mod apply;
-mod confirming;
+mod confirm_test;
 mod error;
 mod observe;
 mod proposal;
@@ -59,7 +59,7 @@ pub use screening::harness_facts;
 pub use summary::{RunSummary, Stopped, recorded_accuracy};
 
 use apply::{RoundExtras, split_record};
-use confirming::learn;
+use confirm_test::learn;
 use observe::Observed;
 use summary::RoundOutcome;
 
@@ -163,9 +163,9 @@ struct Trial {
     /// Kept while the candidate may still reach the full test.
     artifact: Option<Artifact>,
     /// The candidate's results on the confirm part.
-    full: Option<Vec<QuestionResult>>,
+    full: Option<Vec<LabeledOutcome>>,
     /// Its results on the whole search part, when its proposer evaluated them.
-    known: Option<Vec<QuestionResult>>,
+    known: Option<Vec<LabeledOutcome>>,
     node: Hypothesis,
 }
 

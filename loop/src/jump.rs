@@ -70,7 +70,7 @@ use crate::propose::{Ask, Proposed, Proposer, StopCause};
 use emend_core::artifact;
 use emend_core::config::{RacedOut, Sampler};
 use emend_core::events::{
-    CandidateRecord, ChangeKind, Credit, Event, GlobalRecord, PruneStep, QuestionResult, ScoredPoint, SearchRecord,
+    CandidateRecord, ChangeKind, Credit, Event, GlobalRecord, LabeledOutcome, PruneStep, ScoredPoint, SearchRecord,
     bits_to_hex, hex_to_bits,
 };
 use emend_core::hypothesis::{self, Hypothesis};
@@ -261,7 +261,7 @@ pub struct JumpProposer {
     scored: Vec<Scored>,
     by_hash: BTreeMap<String, usize>,
     /// This run's per-question results, by strategy hash and question id.
-    results: BTreeMap<String, BTreeMap<String, QuestionResult>>,
+    results: BTreeMap<String, BTreeMap<String, LabeledOutcome>>,
     draws: u64,
     trials: u64,
     since_best: u64,
@@ -301,7 +301,7 @@ impl JumpProposer {
 
 /// The racing order of the search part (seeded, spread over conversations)
 /// and the hash that identifies it with the harness.
-fn racing_order(results: &[QuestionResult], seed: u64, harness_hash: &str) -> (Vec<String>, String) {
+fn racing_order(results: &[LabeledOutcome], seed: u64, harness_hash: &str) -> (Vec<String>, String) {
     let keys: Vec<TaskKey> = results
         .iter()
         .map(|r| TaskKey::new(r.id.clone(), r.conversation.clone().unwrap_or_default(), r.category.clone()))
@@ -362,7 +362,7 @@ impl JumpProposer {
     /// The whole-search-part results of the strategy scored at `i`, in the
     /// served results' order; evaluated afresh when this run has none (a
     /// strategy restored from an earlier run's journal).
-    fn full_results(&mut self, ask: &Ask<'_>, i: usize) -> Result<Vec<QuestionResult>, String> {
+    fn full_results(&mut self, ask: &Ask<'_>, i: usize) -> Result<Vec<LabeledOutcome>, String> {
         let hash = self.scored[i].hash.clone();
         let doc = materialize(&ask.served.value, &self.scored[i].values);
         let order = self.order.clone();
@@ -792,7 +792,7 @@ mod tests {
 
     #[test]
     fn the_racing_order_and_its_hash_depend_on_the_part_and_the_harness() {
-        let q = |id: &str, conv: &str| QuestionResult {
+        let q = |id: &str, conv: &str| LabeledOutcome {
             id: id.into(),
             category: "1".into(),
             conversation: Some(conv.into()),

@@ -1,12 +1,12 @@
 //! emend's loop: Observe -> Improve -> Verify, one round at a time.
 //!
-//! - [`evolve`]: the round (observe the served strategy, propose, screen,
-//!   confirm, decide, apply) and a run's summary.
+//! - [`evolve`]: the round (observe the served strategy, propose, screen:
+//!   the fail-fast gates and the critic before a confirm test, confirm,
+//!   decide, apply) and a run's summary.
 //! - The proposers: the planner's one-field moves ([`propose`]), the global
 //!   search with one confirmed jump per served change ([`jump`], the
 //!   default), and the step search of the conservative mode
 //!   ([`step_search`], `search.method: steps`).
-//! - [`screen`]: the fail-fast gates and the critic before a confirm test.
 //! - [`hooks`]: the commands a project runs on events.
 //! - [`progress`]: what a run reports as it goes (to a callback).
 //! - [`audit`]: the fidelity audit of the pipeline's mechanisms.
@@ -24,5 +24,4 @@ pub mod jump;
 pub mod operate;
 pub mod progress;
 pub mod propose;
-pub mod screen;
 pub mod step_search;

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use emend_core::artifact::Artifact;
 use emend_core::candidate::{Resolution, StoppedBy};
-use emend_core::events::{CandidateRecord, ChangeKind, Credit, QuestionResult};
+use emend_core::events::{CandidateRecord, ChangeKind, Credit, LabeledOutcome};
 use emend_core::gates::DataText;
 use emend_core::hypothesis::Hypothesis;
 use emend_core::layer_a::Diagnosis;
@@ -33,7 +33,7 @@ pub struct Ask<'a> {
     pub round: u64,
     pub schema: &'a StrategySchema,
     pub served: &'a Artifact,
-    pub results: &'a [QuestionResult],
+    pub results: &'a [LabeledOutcome],
     pub diagnosis: &'a Diagnosis,
     pub tree: &'a BTreeMap<String, Hypothesis>,
     /// Per strategy field: how its past changes fared.
@@ -72,7 +72,7 @@ pub enum Proposed {
         data: Option<DataText>,
         /// The candidate's results on the whole search part, when the proposer
         /// already evaluated it there (the probe and the winner's completion reuse them).
-        known: Option<Vec<QuestionResult>>,
+        known: Option<Vec<LabeledOutcome>>,
         /// Per changed field, its hypothesis node and measured contribution
         /// (the global search); empty when the proposer measured none.
         credits: Vec<Credit>,
@@ -248,7 +248,7 @@ impl Proposer for ModelRewrite {
 
 /// Up to six failed questions motivating the direction, sorted by id; those
 /// whose evidence reached the context (`full_coverage`) are preferred.
-fn example_ids(results: &[QuestionResult], motivation: &BTreeMap<String, usize>) -> Vec<String> {
+fn example_ids(results: &[LabeledOutcome], motivation: &BTreeMap<String, usize>) -> Vec<String> {
     let mut ids: Vec<String> = results
         .iter()
         // A generation error motivates under its split's name when it has one.
@@ -294,8 +294,8 @@ mod tests {
         assert_eq!(apply_patch(&doc, "e.f.g", json!(true)), json!({"a": {"b": 1}, "c": 2, "e": {"f": {"g": true}}}));
     }
 
-    fn q(id: &str, label: Option<&str>, split: Option<&str>) -> QuestionResult {
-        QuestionResult {
+    fn q(id: &str, label: Option<&str>, split: Option<&str>) -> LabeledOutcome {
+        LabeledOutcome {
             id: id.into(),
             category: "c".into(),
             conversation: None,
@@ -308,7 +308,7 @@ mod tests {
 
     #[test]
     fn examples_are_motivating_failures_full_coverage_first_then_sorted() {
-        let results: Vec<QuestionResult> = (0..9)
+        let results: Vec<LabeledOutcome> = (0..9)
             .map(|i| {
                 let split = if i % 3 == 0 { Some("full_coverage") } else { Some("source_only") };
                 q(&format!("q{i}"), Some("generation_error"), split)

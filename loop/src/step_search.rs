@@ -42,7 +42,7 @@ use serde_json::Value;
 use crate::propose::{Ask, Proposed, Proposer, Told};
 use emend_core::artifact;
 use emend_core::candidate::Resolution;
-use emend_core::events::{CandidateRecord, ChangeKind, Event, QuestionResult, ScoredPoint, SearchRecord};
+use emend_core::events::{CandidateRecord, ChangeKind, Event, LabeledOutcome, ScoredPoint, SearchRecord};
 use emend_core::hypothesis::Hypothesis;
 use emend_core::planner::Plan;
 use emend_core::records::question_results;
@@ -121,7 +121,7 @@ pub struct StepProposer {
     /// Hashes of every strategy screened so far: none is screened twice.
     screened: BTreeSet<String>,
     /// Per strategy hash: its results in the current search.
-    results: BTreeMap<String, BTreeMap<String, QuestionResult>>,
+    results: BTreeMap<String, BTreeMap<String, LabeledOutcome>>,
     /// The record of the search in progress or not yet journaled.
     record: Option<SearchRecord>,
     /// Full-evaluation equivalents spent since the last `spent()`.
@@ -577,7 +577,7 @@ impl StepProposer {
         }
         let value = docs[winner].clone();
         let hash = artifact::content_hash(&value);
-        let known: Vec<QuestionResult> =
+        let known: Vec<LabeledOutcome> =
             self.results.get(&hash).map(|m| m.values().cloned().collect()).unwrap_or_default();
         let changes = changes_between(&space, ask.schema, &ask.served.value, &value, &plan.path);
         if changes.is_empty() {
@@ -691,7 +691,7 @@ mod tests {
     use serde_json::json;
 
     fn default_doc() -> Value {
-        emend_core::artifact::parse_yaml(include_str!("../../strategies/default.yaml")).unwrap()
+        emend_core::artifact::parse_yaml(emend_core::artifact::DEFAULT_STRATEGY).unwrap()
     }
 
     fn space(schema: &StrategySchema, doc: &Value, paths: &[&str], narrow: bool) -> Space {

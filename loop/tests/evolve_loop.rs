@@ -8,7 +8,7 @@ use std::path::Path;
 use emend_core::artifact::{self, Artifact};
 use emend_core::config::{Project, parse_config, render_config};
 use emend_core::events::{EngineProjector, Event};
-use emend_core::outcome::{EvidenceStep, OutcomeRecord};
+use emend_core::outcome::{BackendOutcome, EvidenceStep};
 use emend_core::schema::{StrategySchema, get_path};
 use emend_core::served;
 use emend_core::store::Store;
@@ -17,7 +17,7 @@ use emend_eval::fake::FakeBackend;
 use emend_journal::{EventLog, MemoryJournal};
 use emend_loop::evolve::{self, Evolution, RunOptions, RunSummary};
 
-const DEFAULT: &str = include_str!("../../strategies/default.yaml");
+const DEFAULT: &str = emend_core::artifact::DEFAULT_STRATEGY;
 const CATEGORIES: [&str; 4] = ["multi-hop", "temporal", "open-domain", "single-hop"];
 const N: usize = 400;
 
@@ -52,7 +52,7 @@ fn scripted_failing(
             .filter(|(_, id)| ids.contains(id))
             .map(|(i, id)| {
                 let correct = difficulty(i) < cap;
-                OutcomeRecord {
+                BackendOutcome {
                     conversation: Some(format!("conv-{}", i % 8)),
                     evidence: Some(vec!["D1:1".into()]),
                     unresolved_evidence: Some(vec![]),
@@ -63,7 +63,7 @@ fn scripted_failing(
                         in_context: correct,
                     }]),
                     context_tokens: Some(100.0),
-                    ..OutcomeRecord::new(&id, CATEGORIES[i % 4], correct)
+                    ..BackendOutcome::new(&id, CATEGORIES[i % 4], correct)
                 }
             })
             .collect())

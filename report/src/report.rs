@@ -545,7 +545,7 @@ fn recorded_results<L: EventLog + ?Sized>(
     log: &L,
     hash: &str,
     best: &Best,
-) -> Result<Option<Vec<emend_core::events::QuestionResult>>, StoreError> {
+) -> Result<Option<Vec<emend_core::events::LabeledOutcome>>, StoreError> {
     let key = evaluation_key(hash, &best.harness_hash, &best.dataset_hash);
     let Some(v) = log.get(T_EVALUATIONS, &key)? else { return Ok(None) };
     Ok(serde_json::from_value(v.get("questions").cloned().unwrap_or(Value::Null)).ok())

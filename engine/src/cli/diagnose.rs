@@ -49,7 +49,7 @@ fn results_of(
     schema: &emend_core::schema::StrategySchema,
     backend: &dyn emend_eval::backend::Backend,
     v: u64,
-) -> Result<Vec<emend_core::events::QuestionResult>, Failure> {
+) -> Result<Vec<emend_core::events::LabeledOutcome>, Failure> {
     let log = common::reader(project)?;
     let store = Store::new(&log);
     let info = store.version(v).map_err(common::store_failure)?;
@@ -76,7 +76,7 @@ fn generation_split(d: &emend_core::layer_a::Diagnosis) -> Value {
 
 /// The failures' labels in emend's order against seed 002's
 /// ([`layer_a::order_table`]), as rows `emend label`, `seed label`, `count`.
-fn order_rows(outcomes: &[emend_core::outcome::OutcomeRecord]) -> Vec<(String, String, usize)> {
+fn order_rows(outcomes: &[emend_core::outcome::BackendOutcome]) -> Vec<(String, String, usize)> {
     let rank = |l: &str| emend_core::layer_a::Label::ALL.iter().position(|x| x.as_str() == l).unwrap_or(usize::MAX);
     let mut rows: Vec<_> = layer_a::order_table(outcomes).into_iter().map(|((e, s), n)| (e, s, n)).collect();
     rows.sort_by(|a, b| (rank(&a.0), &a.1).cmp(&(rank(&b.0), &b.1)));
@@ -101,7 +101,7 @@ pub fn diagnose(json_out: bool, seed_order: bool, project_dir: Option<&Path>) ->
     let artifact = super::inspect::served_artifact(&project, &schema)?;
     let eval = backend.evaluate(&artifact, None).map_err(Failure::failed)?;
     let d = emend_core::layer_a::diagnose(&emend_core::records::question_results(&eval), 3);
-    let texts: BTreeMap<&str, &emend_core::outcome::OutcomeRecord> =
+    let texts: BTreeMap<&str, &emend_core::outcome::BackendOutcome> =
         eval.outcomes.iter().map(|o| (o.id.as_str(), o)).collect();
     if json_out {
         let examples: BTreeMap<&String, Vec<Value>> = d

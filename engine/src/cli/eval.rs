@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use anyhow::anyhow;
 use emend_harness::strategy::JudgeKind;
-use emend_harness::{Category, CategoryScore, Dataset, EvalError, Evaluation, Evaluator, HarnessSettings};
+use emend_harness::{Category, CategoryScore, Dataset, EvalError, Evaluator, HarnessSettings, PipelineEvaluation};
 use serde_json::{Value, json};
 
 use emend_core::config::{HarnessKind, Project};
@@ -245,7 +245,14 @@ struct Hashes<'a> {
     harness: &'a str,
 }
 
-fn json_report(args: &EvalArgs, tasks: &str, e: &Evaluation, h: &Hashes<'_>, usage: &Usage, elapsed_ms: u64) -> Value {
+fn json_report(
+    args: &EvalArgs,
+    tasks: &str,
+    e: &PipelineEvaluation,
+    h: &Hashes<'_>,
+    usage: &Usage,
+    elapsed_ms: u64,
+) -> Value {
     let s = &e.summary;
     let doc = json!({
         "strategy": args.strategy.display().to_string(),
@@ -284,7 +291,7 @@ fn json_report(args: &EvalArgs, tasks: &str, e: &Evaluation, h: &Hashes<'_>, usa
 }
 
 /// The questions a replay observed.
-fn probes(e: &Evaluation) -> usize {
+fn probes(e: &PipelineEvaluation) -> usize {
     e.outcomes.iter().map(|o| emend_harness::replay::probe_of(&o.id)).collect::<std::collections::BTreeSet<_>>().len()
 }
 
@@ -292,7 +299,7 @@ fn human_report(
     args: &EvalArgs,
     tasks: &str,
     dataset: &Dataset,
-    e: &Evaluation,
+    e: &PipelineEvaluation,
     h: &Hashes<'_>,
     usage: &Usage,
     elapsed_ms: u64,

@@ -37,7 +37,7 @@ pub(super) fn read_output(out: &Path) -> Result<String, OutcomeFileError> {
 #[derive(Debug)]
 pub struct Checked {
     /// One per question of the shard, in file order.
-    pub records: Vec<OutcomeRecord>,
+    pub records: Vec<BackendOutcome>,
     /// Set when some records carry an `error`: the shard is retried.
     pub unanswered: Option<ShardFailure>,
 }
@@ -57,7 +57,7 @@ pub(super) fn check_outcomes(
     let lines: Vec<(usize, &str)> =
         text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).map(|(i, l)| (i + 1, l)).collect();
     // Lines are independent up to their ids, which are compared afterwards.
-    let checked: Vec<Result<OutcomeRecord, LineProblem>> =
+    let checked: Vec<Result<BackendOutcome, LineProblem>> =
         lines.iter().map(|(_, l)| check_record(validator, &expected, l)).collect();
     let mut seen: HashMap<String, usize> = HashMap::with_capacity(positions.len());
     let mut records = Vec::with_capacity(positions.len());
@@ -106,7 +106,7 @@ pub(super) fn check_record(
     validator: &jsonschema::Validator,
     expected: &HashMap<&str, &Task>,
     line: &str,
-) -> Result<OutcomeRecord, LineProblem> {
+) -> Result<BackendOutcome, LineProblem> {
     let value: Value = emend_harness::strict_json::from_str(line).map_err(|e| {
         let mut message = e.to_string();
         if let Some(at) = message.rfind(" at line ") {
@@ -139,5 +139,5 @@ pub(super) fn check_record(
             got: conversation.to_string(),
         });
     }
-    serde_json::from_value::<OutcomeRecord>(value).map_err(|source| LineProblem::NotARecord { source })
+    serde_json::from_value::<BackendOutcome>(value).map_err(|source| LineProblem::NotARecord { source })
 }

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use super::{CallError, Models, Request, Role, data_json, only_keys, reply_json, string_field};
 use emend_core::critic::{CriticLabel, CriticVerdict};
 use emend_core::gates::ProbeVerdict;
-use emend_core::outcome::OutcomeRecord;
+use emend_core::outcome::BackendOutcome;
 use emend_core::planner::{Change, DimensionEffect};
 use emend_core::schema::{FieldKind, FieldSpec};
 
@@ -63,7 +63,7 @@ pub struct Example {
 }
 
 impl Example {
-    pub fn of(o: &OutcomeRecord) -> Example {
+    pub fn of(o: &BackendOutcome) -> Example {
         Example {
             id: o.id.clone(),
             question: o.question.clone(),

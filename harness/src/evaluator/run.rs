@@ -5,7 +5,7 @@
 use super::*;
 
 impl Evaluator {
-    pub(super) fn run(&self, s: &Strategy, qs: &[Job]) -> Result<Evaluation, EvalError> {
+    pub(super) fn run(&self, s: &Strategy, qs: &[Job]) -> Result<PipelineEvaluation, EvalError> {
         self.check(s)?;
         let judge = self.judge_for(s);
         let local = Counters::default();
@@ -34,7 +34,7 @@ impl Evaluator {
         let verdict = self.judge_all(judge.as_ref(), &staged, &answers, &context_turns);
 
         // Building traces allocates a lot: in parallel too (collect keeps the order).
-        let outcomes: Vec<Outcome> = staged
+        let outcomes: Vec<PipelineOutcome> = staged
             .par_iter()
             .zip(answers)
             .zip(verdict)
@@ -74,7 +74,7 @@ impl Evaluator {
         let cache = local.snapshot();
         self.totals.add(&cache);
         let memory = memory_stats(&prepared);
-        Ok(Evaluation { summary: Summary::from_outcomes(&outcomes), outcomes, cache, memory })
+        Ok(PipelineEvaluation { summary: Summary::from_outcomes(&outcomes), outcomes, cache, memory })
     }
 
     /// The judge the strategy asks for (the harness's F1 threshold wins).
@@ -242,7 +242,7 @@ impl Evaluator {
         answer: Option<String>,
         verdict: Verdict,
         error: Option<String>,
-    ) -> Outcome {
+    ) -> PipelineOutcome {
         let memory = &*p.memory;
         let (ret, ctx) = (&st.ret, &st.ctx);
         let item_id = |i: u32| memory.items[i as usize].id.clone();
@@ -264,7 +264,7 @@ impl Evaluator {
             })
             .collect();
 
-        Outcome {
+        PipelineOutcome {
             id: q.id.clone(),
             conversation: q.conversation.clone(),
             category: q.category.name().to_string(),
@@ -309,8 +309,8 @@ pub(super) struct Staged {
 }
 
 /// The outcome of a question whose conversation could not be ingested.
-pub(super) fn errored(q: &Question, error: String) -> Outcome {
-    Outcome {
+pub(super) fn errored(q: &Question, error: String) -> PipelineOutcome {
+    PipelineOutcome {
         id: q.id.clone(),
         conversation: q.conversation.clone(),
         category: q.category.name().to_string(),

@@ -12,7 +12,7 @@ pub struct StageCounter {
     pub misses: u64,
 }
 
-/// Cache counters per stage (per evaluation in [`Evaluation`], lifetime totals
+/// Cache counters per stage (per evaluation in [`PipelineEvaluation`], lifetime totals
 /// from [`Evaluator::cache_stats`]). Answers are counted only for answerers
 /// worth caching (models).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use emend_harness::{Dataset, Evaluator, HarnessSettings, Outcome, Strategy};
+use emend_harness::{Dataset, Evaluator, HarnessSettings, PipelineOutcome, Strategy};
 
 pub fn repo_file(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join(rel)
@@ -32,7 +32,7 @@ pub fn with(strategy: &Strategy, path: &str, value: serde_json::Value) -> Strate
 
 /// Layer A's rule, as the engine applies it: the earliest stage that lost a
 /// gold turn (only turns missing from the context are lost).
-pub fn label(o: &Outcome) -> Option<&'static str> {
+pub fn label(o: &PipelineOutcome) -> Option<&'static str> {
     if o.correct {
         return None;
     }
@@ -51,7 +51,7 @@ pub fn label(o: &Outcome) -> Option<&'static str> {
     })
 }
 
-pub fn jsonl(outcomes: &[Outcome]) -> String {
+pub fn jsonl(outcomes: &[PipelineOutcome]) -> String {
     emend_harness::outcome::to_jsonl(outcomes)
 }
 

@@ -198,7 +198,7 @@ fn check_last(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use emend_core::outcome::OutcomeRecord;
+    use emend_core::outcome::BackendOutcome;
     use emend_eval::fake::FakeBackend;
     use serde_json::json;
 
@@ -216,9 +216,9 @@ mod tests {
                         10..=13 => bm25 && dense,
                         _ => false,
                     };
-                    OutcomeRecord {
+                    BackendOutcome {
                         context_tokens: Some(100.0 + 10.0 * f64::from(u8::from(bm25) + u8::from(dense))),
-                        ..OutcomeRecord::new(&format!("q{i:02}"), "single-hop", correct)
+                        ..BackendOutcome::new(&format!("q{i:02}"), "single-hop", correct)
                     }
                 })
                 .collect())
@@ -283,7 +283,7 @@ mod tests {
         let questions = (0..4).map(|i| (format!("q{i}"), "x".to_string())).collect();
         let flaky = FakeBackend::new(questions, move |_, _| {
             let n = calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            Ok((0..4).map(|i| OutcomeRecord::new(&format!("q{i}"), "x", n == 0 && i == 0)).collect())
+            Ok((0..4).map(|i| BackendOutcome::new(&format!("q{i}"), "x", n == 0 && i == 0)).collect())
         });
         let err = buildup(&schema, &flaky, &default_served(&schema), None).unwrap_err().to_string();
         assert!(err.starts_with("buildup: the last step's accuracy 0 is not the served strategy's 0.25"), "{err}");

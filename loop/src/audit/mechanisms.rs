@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use emend_core::outcome::{Evaluation, OutcomeRecord};
+use emend_core::outcome::{BackendOutcome, Evaluation};
 use emend_core::schema::get_path;
 
 /// One mechanism: its fields, how to tell it is off, and its contrast.
@@ -23,20 +23,20 @@ pub struct Mechanism {
     /// so this is evidence, never a status on its own).
     pub ran: Option<fn(&Value, &Evaluation) -> String>,
     /// Whether it applies to a question (None: whenever it is on).
-    pub eligible: Option<fn(&Value, &OutcomeRecord) -> bool>,
+    pub eligible: Option<fn(&Value, &BackendOutcome) -> bool>,
     /// Whether the trace shows its output on a question (None: the trace
     /// keeps none, and every execution counts as producing).
-    pub output: Option<fn(&Value, &OutcomeRecord) -> bool>,
+    pub output: Option<fn(&Value, &BackendOutcome) -> bool>,
     /// Its output is the answer prompt: part of the final prompt whenever
     /// the answer is computed, which the evidence judge never does.
     pub in_prompt: bool,
 }
 
-fn expansion_output(_: &Value, o: &OutcomeRecord) -> bool {
+fn expansion_output(_: &Value, o: &BackendOutcome) -> bool {
     !o.expansion_terms.is_empty()
 }
 
-fn intent_eligible(doc: &Value, o: &OutcomeRecord) -> bool {
+fn intent_eligible(doc: &Value, o: &BackendOutcome) -> bool {
     o.intent.as_deref().is_some_and(|i| num(doc, &format!("retrieve.intent_overrides.{i}.top_k_multiplier")) != 1.0)
 }
 

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use emend_core::outcome::{Evaluation, OutcomeRecord};
+use emend_core::outcome::{BackendOutcome, Evaluation};
 use emend_stats::{self, Outcome, TestUnit};
 
 /// Two evaluations compared pair by pair.
@@ -34,7 +34,7 @@ pub struct PairedCounts {
     pub p_value: f64,
 }
 
-fn outcome(o: &OutcomeRecord) -> Outcome {
+fn outcome(o: &BackendOutcome) -> Outcome {
     Outcome { id: o.id.clone(), conversation: o.conversation.clone(), category: o.category.clone(), correct: o.correct }
 }
 

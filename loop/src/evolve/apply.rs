@@ -11,7 +11,7 @@ use emend_core::config::SplitConfig;
 use emend_core::confirm::Parts;
 use emend_core::decide::{self, Applied, Decision, Serving, Stamp};
 use emend_core::digest::Digest;
-use emend_core::events::{Event, QuestionResult, RoundRecord, SplitRecord, now_rfc3339, who};
+use emend_core::events::{Event, LabeledOutcome, RoundRecord, SplitRecord, now_rfc3339, who};
 use emend_core::hypothesis::Hypothesis;
 use emend_core::layer_a;
 use emend_core::records::{evaluated_event, question_results};
@@ -29,7 +29,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         trials: &[Trial],
         winner: Option<usize>,
         used: &mut f64,
-    ) -> Result<Option<(usize, Vec<QuestionResult>)>> {
+    ) -> Result<Option<(usize, Vec<LabeledOutcome>)>> {
         let Some(w) = winner else { return Ok(None) };
         let t = &trials[w];
         if t.known.as_ref().is_none_or(|k| k.len() != parts.search.len()) {
@@ -41,7 +41,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
 
     /// The winner's results on the whole task set: its confirm-part results
     /// and a fresh evaluation of the search part, sorted by id.
-    fn complete(&self, parts: &Parts, t: &Trial) -> Result<Vec<QuestionResult>> {
+    fn complete(&self, parts: &Parts, t: &Trial) -> Result<Vec<LabeledOutcome>> {
         let artifact = t.artifact.as_ref().expect("the winner keeps its artifact");
         let ids: Vec<String> = parts.search.iter().cloned().collect();
         if let Some(known) = t.known.as_ref().filter(|k| k.len() == ids.len()) {
@@ -67,7 +67,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         &self,
         events: &mut Vec<Event>,
         s: &Screening,
-        completed: Option<&(usize, Vec<QuestionResult>)>,
+        completed: Option<&(usize, Vec<LabeledOutcome>)>,
         tree: &BTreeMap<String, Hypothesis>,
     ) -> Result<()> {
         let (h, d) = (self.backend.harness_hash(), self.backend.dataset_hash());

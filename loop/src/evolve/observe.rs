@@ -10,7 +10,7 @@ use super::{Evolution, EvolveError, Result, RoundInput};
 use emend_core::artifact::Artifact;
 use emend_core::confirm::Parts;
 use emend_core::digest::{self, Digest, Evidence};
-use emend_core::events::{EvalSummary, Event, QuestionResult};
+use emend_core::events::{EvalSummary, Event, LabeledOutcome};
 use emend_core::gates::{self, Replay};
 use emend_core::records::{evaluated_event, question_results, summarize};
 use emend_core::served::{ServedError, artifact_of, missing};
@@ -21,7 +21,7 @@ use emend_eval::backend::BackendError;
 pub(super) struct Observed {
     pub(super) version: u64,
     pub(super) artifact: Artifact,
-    pub(super) results: Vec<QuestionResult>,
+    pub(super) results: Vec<LabeledOutcome>,
     pub(super) summary: EvalSummary,
     /// Its results came from the journal (they cost nothing).
     pub(super) reused: bool,
@@ -34,7 +34,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         &mut self,
         artifact: &Artifact,
         version: u64,
-    ) -> Result<(Vec<QuestionResult>, bool)> {
+    ) -> Result<(Vec<LabeledOutcome>, bool)> {
         let (h, d) = (self.backend.harness_hash(), self.backend.dataset_hash());
         if let Some(rec) = self.store().evaluation(&artifact.hash, &h, &d)? {
             return Ok((rec.questions, true));
@@ -81,10 +81,10 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
     /// results on the search part against its parent's recorded evaluation
     /// under the current harness and dataset, and the older versions of the
     /// lineage as far back as each has one. Nothing is evaluated for it.
-    pub(super) fn digest(&self, input: &RoundInput<'_>, search: &[QuestionResult]) -> Result<Digest> {
+    pub(super) fn digest(&self, input: &RoundInput<'_>, search: &[LabeledOutcome]) -> Result<Digest> {
         let (h, d) = (self.backend.harness_hash(), self.backend.dataset_hash());
         let store = self.store();
-        let mut lineage: Vec<(u64, Vec<QuestionResult>)> = Vec::new();
+        let mut lineage: Vec<(u64, Vec<LabeledOutcome>)> = Vec::new();
         let mut at = store.version(input.observed.version)?.and_then(|v| v.parent);
         while let Some(v) = at {
             let Some(info) = store.version(v)? else { break };
@@ -92,7 +92,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             lineage.push((v, rec.questions));
             at = info.parent;
         }
-        let older: Vec<&[QuestionResult]> = lineage.iter().skip(1).map(|(_, r)| r.as_slice()).collect();
+        let older: Vec<&[LabeledOutcome]> = lineage.iter().skip(1).map(|(_, r)| r.as_slice()).collect();
         let candidates: Vec<_> = store.candidates()?.iter().map(|c| c.recent_change()).collect();
         Ok(digest::digest(&Evidence {
             round: input.round,

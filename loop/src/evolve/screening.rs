@@ -6,18 +6,20 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use emend_journal::EventLog;
 
+mod stages;
+
 use super::{Evolution, History, Past, RoundInput, Screening, Trial};
 use crate::progress::{Progress, Step};
 use crate::propose::{Ask, Proposed, Proposer};
-use crate::screen::{self, Screen, Screened, Stage, Stop};
 use emend_core::artifact::Artifact;
 use emend_core::candidate::{Resolution, StoppedBy};
 use emend_core::critic::{self, CriticLabel};
-use emend_core::events::{CandidateRecord, Event, QuestionResult};
+use emend_core::events::{CandidateRecord, Event, LabeledOutcome};
 use emend_core::gates::{self, Gate};
 use emend_core::hypothesis::Hypothesis;
 use emend_core::layer_a::Diagnosis;
 use emend_core::planner::{self, Plan, PlannerSettings};
+use stages::{Screen, Screened, Stage, Stop};
 
 /// The escalation a blocked hypothesis raises (None until it is blocked often enough).
 fn escalate(node: &mut Hypothesis, round: u64, reason: String) -> Option<Event> {
@@ -57,7 +59,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
     pub(super) fn screen_round(
         &self,
         input: &RoundInput<'_>,
-        search_results: &[QuestionResult],
+        search_results: &[LabeledOutcome],
         diagnosis: &Diagnosis,
         past: &Past,
         history: &mut History,
@@ -152,7 +154,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
 
     /// The round's probe sample (rung 0, seeded by the round; it reads the
     /// search part only) and how many of it the served strategy answers.
-    fn probe_sample(&self, input: &RoundInput<'_>, search_results: &[QuestionResult]) -> (Vec<String>, usize) {
+    fn probe_sample(&self, input: &RoundInput<'_>, search_results: &[LabeledOutcome]) -> (Vec<String>, usize) {
         let cfg = &self.project.config;
         let search_questions: Vec<(String, String)> =
             self.backend.questions().into_iter().filter(|(id, _)| input.parts.search.contains(id)).collect();
@@ -236,7 +238,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             change_kind: kind,
             ..base
         };
-        let candidate = screen::Candidate {
+        let candidate = stages::Candidate {
             id: &id,
             value: &value,
             hash: &hash,
@@ -247,7 +249,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
             known: known.as_deref(),
         };
         let searched = known.is_some();
-        let screened = screen::screen(screen, &candidate, &mut record, &mut history.seen);
+        let screened = stages::screen(screen, &candidate, &mut record, &mut history.seen);
         let stop = match screened {
             Screened::Passed { candidate, probe_delta } => {
                 say(&id, Some((&change, more)), Step::Passed { probe_delta });

@@ -36,7 +36,7 @@ impl JumpProposer {
             self.since_best = 0;
             self.last_served = hash.clone();
         }
-        let by_id: BTreeMap<&str, &QuestionResult> = ask.results.iter().map(|r| (r.id.as_str(), r)).collect();
+        let by_id: BTreeMap<&str, &LabeledOutcome> = ask.results.iter().map(|r| (r.id.as_str(), r)).collect();
         let correct: Vec<bool> = self.order.iter().map(|id| by_id[id.as_str()].correct).collect();
         let score = correct.iter().filter(|c| **c).count() as f64 / correct.len().max(1) as f64;
         let tokens = mean_tokens(ask.results);
@@ -177,7 +177,7 @@ impl JumpProposer {
                 }
             }
             if self.settings.price.is_some() {
-                let taken: Vec<&QuestionResult> = self.order[..k].iter().map(|id| &known[id]).collect();
+                let taken: Vec<&LabeledOutcome> = self.order[..k].iter().map(|id| &known[id]).collect();
                 let charge = |t: Option<f64>| self.settings.price.zip(t).map_or(0.0, |(p, t)| p * t);
                 let (base, cand) = (self.scored[against].charge(self.settings.price), charge(mean_tokens_of(&taken)));
                 (improved, regressed) = priced(improved, regressed, base, cand, k);
@@ -195,7 +195,7 @@ impl JumpProposer {
         }
         let known = &self.results[&hash];
         let correct: Vec<bool> = self.order[..done].iter().map(|id| known[id].correct).collect();
-        let taken: Vec<&QuestionResult> = self.order[..done].iter().map(|id| &known[id]).collect();
+        let taken: Vec<&LabeledOutcome> = self.order[..done].iter().map(|id| &known[id]).collect();
         let tokens = mean_tokens_of(&taken);
         let hits = correct.iter().filter(|c| **c).count() as i64;
         let estimate = (done < n).then(|| self.estimate(against, hits, done)).flatten();
@@ -265,11 +265,11 @@ fn restored(old: bool, p: ScoredPoint, n: usize) -> Option<Scored> {
     })
 }
 
-pub(super) fn mean_tokens(results: &[QuestionResult]) -> Option<f64> {
+pub(super) fn mean_tokens(results: &[LabeledOutcome]) -> Option<f64> {
     mean_tokens_of(&results.iter().collect::<Vec<_>>())
 }
 
-pub(super) fn mean_tokens_of(results: &[&QuestionResult]) -> Option<f64> {
+pub(super) fn mean_tokens_of(results: &[&LabeledOutcome]) -> Option<f64> {
     let t: Option<Vec<f64>> = results.iter().map(|r| r.tokens).collect();
     t.filter(|t| !t.is_empty()).map(|t| t.iter().sum::<f64>() / t.len() as f64)
 }

@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use emend_core::confirm::Parts;
-use emend_core::events::{QuestionResult, SplitRecord, T_EVALUATIONS};
+use emend_core::events::{LabeledOutcome, SplitRecord, T_EVALUATIONS};
 use emend_core::store::{Best, Store, StoreError};
 
 /// What a reader of the search-part figure must know.
@@ -26,7 +26,7 @@ pub struct PartFigure {
 }
 
 impl PartFigure {
-    fn of<'a>(results: impl Iterator<Item = &'a QuestionResult>) -> Option<PartFigure> {
+    fn of<'a>(results: impl Iterator<Item = &'a LabeledOutcome>) -> Option<PartFigure> {
         let (mut correct, mut n) = (0, 0);
         for q in results {
             n += 1;
@@ -52,7 +52,7 @@ pub struct Figures {
 impl Figures {
     /// The figures of `results`, split as `split` records (when its confirm
     /// part is the one these results split into).
-    pub fn of(evaluation: String, results: &[QuestionResult], split: Option<&SplitRecord>) -> Option<Figures> {
+    pub fn of(evaluation: String, results: &[LabeledOutcome], split: Option<&SplitRecord>) -> Option<Figures> {
         let whole = PartFigure::of(results.iter())?;
         let parts = split.and_then(|s| {
             let parts = Parts::of(results, &s.config()).ok()?;
@@ -90,7 +90,7 @@ pub fn recorded_figures<L: EventLog + ?Sized>(
 ) -> Result<Option<Figures>, StoreError> {
     let Some((key, _)) = Store::new(log).recorded_evaluation(hash, best)? else { return Ok(None) };
     let Some(v) = log.get(T_EVALUATIONS, &key)? else { return Ok(None) };
-    let results: Vec<QuestionResult> = serde_json::from_value(v.get("questions").cloned().unwrap_or(Value::Null))
+    let results: Vec<LabeledOutcome> = serde_json::from_value(v.get("questions").cloned().unwrap_or(Value::Null))
         .map_err(|e| StoreError::Corrupt(format!("evaluation {key}: {e}")))?;
     Ok(Figures::of(key, &results, split))
 }

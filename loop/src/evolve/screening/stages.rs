@@ -13,7 +13,7 @@ use emend_core::artifact::{self, Artifact};
 use emend_core::candidate::{Resolution, StoppedBy};
 use emend_core::config::CostConfig;
 use emend_core::critic::{self, CriticInput, CriticVerdict};
-use emend_core::events::{CandidateRecord, ChangeKind, QuestionResult};
+use emend_core::events::{CandidateRecord, ChangeKind, LabeledOutcome};
 use emend_core::gates::{self, DataText, GateInput, GateResult, ProbeVerdict, Replay};
 use emend_core::hypothesis::Hypothesis;
 use emend_core::layer_a::Diagnosis;
@@ -30,7 +30,7 @@ pub struct Screen<'a> {
     pub schema: &'a StrategySchema,
     pub backend: &'a dyn Backend,
     pub served: &'a Artifact,
-    pub served_results: &'a [QuestionResult],
+    pub served_results: &'a [LabeledOutcome],
     /// The round's diagnosis of the served strategy: what the critic checks
     /// each changed field against.
     pub diagnosis: &'a Diagnosis,
@@ -60,7 +60,7 @@ pub struct Candidate<'a> {
     /// Dataset text a model saw while proposing it.
     pub data: Option<&'a DataText>,
     /// Its results on the whole search part, when the proposer evaluated it there.
-    pub known: Option<&'a [QuestionResult]>,
+    pub known: Option<&'a [LabeledOutcome]>,
 }
 
 /// The stage a stopped candidate reached.
@@ -217,13 +217,13 @@ fn probe_tolerance(s: &Screen<'_>, kind: ChangeKind, critic: f64, probe: &Evalua
 /// Mean context tokens a question on the probe, served and candidate.
 fn probe_tokens(s: &Screen<'_>, probe: &Evaluation) -> Option<(f64, f64)> {
     let ids: BTreeSet<&str> = s.probe_ids.iter().map(String::as_str).collect();
-    let served: Vec<QuestionResult> =
+    let served: Vec<LabeledOutcome> =
         s.served_results.iter().filter(|q| ids.contains(q.id.as_str())).cloned().collect();
     Some((mean_tokens(&served)?, mean_tokens(&question_results(probe))?))
 }
 
 /// Mean context tokens a question of `results`, when every one has a count.
-fn mean_tokens(results: &[QuestionResult]) -> Option<f64> {
+fn mean_tokens(results: &[LabeledOutcome]) -> Option<f64> {
     let t: Option<Vec<f64>> = results.iter().map(|q| q.tokens).collect();
     t.filter(|t| !t.is_empty()).map(|t| t.iter().sum::<f64>() / t.len() as f64)
 }
@@ -260,7 +260,7 @@ fn critic_model(
 }
 
 /// Up to three improved and three regressed questions of a probe, for the critic.
-fn probe_examples(served: &[QuestionResult], probe: &Evaluation) -> (Vec<advice::Example>, Vec<advice::Example>) {
+fn probe_examples(served: &[LabeledOutcome], probe: &Evaluation) -> (Vec<advice::Example>, Vec<advice::Example>) {
     let was: BTreeMap<&str, bool> = served.iter().map(|q| (q.id.as_str(), q.correct)).collect();
     let pick = |want: bool| {
         probe
@@ -279,7 +279,7 @@ mod tests {
     use super::*;
     use emend_core::critic::CriticLabel;
     use emend_core::gates::Gate;
-    use emend_core::outcome::OutcomeRecord;
+    use emend_core::outcome::BackendOutcome;
     use emend_eval::backend::BackendError;
     use emend_eval::fake::FakeBackend;
     use serde_json::json;
@@ -302,9 +302,9 @@ mod tests {
                 };
                 return Err(BackendError::Shard { failed: Box::new(failed), others: 0 });
             }
-            let record = |(i, id): (usize, &String)| OutcomeRecord {
+            let record = |(i, id): (usize, &String)| BackendOutcome {
                 conversation: Some("c".into()),
-                ..OutcomeRecord::new(id, "c", i < correct)
+                ..BackendOutcome::new(id, "c", i < correct)
             };
             Ok(ids.iter().enumerate().map(record).collect())
         })
@@ -317,7 +317,7 @@ mod tests {
     /// Screens the served strategy with `retrieve.top_k` set to `top_k`, motivated by `label`.
     fn run(backend: &FakeBackend, top_k: i64, label: &str, seen: &mut BTreeSet<String>) -> (Screened, CandidateRecord) {
         let schema = StrategySchema::builtin();
-        let text = include_str!("../../strategies/default.yaml");
+        let text = emend_core::artifact::DEFAULT_STRATEGY;
         let served = artifact::from_yaml("default", text, &schema).unwrap();
         let mut value = served.value.clone();
         let from = value["retrieve"]["top_k"].clone();

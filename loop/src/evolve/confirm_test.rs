@@ -13,7 +13,7 @@ use emend_core::candidate::{FullRecord, Resolution, Rule, RuleRecord, StoppedBy}
 use emend_core::config::ClusterMode;
 use emend_core::confirm::ConfirmState;
 use emend_core::decide::{Decision, Verdict};
-use emend_core::events::{CandidateRecord, ChangeKind, EvalSummary, QuestionResult};
+use emend_core::events::{CandidateRecord, ChangeKind, EvalSummary, LabeledOutcome};
 use emend_core::hypothesis::Hypothesis;
 use emend_core::records::{question_results, summarize};
 use emend_stats;
@@ -369,8 +369,8 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         &self,
         kind: ChangeKind,
         test: &emend_stats::BetterTest,
-        base: &[QuestionResult],
-        cand: &[QuestionResult],
+        base: &[LabeledOutcome],
+        cand: &[LabeledOutcome],
         by_conversation: bool,
     ) -> Claim {
         let cost = &self.project.config.cost;
@@ -400,7 +400,7 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
                 noninferior: None,
             },
             (ChangeKind::Better, _, Some(per_1k)) => {
-                let by_id: BTreeMap<&str, &QuestionResult> = base.iter().map(|q| (q.id.as_str(), q)).collect();
+                let by_id: BTreeMap<&str, &LabeledOutcome> = base.iter().map(|q| (q.id.as_str(), q)).collect();
                 let pairs: Option<Vec<emend_stats::UtilityPair<'_>>> = cand
                     .iter()
                     .map(|c| {
@@ -536,8 +536,8 @@ fn noninferior_rule(t: &emend_stats::NonInferiorTest, by_conversation: bool) -> 
 
 /// A cheaper candidate's saving of mean context tokens on the confirm part, at least `min_saving`.
 /// Outcomes without context tokens fail it: the saving cannot be shown.
-fn saving_rule(base: &[QuestionResult], cand: &[QuestionResult], min_saving: f64) -> RuleRecord {
-    let mean = |r: &[QuestionResult]| -> Option<f64> {
+fn saving_rule(base: &[LabeledOutcome], cand: &[LabeledOutcome], min_saving: f64) -> RuleRecord {
+    let mean = |r: &[LabeledOutcome]| -> Option<f64> {
         let t: Option<Vec<f64>> = r.iter().map(|q| q.tokens).collect();
         t.filter(|t| !t.is_empty()).map(|t| t.iter().sum::<f64>() / t.len() as f64)
     };
@@ -675,11 +675,11 @@ mod tests {
         assert!(!cost_max_rule(None, 600).pass, "an unreported cost cannot pass a budget");
     }
 
-    fn results(tokens: &[Option<f64>]) -> Vec<QuestionResult> {
+    fn results(tokens: &[Option<f64>]) -> Vec<LabeledOutcome> {
         tokens
             .iter()
             .enumerate()
-            .map(|(i, t)| QuestionResult {
+            .map(|(i, t)| LabeledOutcome {
                 id: format!("q{i}"),
                 category: "c".into(),
                 conversation: None,
