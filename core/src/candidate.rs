@@ -65,7 +65,7 @@ pub enum Rule {
     CostVsFirstVersion,
     /// Mean context tokens at most `cost.max_tokens`.
     CostMaxTokens,
-    /// Under `cost.objective: utility`: the candidate's utility (accuracy
+    /// Under a price (`cost.per_1k_tokens`): the candidate's utility (accuracy
     /// less the price of its context) is higher, by the paired sign-flip test
     /// at the LORD++ alpha. It replaces `confirm_better`.
     ConfirmUtility,
@@ -291,11 +291,11 @@ pub struct FullRecord {
     /// the confirm part: the cost change the record accepted or refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<emend_stats::Cost>,
-    /// Under `cost.objective: utility`, the utility test that decided.
+    /// Under a price (`cost.per_1k_tokens`), the utility test that decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub utility: Option<emend_stats::UtilityTest>,
     /// For a `cheaper` candidate, the non-inferiority test that decided; under
-    /// `cost.objective: utility` by question, the exact test of the accuracy
+    /// a price split by question, the exact test of the accuracy
     /// difference against the worth of the token difference (its margin).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noninferior: Option<emend_stats::NonInferiorTest>,

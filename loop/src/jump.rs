@@ -106,8 +106,8 @@ pub struct JumpSettings {
     pub category_drop_max: f64,
     /// `cost.max_tokens`: no strategy above it (or not reporting its tokens) is the incumbent or proposed.
     pub max_tokens: Option<f64>,
-    /// The price of a context token in accuracy units under `cost.objective:
-    /// utility` (`cost.per_1k_tokens / 100 / 1000`): the search ranks by
+    /// The price of a context token in accuracy units
+    /// (`cost.per_1k_tokens / 100 / 1000`): the search ranks by
     /// accuracy less price times mean context tokens. None: accuracy alone.
     pub price: Option<f64>,
     /// `cost.noninferiority_margin`: the cheaper step's margin (None: no cheaper step).
@@ -194,7 +194,7 @@ impl Scored {
     }
 
     /// What the search ranks it by: its accuracy, less the price of its
-    /// context under `cost.objective: utility`.
+    /// context under a price (`cost.per_1k_tokens`).
     fn value(&self, price: Option<f64>) -> f64 {
         self.score - self.charge(price)
     }

@@ -1,10 +1,11 @@
 //! Keys emend no longer reads. A setting that would load and change nothing
 //! is refused, at its line, with the reason and what to write instead: the
 //! five keys once named after the papers' symbols, three gate settings the
-//! confirm test stopped using, and the two keys `search.method` replaced.
+//! confirm test stopped using, the two keys `search.method` replaced, and
+//! `cost.objective`, which only restated what the price says.
 
 /// `(section, key, why it is refused)` of every retired key.
-pub const RETIRED_KEYS: [(&str, &str, &str); 10] = [
+pub const RETIRED_KEYS: [(&str, &str, &str); 11] = [
     ("gates", "delta1", "renamed: write `probe_drop_max`"),
     ("gates", "epsilon_c", "renamed: write `category_drop_max`"),
     ("gates", "tau_rollback", "renamed: write `restore_below_best`"),
@@ -31,6 +32,11 @@ pub const RETIRED_KEYS: [(&str, &str, &str); 10] = [
         "replaced by `search.method`: `schema` is `method: steps`, `off` is the default `method: jump`; delete it",
     ),
     ("loop", "search", "replaced by `search.method`: `false` is `method: rules`, `true` is the default; delete it"),
+    (
+        "cost",
+        "objective",
+        "no longer read: the objective follows `cost.per_1k_tokens` (utility with a price, accuracy without one); delete it",
+    ),
 ];
 
 /// Why the key `key` of `section` is refused, when it is a retired one.

@@ -50,12 +50,9 @@ cost:
   # A hard budget of mean context tokens a question: the search proposes no strategy
   # above it and the confirm test accepts none (rule cost_max_tokens). null: none.
   max_tokens: null
-  # accuracy: the search maximises accuracy and the confirm test tests it. utility:
-  # accuracy less the price of context, per_1k_tokens (docs/price.md). null: utility
-  # when per_1k_tokens is set, else accuracy.
-  objective: null
-  # Accuracy points given up per 1,000 mean context tokens a question, e.g. 2.0 under
-  # objective: utility. null: no price.
+  # Accuracy points given up per 1,000 mean context tokens a question, e.g. 2.0: the
+  # search maximises and the confirm test tests utility, accuracy less this price of
+  # context (docs/price.md). null: no price; accuracy alone.
   per_1k_tokens: null
   # The cheaper step: when a strategy scored by the search reads at least min_saving
   # fewer tokens and is about as accurate, it is proposed and accepted when a

@@ -618,11 +618,6 @@ pub struct CostConfig {
     /// accepted (the confirm test's `cost_max_tokens` rule); null: none.
     #[serde(default)]
     pub max_tokens: Option<u32>,
-    /// What the search maximises and the confirm test tests: `accuracy`, or
-    /// `utility` (accuracy less the price of context, `per_1k_tokens`).
-    /// Unset: `utility` when a price is set, else `accuracy`.
-    #[serde(default)]
-    pub objective: Option<Objective>,
     /// The price of context: accuracy points the operator gives up per 1,000
     /// mean context tokens a question. A question's utility is
     /// `correct - per_1k_tokens / 100 * tokens / 1000`; null: no price.
@@ -642,33 +637,16 @@ pub struct CostConfig {
 
 impl Default for CostConfig {
     fn default() -> Self {
-        CostConfig {
-            max_tokens: None,
-            objective: None,
-            per_1k_tokens: None,
-            noninferiority_margin: None,
-            min_saving: d_min_saving(),
-        }
+        CostConfig { max_tokens: None, per_1k_tokens: None, noninferiority_margin: None, min_saving: d_min_saving() }
     }
 }
 
 impl CostConfig {
-    /// The price per context token in accuracy units (a fraction a token)
-    /// under `objective: utility`; None when the objective is accuracy.
+    /// The price per context token in accuracy units (a fraction a token):
+    /// with it the objective is utility; None (no price) when it is accuracy.
     pub fn price_per_token(&self) -> Option<f64> {
-        match (self.objective, self.per_1k_tokens) {
-            (Some(Objective::Accuracy), _) | (_, None) => None,
-            (_, Some(p)) => Some(p / 100.0 / 1000.0),
-        }
+        self.per_1k_tokens.map(|p| p / 100.0 / 1000.0)
     }
-}
-
-/// `cost.objective`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Objective {
-    Accuracy,
-    Utility,
 }
 
 /// `journal:` in emend.yaml.

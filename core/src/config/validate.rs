@@ -230,21 +230,12 @@ fn check_gates(g: &GateConfig, out: &mut Problems) {
     }
 }
 
-/// `cost:`: a price in range and an objective that agrees with it; a price
+/// `cost:`: a price in range; a price
 /// needs context tokens, which longitudinal replay's probes do not pair.
 fn check_cost(config: &ProjectConfig, out: &mut Problems) {
     let c = &config.cost;
     if let Some(p) = c.per_1k_tokens {
         out.check(frac("cost.per_1k_tokens", p, 0.0, 100.0));
-    }
-    match (c.objective, c.per_1k_tokens) {
-        (Some(Objective::Utility), None) => {
-            out.push("cost.objective: utility needs a price, cost.per_1k_tokens (accuracy points per 1,000 tokens)")
-        }
-        (Some(Objective::Accuracy), Some(_)) => {
-            out.push("cost.per_1k_tokens: a price does nothing under cost.objective: accuracy (remove one of the two)")
-        }
-        _ => {}
     }
     if let Some(m) = c.noninferiority_margin
         && !(m.is_finite() && m > 0.0 && m <= 0.5)

@@ -87,7 +87,7 @@ impl CandidateRecord {
 #[serde(rename_all = "snake_case")]
 pub enum ChangeKind {
     /// Better than the served strategy: the one-sided exact test of a gain
-    /// (of utility under `cost.objective: utility`).
+    /// (of utility under a price, `cost.per_1k_tokens`).
     #[default]
     Better,
     /// As good for fewer context tokens: the non-inferiority test at

@@ -170,29 +170,16 @@ fn a_price_on_context_serves_fewer_tokens_and_tests_utility() {
     assert!(log.contains("utility +") && log.contains("at 2 pp per 1,000 tokens"), "{log}");
 }
 
+/// `cost.objective` only restated the price (utility with one, accuracy
+/// without): it is refused at its line, with what to do.
 #[test]
-fn a_price_and_an_accuracy_objective_refuse_to_load_together() {
+fn a_cost_objective_is_refused_as_a_retired_key() {
     let tmp = tempfile::tempdir().unwrap();
-    let unset = "  per_1k_tokens: null\n";
-    for (i, (to, expected)) in [
-        ("  per_1k_tokens: null\n", "cost.objective: utility needs a price"),
-        ("  per_1k_tokens: 2\n", "cost.per_1k_tokens: a price does nothing under cost.objective: accuracy"),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let objective = if i == 0 { "utility" } else { "accuracy" };
-        let at = tmp.path().join(i.to_string());
-        std::fs::create_dir_all(&at).unwrap();
-        let dir = project(&at, None, |t| {
-            let t = t.replacen("  objective: null\n", &format!("  objective: {objective}\n"), 1);
-            assert!(t.contains(unset), "the generated emend.yaml lists cost.per_1k_tokens");
-            t.replacen(unset, to, 1)
-        });
-        let (code, _, stderr) = support::emend(&dir, &["evolve", "--rounds", "1"]);
-        assert_eq!(code, 2, "{stderr}");
-        assert!(stderr.contains(expected), "{stderr}");
-    }
+    let dir = project(tmp.path(), None, |t| t.replacen("cost:\n", "cost:\n  objective: utility\n", 1));
+    let (code, _, stderr) = support::emend(&dir, &["evolve", "--rounds", "1"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("cost.objective") && stderr.contains("follows `cost.per_1k_tokens`"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }
 
 #[test]
