@@ -125,11 +125,6 @@ impl Decision {
             (None, _) => (before.version, before.accuracy),
         }
     }
-
-    /// The version the winner became and whether it is served (false: pending).
-    pub fn new_version(&self) -> Option<(u64, bool)> {
-        self.winner.map(|w| (w.version, !self.pending))
-    }
 }
 
 /// Decides the round. The winner is the candidate that passed every rule with
@@ -346,7 +341,7 @@ mod tests {
         let d = decide(&tested, SERVED, &best(3, 0.60), 4, &manual);
         assert!(d.pending);
         assert_eq!(d.verdicts, vec![(0, Verdict::Pending { version: 4 })]);
-        assert_eq!(d.new_version(), Some((4, false)));
+        assert_eq!(d.winner.map(|w| w.version), Some(4));
         // Not served, and not the best-ever before approval.
         assert_eq!(d.served_after(SERVED), (3, 0.60));
         assert_eq!(d.best, BestAfter { version: 3, accuracy: 0.60, moved: false });

@@ -51,9 +51,6 @@ pub const PROTOCOL: &str = "emend-command/1";
 /// What one outcome line must look like.
 pub const OUTCOME_SCHEMA: &str = include_str!("../../schemas/outcome.schema.json");
 
-/// What a task shard looks like (emend writes these; kept for adapters and tests).
-pub const SHARD_SCHEMA: &str = include_str!("../../schemas/shard.schema.json");
-
 /// The placeholders `argv` must use.
 pub const PLACEHOLDERS: [&str; 3] = ["{strategy}", "{tasks}", "{out}"];
 
@@ -568,6 +565,9 @@ fn stderr_tail(path: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a task shard looks like (emend writes these; a test checks they agree).
+    const SHARD_SCHEMA: &str = include_str!("../../schemas/shard.schema.json");
 
     const FIXTURE: &str = r#"[{"sample_id": "c1", "conversation": {"speaker_a": "Ann", "speaker_b": "Bo",
         "session_1_date_time": "1:56 pm on 8 May, 2023",

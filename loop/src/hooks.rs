@@ -36,18 +36,6 @@ impl Change {
             Change::AutoRestore => "auto-restore",
         }
     }
-
-    /// The change a `served_changed` event's cause names (None for `init`).
-    pub fn of_cause(cause: &str) -> Option<Change> {
-        match cause {
-            "accept" => Some(Change::Accepted),
-            "approve" => Some(Change::Approved),
-            "rollback" => Some(Change::Rollback),
-            "restore_best" => Some(Change::RestoreBest),
-            "auto_restore" => Some(Change::AutoRestore),
-            _ => None,
-        }
-    }
 }
 
 /// Runs `argv` in `dir` with `env` added, killing it (and its process group)

@@ -10,40 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use crate::support::{command, emend};
+use crate::support::{command, edit_config, emend, events, json, ok, served};
 use emend_core::events::{EngineProjector, Event};
 use emend_journal::EventLog;
 use serde_json::Value;
-
-/// The binary, for the shell scripts that run it.
-const EMEND: &str = env!("CARGO_BIN_EXE_emend");
-
-fn ok(dir: &Path, args: &[&str]) -> String {
-    let (code, out, err) = emend(dir, args);
-    assert_eq!(code, 0, "emend {args:?} exited {code}\nstdout:\n{out}\nstderr:\n{err}");
-    out
-}
-
-fn json(dir: &Path, args: &[&str]) -> Value {
-    let out = ok(dir, args);
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("emend {args:?}: not JSON ({e}):\n{out}"))
-}
-
-fn configure(dir: &Path, from: &str, to: &str) {
-    let path = dir.join("emend.yaml");
-    let text = std::fs::read_to_string(&path).unwrap();
-    assert!(text.contains(from), "emend.yaml has no {from:?}");
-    std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
-}
-
-fn events(dir: &Path) -> Vec<Event> {
-    let log = emend_journal::open_view(dir.join(".emend/journal"), EngineProjector).unwrap();
-    log.read_from(0).unwrap().iter().map(|r| Event::from_record(r).unwrap()).collect()
-}
-
-fn served(dir: &Path) -> u64 {
-    json(dir, &["status", "--json"])["served_version"].as_u64().unwrap()
-}
 
 fn verified(dir: &Path) {
     let out = ok(dir, &["journal", "verify"]);
@@ -54,13 +24,14 @@ fn verified(dir: &Path) {
 /// `pause` (a shard command that sleeps, then runs the built-in pipeline as
 /// `emend worker`), so a run is reliably mid-search when it is stopped.
 fn slow_project(tmp: &Path, pause: &str) -> PathBuf {
-    let script = format!("sleep {pause}; exec \"{EMEND}\" worker {{strategy}} {{tasks}} {{out}}");
+    let emend = crate::support::bin();
+    let script = format!("sleep {pause}; exec \"{}\" worker {{strategy}} {{tasks}} {{out}}", emend.display());
     ok(tmp, &["init", "p", "--tasks", "builtin", "--harness-command", "sh", "-c", &script]);
     let dir = tmp.join("p");
     // The rule evolver: a round is a few evaluations (the global search makes hundreds).
-    configure(&dir, "  method: null", "  method: rules");
+    edit_config(&dir, "  method: null", "  method: rules");
     // The rule evolver's bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
-    configure(&dir, "confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
+    edit_config(&dir, "confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
     dir
 }
 
@@ -193,7 +164,7 @@ fn sigterm_and_sigint_stop_a_run_cleanly_and_kill_a_running_hook() {
         verified(&dir);
     }
     // With a hook running a long sleep when the signal comes: the hook's process goes too.
-    configure(&dir, "  on_served: null", "  on_served: [\"./hook.sh\"]");
+    edit_config(&dir, "  on_served: null", "  on_served: [\"./hook.sh\"]");
     hook_script(&dir, "echo $$ > hook.pid; exec sleep 60");
     let mut run = start_evolve(&dir, &["--rounds", "50", "--quiet"]);
     wait_until("the hook to run", Duration::from_secs(300), || dir.join("hook.pid").exists());
@@ -209,7 +180,7 @@ fn sigterm_and_sigint_stop_a_run_cleanly_and_kill_a_running_hook() {
     assert!(failed, "the killed hook is journaled as failed");
     verified(&dir);
     // The next run continues from the journal.
-    configure(&dir, "  on_served: [\"./hook.sh\"]", "  on_served: null");
+    edit_config(&dir, "  on_served: [\"./hook.sh\"]", "  on_served: null");
     ok(&dir, &["evolve", "--rounds", "1", "--quiet"]);
     verified(&dir);
 }
@@ -237,8 +208,9 @@ fn a_closed_output_ends_the_output_not_the_journal() {
     ok(tmp.path(), &["init", "p", "--tasks", "builtin"]);
     let dir = tmp.path().join("p");
     // `emend evolve | head -1`, and the same with the progress lines in the pipe.
+    let emend = crate::support::bin();
     for redirect in ["", "2>&1"] {
-        let line = format!("\"{EMEND}\" evolve --rounds 2 {redirect} | head -1; exit ${{PIPESTATUS[0]}}");
+        let line = format!("\"{}\" evolve --rounds 2 {redirect} | head -1; exit ${{PIPESTATUS[0]}}", emend.display());
         let out = Command::new("bash").current_dir(&dir).args(["-c", &line]).output().unwrap();
         let code = out.status.code().unwrap();
         assert!(code == 0 || code == 141, "exit {code}: {}", String::from_utf8_lossy(&out.stderr));
@@ -319,20 +291,20 @@ fn an_approval_is_of_a_tested_pair_a_stale_one_needs_a_passed_retest_or_force() 
     ok(tmp.path(), &["init", "p", "--tasks", "builtin"]);
     let dir = tmp.path().join("p");
     // Several accepted versions (as in the serving tests), then back to v1.
-    configure(
+    edit_config(
         &dir,
         "random choice (probe samples, bootstrap).\n  seed: 0\n",
         "random choice (probe samples, bootstrap).\n  seed: 1\n",
     );
-    configure(&dir, "  method: null\n", "  method: steps\n");
-    configure(&dir, "  cost_bound: null\n", "  cost_bound: 1.5\n");
+    edit_config(&dir, "  method: null\n", "  method: steps\n");
+    edit_config(&dir, "  cost_bound: null\n", "  cost_bound: 1.5\n");
     // The bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
-    configure(&dir, "confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
+    edit_config(&dir, "confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
     ok(&dir, &["evolve", "--rounds", "10", "--quiet"]);
     let top = served(&dir);
     assert!(top > 2, "the run must serve something after v2");
     ok(&dir, &["rollback", "--to", "v1", "--reason", "back"]);
-    configure(&dir, "  approval: auto", "  approval: manual");
+    edit_config(&dir, "  approval: auto", "  approval: manual");
     // The rollback froze every field v{top} changed; lifting its quarantine lifts the freeze.
     ok(&dir, &["unquarantine", &format!("v{top}"), "--reason", "serve it again"]);
     ok(&dir, &["evolve", "--rounds", "3", "--quiet"]);
@@ -357,7 +329,7 @@ fn an_approval_is_of_a_tested_pair_a_stale_one_needs_a_passed_retest_or_force() 
 
     // A worse served version (a hand edit, journaled and served): the retest passes and serves it
     // (without the per-step cost bound, which a version with far smaller contexts would fail).
-    configure(&dir, "  cost_bound: 1.5\n", "  cost_bound: null\n");
+    edit_config(&dir, "  cost_bound: 1.5\n", "  cost_bound: null\n");
     hand_edit(&dir, "top_k:", "1");
     ok(&dir, &["rollback", "--to", &format!("v{top}"), "--force", "--reason", "journal the edit"]);
     let edited = json(&dir, &["log", "--json"])["entries"]
@@ -438,11 +410,11 @@ fn preempt_runs_every_refusal_before_it_asks_a_running_evolve_to_stop() {
 fn superseded_pair(tmp: &Path) -> (PathBuf, u64, u64) {
     ok(tmp, &["init", "p", "--tasks", "builtin"]);
     let dir = tmp.join("p");
-    configure(&dir, "  approval: auto", "  approval: manual");
-    configure(&dir, "  max_pending: null", "  max_pending: 1");
-    configure(&dir, "  method: null", "  method: rules");
+    edit_config(&dir, "  approval: auto", "  approval: manual");
+    edit_config(&dir, "  max_pending: null", "  max_pending: 1");
+    edit_config(&dir, "  method: null", "  method: rules");
     // The rule evolver's bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
-    configure(&dir, "confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
+    edit_config(&dir, "confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
     ok(&dir, &["evolve", "--rounds", "1", "--quiet"]);
     hand_edit(&dir, "rrf_kappa:", "61");
     ok(&dir, &["rollback", "--to", "v1", "--force", "--reason", "journal the edit"]);

@@ -18,35 +18,9 @@ use emend_journal::EventLog;
 use serde_json::Value;
 
 use crate::support;
-use crate::support::{command, emend};
-
-/// The binary, for the shell scripts that run it.
-const EMEND: &str = env!("CARGO_BIN_EXE_emend");
+use crate::support::{command, edit_config, emend, events, json, ok};
 
 const KEY: &str = "retrieve.top_k::increase";
-
-fn ok(dir: &Path, args: &[&str]) -> String {
-    let (code, out, err) = emend(dir, args);
-    assert_eq!(code, 0, "emend {args:?} exited {code}\nstdout:\n{out}\nstderr:\n{err}");
-    out
-}
-
-fn json(dir: &Path, args: &[&str]) -> Value {
-    let out = ok(dir, args);
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("emend {args:?}: not JSON ({e}):\n{out}"))
-}
-
-fn configure(dir: &Path, from: &str, to: &str) {
-    let path = dir.join("emend.yaml");
-    let text = std::fs::read_to_string(&path).unwrap();
-    assert!(text.contains(from), "emend.yaml has no {from:?}");
-    std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
-}
-
-fn events(dir: &Path) -> Vec<Event> {
-    let log = emend_journal::open_view(dir.join(".emend/journal"), EngineProjector).unwrap();
-    log.read_from(0).unwrap().iter().map(|r| Event::from_record(r).unwrap()).collect()
-}
 
 /// The events an operator's command writes (a run writes evaluations, rounds and interruptions).
 fn operator_events(dir: &Path) -> usize {
@@ -191,14 +165,16 @@ struct Fixtures {
 }
 
 fn fixtures(tmp: &Path) -> Fixtures {
-    let script = format!("sleep ${{EMEND_PAUSE:-0}}; exec \"{EMEND}\" worker {{strategy}} {{tasks}} {{out}}");
+    let emend = support::bin();
+    let script =
+        format!("sleep ${{EMEND_PAUSE:-0}}; exec \"{}\" worker {{strategy}} {{tasks}} {{out}}", emend.display());
     ok(tmp, &["init", "p", "--tasks", "builtin", "--harness-command", "sh", "-c", &script]);
     let dir = tmp.join("p");
-    configure(&dir, "  approval: auto", "  approval: manual");
-    configure(&dir, "  max_pending: null", "  max_pending: 1");
-    configure(&dir, "  method: null", "  method: rules");
+    edit_config(&dir, "  approval: auto", "  approval: manual");
+    edit_config(&dir, "  max_pending: null", "  max_pending: 1");
+    edit_config(&dir, "  method: null", "  method: rules");
     // The rule evolver's bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
-    configure(&dir, "confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
+    edit_config(&dir, "confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
     let rejected = run_to_pending(&dir);
     ok(&dir, &["reject", &format!("v{rejected}"), "--reason", "fixture"]);
     let superseded = run_to_pending(&dir);
@@ -256,7 +232,7 @@ fn fixtures(tmp: &Path) -> Fixtures {
 /// A running `emend evolve` in `dir` (approval auto, so that no waiting version stops it at once),
 /// slowed down to be mid-run when the operator's command comes.
 fn start_run(dir: &Path) -> Child {
-    configure(dir, "  approval: manual", "  approval: auto");
+    edit_config(dir, "  approval: manual", "  approval: auto");
     let child = command(dir, &["evolve", "--rounds", "50", "--quiet"])
         .env("EMEND_PAUSE", "0.5")
         .stdout(std::fs::File::create(dir.join("evolve.out")).unwrap())

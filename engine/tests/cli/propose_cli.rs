@@ -12,7 +12,7 @@ use emend_journal::EventLog;
 use serde_json::Value;
 
 use crate::support;
-use support::{emend, json, ok};
+use support::{emend, ok, served};
 
 const GAIN: [&str; 4] = ["--field", "retrieve.top_k=50", "--field", "assemble.token_budget=1900"];
 
@@ -30,10 +30,6 @@ fn propose(dir: &Path, fields: &[&str], prediction: &str, extra: &[&str]) -> (i3
     let (code, out, err) = emend(dir, &args);
     let v = serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}\n{err}"));
     (code, v)
-}
-
-fn served(dir: &Path) -> u64 {
-    json(dir, &["status", "--json"])["served_version"].as_u64().unwrap()
 }
 
 #[test]

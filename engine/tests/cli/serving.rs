@@ -11,6 +11,8 @@ use emend_core::events::{EngineProjector, Event};
 use emend_journal::EventLog;
 use serde_json::Value;
 
+use crate::support::{edit_config, events};
+
 fn emend(dir: &Path, args: &[&str]) -> (i32, String, String) {
     crate::support::emend_env(dir, args, &[("USER", "operator")])
 }
@@ -29,18 +31,6 @@ fn json(dir: &Path, args: &[&str]) -> Value {
 fn project(tmp: &Path) -> PathBuf {
     ok(tmp, &["init", "p", "--tasks", "builtin"]);
     tmp.join("p")
-}
-
-fn configure(dir: &Path, from: &str, to: &str) {
-    let path = dir.join("emend.yaml");
-    let text = std::fs::read_to_string(&path).unwrap();
-    assert!(text.contains(from), "emend.yaml has no {from:?}");
-    std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
-}
-
-fn events(dir: &Path) -> Vec<Event> {
-    let log = emend_journal::open_view(dir.join(".emend/journal"), EngineProjector).unwrap();
-    log.read_from(0).unwrap().iter().map(|r| Event::from_record(r).unwrap()).collect()
 }
 
 fn served_changes(dir: &Path) -> Vec<(u64, String)> {
@@ -64,13 +54,13 @@ fn hook_script(dir: &Path, body: &str) {
 fn manual_approval_leaves_pending_versions_and_approve_serves_one_with_the_hook() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = project(tmp.path());
-    configure(&dir, "  approval: auto", "  approval: manual");
-    configure(&dir, "  max_pending: null", "  max_pending: 1");
+    edit_config(&dir, "  approval: auto", "  approval: manual");
+    edit_config(&dir, "  max_pending: null", "  max_pending: 1");
     // The rule evolver: its one-field candidates are what the pending list shows below.
-    configure(&dir, "  method: null", "  method: rules");
+    edit_config(&dir, "  method: null", "  method: rules");
     // The rule evolver's bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
-    configure(&dir, "confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
-    configure(&dir, "  on_pending: null", "  on_pending: [\"./pending.sh\"]");
+    edit_config(&dir, "confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
+    edit_config(&dir, "  on_pending: null", "  on_pending: [\"./pending.sh\"]");
     std::fs::write(
         dir.join("pending.sh"),
         "#!/bin/sh\necho \"$EMEND_PENDING_VERSION:$EMEND_PENDING_SUPERSEDES\" >> pending.runs\n",
@@ -106,7 +96,7 @@ fn manual_approval_leaves_pending_versions_and_approve_serves_one_with_the_hook(
     ok(&dir, &["rollback", "--to", &format!("v{edited}"), "--reason", "serve the edit"]);
     let run = json(&dir, &["evolve", "--rounds", "4", "--json", "--quiet"]);
     assert_eq!(run["stopped"], "pending", "{run}");
-    configure(&dir, "  on_served: null", "  on_served: [\"./hook.sh\"]");
+    edit_config(&dir, "  on_served: null", "  on_served: [\"./hook.sh\"]");
     hook_script(&dir, "env | grep '^EMEND_' | sort > hook.env; echo run >> hook.runs");
     let pending = json(&dir, &["pending", "--json"]);
     let list = pending["pending"].as_array().unwrap();
@@ -182,10 +172,10 @@ fn manual_approval_leaves_pending_versions_and_approve_serves_one_with_the_hook(
 fn a_rejected_pending_version_is_closed_and_never_served() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = project(tmp.path());
-    configure(&dir, "  approval: auto", "  approval: manual");
-    configure(&dir, "  method: null", "  method: rules");
+    edit_config(&dir, "  approval: auto", "  approval: manual");
+    edit_config(&dir, "  method: null", "  method: rules");
     // The rule evolver's bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
-    configure(&dir, "confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
+    edit_config(&dir, "confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
     ok(&dir, &["evolve", "--rounds", "1", "--quiet"]);
     let pending = json(&dir, &["pending", "--json"]);
     let Some(v) = pending["pending"][0]["version"].as_u64() else { panic!("no pending version: {pending}") };
@@ -211,15 +201,15 @@ fn a_rollback_sticks_the_version_rolled_back_from_is_never_served_again() {
     // A run that accepts more than one version: bounded steps (the conservative
     // mode, whose steps the confirm test sees one by one) with a seed that
     // accepts several on this set. The global search makes one jump here.
-    configure(
+    edit_config(
         &dir,
         "random choice (probe samples, bootstrap).\n  seed: 0\n",
         "random choice (probe samples, bootstrap).\n  seed: 1\n",
     );
-    configure(&dir, "  method: null\n", "  method: steps\n");
-    configure(&dir, "  cost_bound: null\n", "  cost_bound: 1.5\n");
+    edit_config(&dir, "  method: null\n", "  method: steps\n");
+    edit_config(&dir, "  cost_bound: null\n", "  cost_bound: 1.5\n");
     // The bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
-    configure(&dir, "confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
+    edit_config(&dir, "confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
     ok(&dir, &["evolve", "--rounds", "10", "--quiet"]);
     let before = json(&dir, &["status", "--json"]);
     let rolled_from = before["served_version"].as_u64().unwrap();
@@ -325,7 +315,7 @@ fn an_escalation_is_resolved_and_reopened() {
 fn a_failing_hook_is_journaled_and_reported_and_the_exit_code_stays_zero() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = project(tmp.path());
-    configure(&dir, "  on_served: null", "  on_served: [\"./hook.sh\"]");
+    edit_config(&dir, "  on_served: null", "  on_served: [\"./hook.sh\"]");
     hook_script(&dir, "exit 7");
     let (code, out, err) = emend(&dir, &["evolve", "--rounds", "2", "--quiet", "--json"]);
     assert_eq!(code, 0, "{err}");
@@ -350,9 +340,9 @@ fn changed_paths(c: &emend_core::events::CandidateRecord) -> Vec<String> {
 fn a_rollback_freezes_the_rolled_back_fields_until_unquarantine() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = project(tmp.path());
-    configure(&dir, "  method: null", "  method: rules");
+    edit_config(&dir, "  method: null", "  method: rules");
     // The rule evolver's bounded steps on the embedded dataset need the confirm part of 0.5 to be accepted.
-    configure(&dir, "confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
+    edit_config(&dir, "confirm_fraction: 0.4\n    seed: 0", "confirm_fraction: 0.5\n    seed: 4");
     // Runs until a version is accepted, then rolls back from it.
     let mut accepted = None;
     for _ in 0..4 {

@@ -96,6 +96,19 @@ pub fn locomo() -> Option<std::path::PathBuf> {
     None
 }
 
+/// Every event of `dir`'s journal, decoded, through a read view (no writer lock).
+pub fn events(dir: &Path) -> Vec<emend_core::events::Event> {
+    use emend_core::events::{EngineProjector, Event};
+    use emend_journal::EventLog;
+    let log = emend_journal::open_view(dir.join(".emend/journal"), EngineProjector).unwrap();
+    log.read_from(0).unwrap().iter().map(|r| Event::from_record(r).unwrap()).collect()
+}
+
+/// The served version, as `emend status --json` reports it.
+pub fn served(dir: &Path) -> u64 {
+    json(dir, &["status", "--json"])["served_version"].as_u64().unwrap()
+}
+
 /// Replaces the first `from` of `dir`'s emend.yaml with `to` (which must be there).
 pub fn edit_config(dir: &Path, from: &str, to: &str) {
     let cfg = dir.join("emend.yaml");
