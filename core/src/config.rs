@@ -133,6 +133,40 @@ pub fn parse_config_typed(text: &str) -> Result<ProjectConfig, String> {
     }
 }
 
+/// The leaf keys of [`CONFIG_SCHEMA`] as dotted paths, in the schema's
+/// order (`$ref`s followed); a map of objects is one `*` segment
+/// (`harness.command.env.*`). What the tests that hold every key to account
+/// (core/tests/config_keys.rs, the CLI's config_behaviour) enumerate.
+pub fn leaf_keys() -> Vec<String> {
+    use serde_json::Value;
+    fn resolve<'a>(root: &'a Value, node: &'a Value) -> &'a Value {
+        match node.get("$ref").and_then(Value::as_str) {
+            Some(r) => resolve(root, root.pointer(r.trim_start_matches('#')).expect("the $ref resolves")),
+            None => node,
+        }
+    }
+    fn walk(root: &Value, node: &Value, path: &mut Vec<String>, out: &mut Vec<String>) {
+        let node = resolve(root, node);
+        if let Some(props) = node.get("properties").and_then(Value::as_object) {
+            for (k, v) in props {
+                path.push(k.clone());
+                walk(root, v, path, out);
+                path.pop();
+            }
+        } else if let Some(inner) = node.get("additionalProperties").filter(|a| a.is_object()) {
+            path.push("*".into());
+            walk(root, inner, path, out);
+            path.pop();
+        } else {
+            out.push(path.join("."));
+        }
+    }
+    let schema: Value = serde_json::from_str(CONFIG_SCHEMA).expect("the configuration schema is JSON");
+    let mut out = Vec::new();
+    walk(&schema, &schema, &mut Vec::new(), &mut out);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

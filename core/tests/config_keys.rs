@@ -4,49 +4,19 @@
 //!
 //! "Read" is a field access (`.alpha`, `.race_level`) in the source of the
 //! crates that act on a configuration (model outside `config`, eval, loop,
-//! report, the binary). It is a reading check, not a behavioural one: a key
-//! read and then ignored would pass. It fails when a key is added to the
+//! report, the binary). It is a reading check: a key read and then ignored
+//! would pass here; engine/tests/cli/config_behaviour.rs is the behavioural
+//! one (a changed value changes some command's output). It fails when a key is added to the
 //! schema and a config struct and nothing uses it, which is how the retired
 //! `gates.holdout_budget` and `gates.alpha_schedule` came to load and do
 //! nothing.
 
 use std::path::{Path, PathBuf};
 
-use emend_core::config::{CONFIG_SCHEMA, RETIRED_KEYS, parse_config};
-use serde_json::Value;
+use emend_core::config::{RETIRED_KEYS, leaf_keys, parse_config};
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
-
-/// The leaf keys of the schema, as dotted paths; a map of objects (`roles`)
-/// is `roles.*.key`.
-fn leaves(schema: &Value) -> Vec<String> {
-    fn resolve<'a>(root: &'a Value, node: &'a Value) -> &'a Value {
-        match node.get("$ref").and_then(Value::as_str) {
-            Some(r) => resolve(root, root.pointer(r.trim_start_matches('#')).expect("the $ref resolves")),
-            None => node,
-        }
-    }
-    fn walk(root: &Value, node: &Value, path: &mut Vec<String>, out: &mut Vec<String>) {
-        let node = resolve(root, node);
-        if let Some(props) = node.get("properties").and_then(Value::as_object) {
-            for (k, v) in props {
-                path.push(k.clone());
-                walk(root, v, path, out);
-                path.pop();
-            }
-        } else if let Some(inner) = node.get("additionalProperties").filter(|a| a.is_object()) {
-            path.push("*".into());
-            walk(root, inner, path, out);
-            path.pop();
-        } else {
-            out.push(path.join("."));
-        }
-    }
-    let mut out = Vec::new();
-    walk(schema, schema, &mut Vec::new(), &mut out);
-    out
 }
 
 /// The non-test source of the crates that act on a configuration, without
@@ -101,8 +71,7 @@ fn matches(pattern: &str, key: &str) -> bool {
 
 #[test]
 fn every_key_of_the_schema_is_read_beyond_the_config_module() {
-    let schema: Value = serde_json::from_str(CONFIG_SCHEMA).unwrap();
-    let keys = leaves(&schema);
+    let keys = leaf_keys();
     assert!(keys.len() > 50, "the walk found only {keys:?}");
     let source = acting_source();
     // `loop` is `loop_` in Rust; every other key is its field's name.
@@ -123,8 +92,7 @@ fn every_key_of_the_schema_is_read_beyond_the_config_module() {
 
 #[test]
 fn a_load_only_key_is_a_key_validation_reads() {
-    let schema: Value = serde_json::from_str(CONFIG_SCHEMA).unwrap();
-    let keys = leaves(&schema);
+    let keys = leaf_keys();
     let validation = std::fs::read_to_string(workspace().join("core/src/config/validate.rs")).unwrap();
     for (key, why) in LOAD_ONLY {
         assert!(keys.iter().any(|k| matches(key, k)), "{key} is not in the schema");

@@ -8,6 +8,7 @@ mod cli_conventions;
 mod collision_docs;
 mod command_project;
 mod compare;
+mod config_behaviour;
 mod config_schema;
 mod cost;
 mod eval;
