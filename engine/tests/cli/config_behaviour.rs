@@ -630,8 +630,11 @@ fn verdict(row: &Row, default: &str, changed: &str) -> Option<String> {
     }
 }
 
+/// One run: the observation, the setup, the settings changed beyond it.
+type Job = (Observe, &'static Setup, Vec<(&'static str, &'static str)>);
+
 /// Runs `jobs` on a few threads: each job's observation, in order.
-fn run_all(jobs: Vec<(Observe, &'static Setup, Vec<(&'static str, &'static str)>)>) -> Vec<String> {
+fn run_all(jobs: Vec<Job>) -> Vec<String> {
     let queue = Mutex::new(jobs.into_iter().enumerate().collect::<Vec<_>>());
     let done = Mutex::new(Vec::new());
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 4);
