@@ -58,7 +58,34 @@ pub enum Observe {
     /// `emend evolve --max-evals 8 --json --quiet`: as many rounds as
     /// loop.rounds says, within the budget.
     Budget,
+    /// `emend evolve --rounds 1 --json --quiet`: a whole round, then every
+    /// pending version (`emend pending --all --json`) and the directions
+    /// the planner ranks for the next round (`emend hypotheses --json`).
+    Round,
+    /// `emend evolve --rounds 1 --json --quiet` (every model role asked:
+    /// extractor, answerer and judge evaluate, the classifier labels the
+    /// served strategy's generation errors, the critic and the evolver
+    /// propose), then the journal, then what the test servers saw of each
+    /// role: its requests, each request's model, temperature, max_tokens
+    /// and API key, and (under [`Serve::Slow`]) whether two were in flight
+    /// at once. The setup's `{url}` and `{url2}` are the two servers'.
+    Models(Serve),
 }
+
+/// How the test servers of [`Observe::Models`] answer (plausible replies,
+/// `llm_support::default_reply`, in each case).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Serve {
+    /// At once.
+    Plain,
+    /// The first time a request is seen, status 500; then at once.
+    Flaky,
+    /// After [`SLOW_REPLY`].
+    Slow,
+}
+
+/// How long a [`Serve::Slow`] reply takes.
+pub const SLOW_REPLY: std::time::Duration = std::time::Duration::from_millis(150);
 
 /// What a row expects of its changed value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,12 +126,22 @@ fn harness_script(dir: &Path) {
     std::fs::write(dir.join("sub/h.sh"), &script).unwrap();
 }
 
-/// A fake Ray driver (run by `sh`): it logs its command line, its shell and
-/// the first request (without its id and paths), then stops unanswered.
+/// A fake Ray driver (run by `sh`): it logs its name, command line and
+/// shell, then each request (without its id and paths), and answers each
+/// that the command exited 3, until emend closes its input (a driver that
+/// stops at once races emend's writes to it). As driver.sh, and as
+/// emend_ray in the project: what `sh -m emend_ray` runs when no driver is
+/// configured.
 fn ray_driver(dir: &Path) {
-    let driver = "#!/bin/sh\necho \"driver ${BASH_VERSION:+bash} $*\" >> ray.log\nread -r line\n\
-                  echo \"$line\" | sed -e 's/\"id\":[0-9]*//' -e 's|/tmp/[^\"]*|<tmp>|g' >> ray.log\nexit 1\n";
-    std::fs::write(dir.join("driver.sh"), driver).unwrap();
+    for name in ["driver.sh", "emend_ray"] {
+        let driver = format!(
+            "#!/bin/sh\necho \"{name} ${{BASH_VERSION:+bash}} $*\" >> ray.log\nwhile read -r line; do\n\
+             echo \"$line\" | sed -e 's/\"id\":[0-9]*//' -e 's|/tmp/[^\"]*|<tmp>|g' >> ray.log\n\
+             id=$(echo \"$line\" | sed -n 's/^.*\"id\":\\([0-9]*\\).*$/\\1/p')\n\
+             if [ -n \"$id\" ]; then echo \"{{\\\"id\\\": $id, \\\"exit\\\": 3}}\"; fi\ndone\n"
+        );
+        std::fs::write(dir.join(name), driver).unwrap();
+    }
 }
 
 /// Hooks that log what they were told, and one that outlasts a short timeout.
@@ -162,6 +199,40 @@ fn no_journal(dir: &Path) {
 
 fn nothing(_: &Path) {}
 
+/// The settings of [`STALE_PENDING`].
+const MANUAL_RULES: &[(&str, &str)] = &[
+    ("serve.approval", "manual"),
+    ("search.method", "rules"),
+    // The rule evolver's steps on the built-in set need a confirm part of
+    // 0.5 to be accepted (as in operator.rs).
+    ("harness.split.confirm_fraction", "0.5"),
+    ("harness.split.seed", "4"),
+];
+
+/// A pending version that waits against a version no longer served: one
+/// round under manual approval (v2 pending against v1), then the served file
+/// edited by hand, journaled by a forced rollback, and served by a rollback.
+fn stale_pending(dir: &Path) {
+    configure(dir, MANUAL_RULES);
+    let run = |args: &[&str]| {
+        let (code, out, err) = emend_env(dir, args, &[]);
+        assert_eq!(code, 0, "emend {args:?}: {out}{err}");
+        out
+    };
+    run(&["evolve", "--rounds", "1", "--quiet"]);
+    let file = dir.join("strategies/served.yaml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let edited = text.replacen("rrf_kappa: 60", "rrf_kappa: 61", 1);
+    assert_ne!(text, edited);
+    std::fs::write(&file, edited).unwrap();
+    run(&["rollback", "--to", "v1", "--force", "--reason", "journal the edit"]);
+    let log: Value = serde_json::from_str(&run(&["log", "--json"])).unwrap();
+    let edit = log["entries"].as_array().unwrap().iter().rev().find(|e| e["kind"] == "hand_edit").unwrap();
+    run(&["rollback", "--to", &format!("v{}", edit["version"]), "--reason", "serve the edit"]);
+    let pending: Value = serde_json::from_str(&run(&["pending", "--all", "--json"])).unwrap();
+    assert!(pending["pending"].as_array().is_some_and(|p| !p.is_empty()), "no pending version: {pending}");
+}
+
 const NONE: Setup = Setup { name: "none", config: &[], prepare: nothing };
 const COMMAND: Setup = Setup {
     name: "command harness",
@@ -184,19 +255,28 @@ const COMMAND_UNUSED: Setup = Setup {
     config: &[("harness.command", "{argv: [sh, h.sh, '{strategy}', '{tasks}', '{out}']}")],
     prepare: harness_script,
 };
+/// One shard (as [`RAY_NO_DRIVER`]).
 const RAY: Setup = Setup {
     name: "ray",
     config: &[
         ("harness.executor", "ray"),
+        ("harness.ray.shards", "1"),
         ("harness.ray.address", "x:1"),
         ("harness.ray.python", "sh"),
         ("harness.ray.driver", "driver.sh"),
     ],
     prepare: ray_driver,
 };
+/// One shard: one attempt in flight, so that one shard's failure does not
+/// race another's (the first to fail cancels the others).
 const RAY_NO_DRIVER: Setup = Setup {
     name: "ray without a driver",
-    config: &[("harness.executor", "ray"), ("harness.ray.address", "x:1"), ("harness.ray.python", "sh")],
+    config: &[
+        ("harness.executor", "ray"),
+        ("harness.ray.address", "x:1"),
+        ("harness.ray.python", "sh"),
+        ("harness.ray.shards", "1"),
+    ],
     prepare: ray_driver,
 };
 const F1: Setup = Setup { name: "f1 judge", config: &[("harness.judge", "f1")], prepare: nothing };
@@ -221,9 +301,13 @@ const STALL_1: Setup = Setup { name: "stall 1", config: &[("search.stall", "1")]
 const MARGIN: Setup =
     Setup { name: "a cheaper step", config: &[("cost.noninferiority_margin", "0.05")], prepare: nothing };
 const RULES: Setup = Setup { name: "rules", config: &[("search.method", "rules")], prepare: nothing };
+const ACCEPTING: Setup =
+    Setup { name: "rules that get accepted", config: MANUAL_RULES.split_at(1).1, prepare: nothing };
+const STALE_PENDING: Setup =
+    Setup { name: "a pending version against an older served one", config: MANUAL_RULES, prepare: stale_pending };
 
 use Expect::{Differs, Refused, Unshown};
-use Observe::{Budget, Diagnose, Evolve, Load, Search};
+use Observe::{Budget, Diagnose, Evolve, Load, Models, Round, Search};
 
 /// One row.
 const fn row(key: &'static str, value: &'static str, observe: Observe, setup: &'static Setup, expect: Expect) -> Row {
@@ -247,9 +331,6 @@ pub const ROWS: &[Row] = &[
         &NONE,
         Unshown("0.05: one round's search on the built-in set proposed no cheaper step"),
     ),
-    // Every other value is the default's meaning or a contradiction (utility
-    // needs a price; accuracy with a price is refused).
-    row("cost.objective", "utility", Load, &NONE, Refused),
     row("cost.per_1k_tokens", "2.0", Evolve, &NONE, Differs),
     row("gates.alpha", "0.001", Evolve, &NONE, Differs),
     row("gates.bootstrap_resamples", "200", Evolve, &NONE, Differs),
@@ -257,15 +338,7 @@ pub const ROWS: &[Row] = &[
     row("gates.cluster_check", "require", Evolve, &NONE, Differs),
     row("gates.cost_bound", "0.1", Evolve, &NONE, Differs),
     row("gates.cost_bound_v1", "0.1", Evolve, &NONE, Differs),
-    row(
-        "gates.full_tests_per_round",
-        "2",
-        Evolve,
-        &NONE,
-        Unshown(
-            "2: one round of four candidates within 5 evaluations on the built-in set sent one to the confirm test either way",
-        ),
-    ),
+    row("gates.full_tests_per_round", "2", Round, &ACCEPTING, Differs),
     row("gates.lord_initial_wealth", "0.1", Evolve, &NONE, Differs),
     row("gates.probe_drop_max", "0.5", Evolve, &NONE, Differs),
     row("gates.probe_size", "20", Evolve, &NONE, Differs),
@@ -293,16 +366,18 @@ pub const ROWS: &[Row] = &[
     row("harness.minilm_dir", "models", Diagnose, &MINILM_DIR, Differs),
     row("harness.protocol", "replay", Diagnose, &NONE, Differs),
     row("harness.ray.address", "y:2", Diagnose, &RAY, Differs),
-    row("harness.ray.concurrency", "1", Diagnose, &RAY, Differs),
     row(
-        "harness.ray.driver",
-        "driver.sh",
+        "harness.ray.concurrency",
+        "1",
         Diagnose,
-        &RAY_NO_DRIVER,
+        &RAY,
         Unshown(
-            "driver.sh: shows, but without a driver `sh -m emend_ray` exits at once and emend sometimes dies of a signal writing to it, so the run is not reproducible",
+            "1: one shard has nothing to run beside it; with two, the first to fail cancels the other at a moment \
+             that varies (the fake driver fails them all), so no two runs of the default agree",
         ),
     ),
+    // Without it `sh -m emend_ray` runs the project's emend_ray.
+    row("harness.ray.driver", "driver.sh", Diagnose, &RAY_NO_DRIVER, Differs),
     row("harness.ray.emend", "/opt/emend", Diagnose, &RAY, Differs),
     row("harness.ray.python", "bash", Diagnose, &RAY, Differs),
     row("harness.ray.shards", "3", Diagnose, &RAY, Differs),
@@ -312,13 +387,8 @@ pub const ROWS: &[Row] = &[
     row("harness.split.confirm_fraction", "0.5", Evolve, &NONE, Differs),
     row("harness.split.seed", "7", Evolve, &NONE, Differs),
     row("harness.split.unit", "conversation", Evolve, &NONE, Differs),
-    row(
-        "harness.stage_cache_mb",
-        "0",
-        Diagnose,
-        &NONE,
-        Unshown("0: diagnose's output and the names under .emend/cache/ are the same (sizes not compared)"),
-    ),
+    // No stage results kept on disk for the next command.
+    row("harness.stage_cache_mb", "0", Diagnose, &NONE, Differs),
     row("harness.tasks", "tasks.json", Diagnose, &TASKS, Differs),
     row("harness.version", "'2'", Evolve, &NONE, Differs),
     row("hooks.on_pending", "[sh, hook.sh]", Evolve, &MANUAL, Differs),
@@ -332,20 +402,12 @@ pub const ROWS: &[Row] = &[
         &NONE,
         Differs,
     ),
-    row(
-        "loop.candidates",
-        "2",
-        Evolve,
-        &NONE,
-        Unshown("2: one round within 5 (or 8) evaluations on the built-in set proposed the same either way"),
-    ),
-    row(
-        "loop.exploration",
-        "5.0",
-        Evolve,
-        &RULES,
-        Unshown("5.0 under search.method: rules, three rounds on the built-in set: the same candidates"),
-    ),
+    // The default search proposes one candidate a round whatever the number.
+    row("loop.candidates", "1", Round, &RULES, Differs),
+    // The upper confidence bounds the planner ranks the directions by, once
+    // a round has visited some (not what the round tried: it visits
+    // unvisited directions first whatever the constant).
+    row("loop.exploration", "5.0", Round, &RULES, Differs),
     row("loop.rounds", "1", Budget, &NONE, Differs),
     row("loop.seed", "3", Evolve, &NONE, Differs),
     row(
@@ -372,13 +434,8 @@ pub const ROWS: &[Row] = &[
     row("search.stall", "5", Search, &NONE, Differs),
     row("search.startup", "2", Search, &NONE, Differs),
     row("serve.approval", "manual", Evolve, &NONE, Differs),
-    row(
-        "serve.max_pending",
-        "1",
-        Evolve,
-        &MANUAL,
-        Unshown("1: two live pending versions need two served versions between runs; no setup made them"),
-    ),
+    // The round's new pending version leaves one live (the cap): the stale one is superseded.
+    row("serve.max_pending", "1", Round, &STALE_PENDING, Differs),
     row("strategy", "other.yaml", Evolve, &NONE, Differs),
 ];
 
@@ -410,6 +467,92 @@ const SHARED_JUDGE: Setup = Setup {
     prepare: nothing,
 };
 
+/// One role on the first test server, with its own model and the test key;
+/// short backoffs, a deadline of 10 s.
+macro_rules! on_server {
+    ($role:literal) => {
+        concat!(
+            $role,
+            ": {base_url: '{url}', model: ",
+            $role,
+            "-model, api_key_env: EMEND_TEST_KEY, backoff_secs: 0.01, timeout_secs: 5, deadline_secs: 10}"
+        )
+    };
+}
+
+/// The model roles' test project: llm_support's dialogue and fact-extracting
+/// strategy (no journal yet), the LLM judge, the rule evolver, every role on
+/// the test server.
+const MODELS: Setup = Setup {
+    name: "every role on the test server",
+    config: &[
+        ("harness.tasks", "tasks.json"),
+        ("harness.judge", "llm"),
+        ("harness.split.confirm_fraction", "0.1"),
+        ("harness.split.seed", "0"),
+        ("gates.probe_size", "10"),
+        ("gates.bootstrap_resamples", "200"),
+        ("search.method", "rules"),
+        ("initial_strategy", "initial.yaml"),
+        (
+            "roles",
+            concat!(
+                "{",
+                on_server!("extractor"),
+                ", ",
+                on_server!("answerer"),
+                ", ",
+                on_server!("judge"),
+                ", ",
+                on_server!("critic"),
+                ", ",
+                on_server!("evolver"),
+                ", ",
+                on_server!("classifier"),
+                "}"
+            ),
+        ),
+    ],
+    prepare: models_project,
+};
+
+/// Writes the model roles' test project ([`MODELS`]).
+fn models_project(dir: &Path) {
+    #[cfg(feature = "llm")]
+    models::project(dir);
+    #[cfg(not(feature = "llm"))]
+    unreachable!("the roles' rows need the llm feature: {}", dir.display());
+}
+
+/// The changed value of a role's key, and the test server's behaviour under
+/// which it shows.
+fn role_change(key: &str) -> (&'static str, Serve) {
+    match key {
+        // Another variable, holding another key: the Authorization header.
+        "api_key_env" => ("EMEND_OTHER_KEY", Serve::Plain),
+        // At least 15 s before the retry of a failed request: past the 10 s
+        // deadline, so the call fails at its first 500.
+        "backoff_secs" => ("60", Serve::Flaky),
+        // The second server gets the role's requests.
+        "base_url" => ("'{url2}'", Serve::Plain),
+        // One request at a time: none in flight beside another.
+        "concurrency" => ("1", Serve::Slow),
+        // No time to retry the first 500.
+        "deadline_secs" => ("0.002", Serve::Flaky),
+        "max_tokens" => ("100", Serve::Plain),
+        "model" => ("other-model", Serve::Plain),
+        // Every word of four letters or more in a reply: the JSON replies no
+        // longer parse, the answers are no longer the dialogue's words.
+        "redact" => ("['[a-z]{4,}']", Serve::Plain),
+        // The first 500 fails the call.
+        "retries" => ("0", Serve::Flaky),
+        "temperature" => ("0.5", Serve::Plain),
+        // Every reply comes too late.
+        "timeout_secs" => ("0.05", Serve::Slow),
+        _ => unreachable!("{key}"),
+    }
+}
+
 /// A rows for every key of every role (`roles.<role>.<key>`).
 pub fn role_rows() -> Vec<Row> {
     let mut out = Vec::new();
@@ -425,13 +568,22 @@ pub fn role_rows() -> Vec<Row> {
                     let setup = Box::leak(Box::new(Setup { name: role, config, prepare: nothing }));
                     row(name, "true", Load, setup, Refused)
                 }
-                _ => row(
+                // One call at a time whatever the bound.
+                ("critic" | "evolver", "concurrency") => row(
                     name,
-                    "",
-                    Load,
-                    &NONE,
-                    Unshown("needs a model role served by the test server: no observation of it is written yet"),
+                    "1",
+                    Models(Serve::Slow),
+                    &MODELS,
+                    Unshown(
+                        "1: emend asks this role one call at a time (a round's critic reviews and evolver rewrites \
+                         are sequential; the test server never saw two in flight under the default 4), so the bound \
+                         never binds",
+                    ),
                 ),
+                _ => {
+                    let (value, serve) = role_change(key);
+                    row(name, value, Models(serve), &MODELS, Differs)
+                }
             });
         }
     }
@@ -565,6 +717,12 @@ fn commands(observe: Observe) -> &'static [&'static [&'static str]] {
             &["trials", "--json"],
         ],
         Budget => &[&["evolve", "--max-evals", "8", "--json", "--quiet"]],
+        Round => &[
+            &["evolve", "--rounds", "1", "--json", "--quiet"],
+            &["pending", "--all", "--json"],
+            &["hypotheses", "--json"],
+        ],
+        Models(_) => &[&["evolve", "--rounds", "1", "--json", "--quiet"], &["journal", "export"]],
     }
 }
 
@@ -574,10 +732,28 @@ fn commands(observe: Observe) -> &'static [&'static [&'static str]] {
 fn observe(observe: Observe, setup: &Setup, settings: &[(&str, &str)]) -> String {
     let (_tmp, dir) = fresh_project();
     (setup.prepare)(&dir);
-    configure(&dir, &[setup.config, settings].concat());
+    #[cfg(feature = "llm")]
+    let servers = match observe {
+        Models(serve) => Some(models::Servers::start(serve)),
+        _ => None,
+    };
+    let settings: Vec<(&str, String)> = [setup.config, settings]
+        .concat()
+        .into_iter()
+        .map(|(k, v)| {
+            #[cfg(feature = "llm")]
+            if let Some(s) = &servers {
+                return (k, s.locate(v));
+            }
+            (k, v.to_string())
+        })
+        .collect();
+    configure(&dir, &settings.iter().map(|(k, v)| (*k, v.as_str())).collect::<Vec<_>>());
     let mut seen = String::new();
     for args in commands(observe) {
         let mut cmd = support::command(&dir, args);
+        #[cfg(feature = "llm")]
+        cmd.envs(models::KEYS).env_remove("OPENAI_API_KEY");
         let out = cmd.env_remove("EMEND_MINILM_DIR").env_remove("RAY_ADDRESS").output().expect("emend runs");
         let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         // Shards run at once log in any order: the lines, sorted.
@@ -595,14 +771,163 @@ fn observe(observe: Observe, setup: &Setup, settings: &[(&str, &str)]) -> String
         }
     }
     if dir.join(".emend/cache").is_dir() {
+        // Each cache and how many files it keeps (their names hold hashes of paths).
         let mut names: Vec<String> = std::fs::read_dir(dir.join(".emend/cache"))
             .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .map(|e| {
+                let e = e.unwrap();
+                format!("{} ({} files)", e.file_name().to_string_lossy(), files_in(&e.path()))
+            })
             .collect();
         names.sort();
         seen.push_str(&format!("caches: {names:?}\n"));
     }
+    #[cfg(feature = "llm")]
+    if let Some(s) = &servers {
+        seen.push_str(&s.summary());
+        seen = s.scrub(&seen);
+    }
     without_times(&seen.replace(&dir.display().to_string(), "<project>"))
+}
+
+/// The test servers of [`Observe::Models`] and what they saw.
+#[cfg(feature = "llm")]
+mod models {
+    use std::collections::{BTreeSet, HashSet};
+    use std::path::Path;
+    use std::sync::{Arc, Mutex};
+    use std::time::Instant;
+
+    use super::{ROLES, SLOW_REPLY, Serve};
+    use crate::llm_support::{self, Reply, Seen, Server};
+
+    /// The API keys in the environment of every run: the setup's roles
+    /// read the first, `api_key_env`'s changed value names the second.
+    pub const KEYS: [(&str, &str); 2] =
+        [("EMEND_TEST_KEY", "sk-behaviour-first-5d1e0c"), ("EMEND_OTHER_KEY", "sk-behaviour-second-9a7c4b")];
+
+    /// The dialogue and the fact-extracting strategy of llm_support, no journal.
+    pub fn project(dir: &Path) {
+        std::fs::remove_file(dir.join("strategies/served.yaml")).unwrap();
+        std::fs::remove_dir_all(dir.join(".emend")).unwrap();
+        let tasks = serde_json::to_string_pretty(&llm_support::fixture()).unwrap();
+        std::fs::write(dir.join("tasks.json"), tasks).unwrap();
+        std::fs::write(dir.join("initial.yaml"), llm_support::strategy()).unwrap();
+    }
+
+    /// When each request arrived, and from which role.
+    type Arrivals = Arc<Mutex<Vec<(&'static str, Instant)>>>;
+
+    /// Plausible replies, served as `serve` says; arrivals recorded.
+    fn script(serve: Serve, arrivals: Arrivals) -> impl Fn(&Seen) -> Reply + Send + Sync + 'static {
+        let failed = Mutex::new(HashSet::new());
+        move |seen| {
+            arrivals.lock().unwrap().push((seen.role(), Instant::now()));
+            match (serve, llm_support::default_reply(seen)) {
+                (Serve::Flaky, reply) => {
+                    if failed.lock().unwrap().insert(seen.body.to_string()) {
+                        Reply::Status { code: 500, retry_after: None, body: "{\"error\": \"busy\"}".into() }
+                    } else {
+                        reply
+                    }
+                }
+                (Serve::Slow, Reply::Content(c)) => Reply::Hang(SLOW_REPLY, c),
+                (_, reply) => reply,
+            }
+        }
+    }
+
+    /// Two servers that answer alike (`{url}` and `{url2}`).
+    pub struct Servers {
+        serve: Serve,
+        servers: [(Server, Arrivals); 2],
+    }
+
+    impl Servers {
+        pub fn start(serve: Serve) -> Servers {
+            let one = || {
+                let arrivals = Arrivals::default();
+                (Server::start(script(serve, arrivals.clone())), arrivals)
+            };
+            Servers { serve, servers: [one(), one()] }
+        }
+
+        /// A setting's value with the servers' addresses in.
+        pub fn locate(&self, value: &str) -> String {
+            value.replace("{url}", &self.servers[0].0.url).replace("{url2}", &self.servers[1].0.url)
+        }
+
+        /// `text` without the servers' ports, and without the hashes they
+        /// enter (a role's endpoint is part of the harness's identity).
+        pub fn scrub(&self, text: &str) -> String {
+            let text = text.replace(&self.servers[0].0.url, "<url>").replace(&self.servers[1].0.url, "<url2>");
+            let mut out = String::with_capacity(text.len());
+            let mut run = String::new();
+            for c in text.chars().chain(std::iter::once(' ')) {
+                if c.is_ascii_hexdigit() && !c.is_ascii_uppercase() {
+                    run.push(c);
+                    continue;
+                }
+                out.push_str(if run.len() >= 32 { "<hash>" } else { &run });
+                run.clear();
+                out.push(c);
+            }
+            out.pop();
+            out
+        }
+
+        /// Per server and role: the requests, what they sent, and (slow
+        /// replies) whether two were in flight at once.
+        pub fn summary(&self) -> String {
+            let mut out = String::new();
+            for ((server, arrivals), name) in self.servers.iter().zip(["url", "url2"]) {
+                let seen = server.seen();
+                for role in ROLES {
+                    let mine: Vec<&Seen> = seen.iter().filter(|s| s.role() == role).collect();
+                    if mine.is_empty() {
+                        continue;
+                    }
+                    let sent: BTreeSet<String> = mine
+                        .iter()
+                        .map(|s| {
+                            let key = KEYS
+                                .iter()
+                                .find(|(_, k)| s.authorization.as_deref() == Some(&format!("Bearer {k}")))
+                                .map_or("no key", |(name, _)| name);
+                            format!(
+                                "model {} temperature {} max_tokens {} key {key}",
+                                s.model(),
+                                s.body["temperature"],
+                                s.body["max_tokens"]
+                            )
+                        })
+                        .collect();
+                    out.push_str(&format!("{name} {role}: {} requests, {sent:?}", mine.len()));
+                    if self.serve == Serve::Slow {
+                        out.push_str(&format!(", two at once: {}", at_once(arrivals, role)));
+                    }
+                    out.push('\n');
+                }
+            }
+            out
+        }
+    }
+
+    /// Whether two of `role`'s requests arrived within a reply's time: in
+    /// flight at once.
+    fn at_once(arrivals: &Arrivals, role: &str) -> bool {
+        let mut times: Vec<Instant> = arrivals.lock().unwrap().iter().filter(|a| a.0 == role).map(|a| a.1).collect();
+        times.sort();
+        times.windows(2).any(|w| w[1] - w[0] < SLOW_REPLY)
+    }
+}
+
+/// How many files `path` is or holds.
+fn files_in(path: &Path) -> usize {
+    match std::fs::read_dir(path) {
+        Ok(entries) => entries.map(|e| files_in(&e.unwrap().path())).sum(),
+        Err(_) => 1,
+    }
 }
 
 /// The settings of a row's changed run.
