@@ -80,12 +80,9 @@ pub enum Serve {
     Plain,
     /// The first time a request is seen, status 500; then at once.
     Flaky,
-    /// After [`SLOW_REPLY`].
+    /// After 150 ms (`models::SLOW_REPLY`).
     Slow,
 }
-
-/// How long a [`Serve::Slow`] reply takes.
-pub const SLOW_REPLY: std::time::Duration = std::time::Duration::from_millis(150);
 
 /// What a row expects of its changed value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -798,8 +795,11 @@ mod models {
     use std::sync::{Arc, Mutex};
     use std::time::Instant;
 
-    use super::{ROLES, SLOW_REPLY, Serve};
+    use super::{ROLES, Serve};
     use crate::llm_support::{self, Reply, Seen, Server};
+
+    /// How long a [`Serve::Slow`] reply takes.
+    const SLOW_REPLY: std::time::Duration = std::time::Duration::from_millis(150);
 
     /// The API keys in the environment of every run: the setup's roles
     /// read the first, `api_key_env`'s changed value names the second.
