@@ -12,8 +12,11 @@
 //! attempt is what makes a search through Ray usable.
 //!
 //! A driver that stops (it could not connect, it crashed, it wrote something
-//! that is not an answer) fails the attempts it had with exit status 75 and
-//! its own stderr tail; the retry starts a new driver.
+//! that is not an answer, it exited before it read a request) fails the
+//! attempts it had with exit status 75, naming the driver, with its exit
+//! status and its own stderr tail; the retry starts a new driver. Writing a
+//! request to a driver that is gone is an error emend handles (EPIPE), never
+//! a SIGPIPE that kills it.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -89,6 +92,14 @@ impl RaySpec {
         };
         let workdir = command_workdir.map(|w| if w.is_absolute() { w.to_path_buf() } else { base.join(w) });
         Ok(RaySpec { address, python: c.python.clone(), driver, workdir })
+    }
+
+    /// The driver as messages name it: its Python and script (or module).
+    fn driver_name(&self) -> String {
+        match &self.driver {
+            Some(d) => format!("{} {}", self.python, d.display()),
+            None => format!("{} -m emend_ray", self.python),
+        }
     }
 
     /// The driver's command line.
@@ -219,29 +230,45 @@ impl RaySession {
         if let Some(d) = slot.as_ref().filter(|d| d.alive.load(Ordering::SeqCst)) {
             return Ok(Arc::clone(d));
         }
-        let d = Arc::new(Driver::start(&self.spec.driver_argv(), &spec.workdir).map_err(RunError::Spawn)?);
+        let d = Arc::new(
+            Driver::start(&self.spec.driver_argv(), self.spec.driver_name(), &spec.workdir).map_err(RunError::Spawn)?,
+        );
         *slot = Some(Arc::clone(&d));
         Ok(d)
     }
 }
 
-/// Says in the attempt's stderr file that the driver stopped, with the
-/// driver's own last words, and reports the attempt as lost.
+/// Says in the attempt's stderr file that the driver stopped, naming it,
+/// with its exit status and its own last words, and reports the attempt as lost.
 fn lost(driver: &Driver, stderr: &Path) -> ExitStatus {
     driver.alive.store(false, Ordering::SeqCst);
     // Its last words may still be on their way: give the driver a moment to
     // exit and its stderr to be read to the end.
     let start = Instant::now();
-    while !driver.log_closed.load(Ordering::SeqCst) && start.elapsed() < LAST_WORDS_WAIT {
+    let mut exited = None;
+    while start.elapsed() < LAST_WORDS_WAIT {
+        exited = exited.or_else(|| driver.child.lock().expect("no panics holding the lock").try_wait().ok().flatten());
+        if exited.is_some() && driver.log_closed.load(Ordering::SeqCst) {
+            break;
+        }
         std::thread::sleep(Duration::from_millis(10));
     }
+    let how = match exited {
+        Some(status) => match (status.code(), status.signal()) {
+            (Some(code), _) => format!("exit status {code}"),
+            (None, Some(sig)) => format!("killed by signal {sig}"),
+            _ => status.to_string(),
+        },
+        None => "still running, its input or output closed".to_string(),
+    };
     let log = driver.log.lock().expect("no panics holding the lock");
     let said = String::from_utf8_lossy(&log);
     let said = said.trim();
+    let name = &driver.name;
     let text = if said.is_empty() {
-        "emend-ray: the Ray driver stopped before it answered (it printed nothing)\n".to_string()
+        format!("emend-ray: the Ray driver stopped before it answered ({name}: {how}); it printed nothing\n")
     } else {
-        format!("emend-ray: the Ray driver stopped before it answered; it said:\n{said}\n")
+        format!("emend-ray: the Ray driver stopped before it answered ({name}: {how}); it said:\n{said}\n")
     };
     let _ = std::fs::OpenOptions::new()
         .append(true)
@@ -253,6 +280,8 @@ fn lost(driver: &Driver, stderr: &Path) -> ExitStatus {
 
 /// One `emend_ray serve` process and the attempts waiting for its answers.
 struct Driver {
+    /// What messages call it ([`RaySpec::driver_name`]).
+    name: String,
     child: Mutex<Child>,
     stdin: Mutex<Option<ChildStdin>>,
     waiting: Arc<Mutex<HashMap<u64, mpsc::Sender<Answer>>>>,
@@ -264,7 +293,7 @@ struct Driver {
 }
 
 impl Driver {
-    fn start(argv: &[String], dir: &Path) -> std::io::Result<Driver> {
+    fn start(argv: &[String], name: String, dir: &Path) -> std::io::Result<Driver> {
         let mut child = Command::new(&argv[0])
             .args(&argv[1..])
             .current_dir(dir)
@@ -290,15 +319,20 @@ impl Driver {
             let (waiting, alive, log) = (Arc::clone(&waiting), Arc::clone(&alive), Arc::clone(&log));
             std::thread::spawn(move || read_answers(stdout, &waiting, &alive, &log));
         }
-        Ok(Driver { child: Mutex::new(child), stdin: Mutex::new(stdin), waiting, alive, log, log_closed })
+        Ok(Driver { name, child: Mutex::new(child), stdin: Mutex::new(stdin), waiting, alive, log, log_closed })
     }
 
+    /// Writes a line to the driver. A driver that exited (or closed its
+    /// input) makes this an error, EPIPE, never the SIGPIPE that would kill
+    /// emend: the caller reports the attempt as lost, with the driver's stderr.
     fn send(&self, line: &str) -> std::io::Result<()> {
         let mut stdin = self.stdin.lock().expect("no panics holding the lock");
         let w = stdin.as_mut().ok_or_else(|| std::io::Error::from(std::io::ErrorKind::BrokenPipe))?;
-        w.write_all(line.as_bytes())?;
-        w.write_all(b"\n")?;
-        w.flush()
+        without_sigpipe(|| {
+            w.write_all(line.as_bytes())?;
+            w.write_all(b"\n")?;
+            w.flush()
+        })
     }
 }
 
@@ -317,6 +351,42 @@ impl Drop for Driver {
         }
         let _ = child.kill();
         let _ = child.wait();
+    }
+}
+
+/// Runs `write` with SIGPIPE blocked on this thread, and takes back a SIGPIPE
+/// the write raised, so a write to a pipe whose reader is gone fails with
+/// EPIPE instead of killing the process. The binary keeps SIGPIPE's default
+/// action (a closed stdout ends `emend log | head` quietly), so the driver's
+/// pipe cannot rely on it being ignored. The signal of a write to a pipe is
+/// sent to the writing thread, which is why blocking it here is enough.
+fn without_sigpipe(write: impl FnOnce() -> std::io::Result<()>) -> std::io::Result<()> {
+    // SAFETY: the sigset_t values are initialised by sigemptyset before use,
+    // every pointer is valid for its call, and the thread's signal mask is
+    // restored before returning.
+    unsafe {
+        let mut pipe: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut pipe);
+        libc::sigaddset(&mut pipe, libc::SIGPIPE);
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_BLOCK, &pipe, &mut old);
+        let pending_before = sigpipe_pending();
+        let result = write();
+        if !pending_before && sigpipe_pending() {
+            let mut sig = 0;
+            libc::sigwait(&pipe, &mut sig);
+        }
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        result
+    }
+}
+
+/// Whether a SIGPIPE is pending for this thread (or the process).
+fn sigpipe_pending() -> bool {
+    // SAFETY: `set` is filled by sigpending before sigismember reads it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigpending(&mut set) == 0 && libc::sigismember(&set, libc::SIGPIPE) == 1
     }
 }
 
@@ -495,7 +565,9 @@ mod tests {
         let (code, out, err) = attempt("stop");
         assert_eq!((code, out), (Some(EXIT_TASK_LOST), None));
         assert!(
-            err.contains("the Ray driver stopped before it answered") && err.contains("cannot reach the cluster"),
+            err.contains("the Ray driver stopped before it answered")
+                && err.contains(&format!("(sh {}: exit status 3)", dir.join("driver.sh").display()))
+                && err.contains("cannot reach the cluster"),
             "{err}"
         );
         let (code, _, _) = attempt("after");
