@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::support::workspace;
+use crate::support::{command, edit_config, ok, workspace};
 use emend_core::artifact::{self, Artifact};
 use emend_core::schema::StrategySchema;
 use emend_eval::backend::Backend;
@@ -194,4 +194,51 @@ fn a_failed_ray_shard_fails_like_a_local_one() {
     .with_executor(Executor::Ray(ray));
     let e = backend.evaluate(&builtin_strategy(), None).unwrap_err().to_string();
     assert!(e.starts_with("shard 1/1: exit status 3 after retry; stderr: broken"), "{e}");
+}
+
+/// A project whose harness command (the built-in worker) runs its shards on
+/// Ray through the driver `script` (run by `sh`); the address is never reached.
+/// Returns the project and the driver as emend's messages name it.
+fn ray_project(tmp: &std::path::Path, script: &str) -> (std::path::PathBuf, String) {
+    let dir = tmp.join("p");
+    let bin = crate::support::bin();
+    let bin = bin.to_str().unwrap();
+    let init = ["init", dir.to_str().unwrap(), "--tasks", "builtin", "--harness-command", bin, "worker"];
+    ok(tmp, &[&init[..], &["{strategy}", "{tasks}", "{out}"]].concat());
+    let driver = dir.join("driver.sh");
+    std::fs::write(&driver, script).unwrap();
+    edit_config(
+        &dir,
+        "  kind: command\n",
+        "  kind: command\n  executor: ray\n  ray:\n    address: 127.0.0.1:1\n    python: sh\n    driver: driver.sh\n",
+    );
+    (dir, format!("sh {}", driver.display()))
+}
+
+/// A Ray driver that is gone before emend writes its request (it exited at
+/// once, or closed its input) fails every command that runs shards with
+/// exit 1 and one error line naming the driver and its exit status, every
+/// time: the write's broken pipe is an error, never a SIGPIPE that kills
+/// emend (a cron job must get the documented code).
+#[test]
+fn a_ray_driver_gone_before_the_request_fails_each_command_with_exit_1_never_a_signal() {
+    let drivers = [("exits at once", "exit 1\n"), ("closes its input", "exec 0<&-\nsleep 0.2\nexit 1\n")];
+    let commands: [&[&str]; 4] =
+        [&["diagnose"], &["audit"], &["eval", "--strategy", "strategies/served.yaml"], &["evolve", "--rounds", "1"]];
+    for (what, script) in drivers {
+        let tmp = tempfile::tempdir().unwrap();
+        let (dir, driver) = ray_project(tmp.path(), script);
+        let want = format!("the Ray driver stopped before it answered ({driver}: exit status 1); it printed nothing");
+        for args in commands {
+            for run in 1..=10 {
+                let out = command(&dir, args).output().unwrap();
+                let err = String::from_utf8_lossy(&out.stderr);
+                let said = format!("a driver that {what}, emend {args:?}, run {run}: {:?}\n{err}", out.status);
+                assert_eq!(out.status.code(), Some(1), "{said}");
+                let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error: ")).collect();
+                assert_eq!(errors.len(), 1, "{said}");
+                assert!(errors[0].contains(&want), "{said}");
+            }
+        }
+    }
 }
