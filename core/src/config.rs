@@ -260,8 +260,8 @@ mod tests {
         let c =
             with_roles("roles:\n  answerer: {base_url: 'http://127.0.0.1:9/v1', model: m, concurrency: 8}\n").unwrap();
         let r = &c.roles["answerer"];
-        assert_eq!(r.concurrency, 8);
-        assert_eq!(*r, RoleConfig { concurrency: 8, ..RoleConfig::new("http://127.0.0.1:9/v1", "m") });
+        assert_eq!(r.concurrency, Some(8));
+        assert_eq!(*r, RoleConfig { concurrency: Some(8), ..RoleConfig::new("http://127.0.0.1:9/v1", "m") });
         let err = with_roles("roles:\n  answerer: {base_url: 'http://h/v1', model: m, colour: red}\n").unwrap_err();
         assert!(err.contains("roles.answerer.colour: unknown key `colour`"), "{err}");
         let err = with_roles("roles:\n  oracle: {base_url: 'http://host/v1', model: m}\n").unwrap_err();

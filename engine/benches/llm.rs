@@ -34,7 +34,7 @@ fn main() {
     )
     .expect("the default strategy");
     let server = emend_eval::test_server::Server::roles();
-    let role = |model: &str| RoleConfig { concurrency: 16, ..RoleConfig::new(&server.url, model) };
+    let role = |model: &str| RoleConfig { concurrency: Some(16), ..RoleConfig::new(&server.url, model) };
     let roles: BTreeMap<String, RoleConfig> =
         [("answerer".to_string(), role("answer-model")), ("judge".to_string(), role("judge-model"))].into();
     let cache = tempfile::tempdir().unwrap();

@@ -171,7 +171,7 @@ fn a_repeated_call_is_served_from_the_disk_cache() {
 #[test]
 fn concurrency_is_bounded_per_role() {
     let server = Server::start(|_| Reply::Hang(Duration::from_millis(60), OK.into()));
-    let m = models(&[("classifier", role(&server, |r| r.concurrency = 3))], None);
+    let m = models(&[("classifier", role(&server, |r| r.concurrency = Some(3)))], None);
     let requests: Vec<Request> = (0..12).map(|i| Request::new("You diagnose why", format!("case {i}"))).collect();
     let t = Instant::now();
     let results = m.call_many(Role::Classifier, requests, parse_split);

@@ -24,7 +24,8 @@ const ROLES_DOC: &str = "
 #     api_key_env: OPENAI_API_KEY   # the variable's name, never the key; omit for no key
 #     temperature: 0
 #     max_tokens: 512               # largest completion
-#     concurrency: 4                # requests of this role in flight at once
+#     concurrency: 4                # requests in flight at once (not on critic, evolver:
+#                                   # emend asks them one call at a time)
 #     timeout_secs: 60              # one request
 #     retries: 4                    # on 429, 5xx, timeouts and connection errors
 #     backoff_secs: 0.5             # first wait, doubled per retry with jitter (Retry-After wins)

@@ -493,6 +493,15 @@ impl Default for LoopConfig {
 /// component that proposes a change never judges it.
 pub const ROLE_NAMES: [&str; 6] = ["extractor", "answerer", "judge", "critic", "evolver", "classifier"];
 
+/// The roles emend asks one call at a time (a round's critic reviews and
+/// evolver rewrites run in turn), where `concurrency` is refused.
+pub const ONE_AT_A_TIME: [&str; 2] = ["critic", "evolver"];
+
+/// A role's `concurrency` as the bound it sets: the default when unset.
+fn in_flight<S: serde::Serializer>(c: &Option<usize>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(c.unwrap_or_else(d_role_concurrency) as u64)
+}
+
 /// One model role: an OpenAI-compatible endpoint and model, and how emend
 /// calls it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -509,9 +518,11 @@ pub struct RoleConfig {
     /// Largest completion, in tokens.
     #[serde(default = "d_max_tokens")]
     pub max_tokens: u32,
-    /// Requests of this role in flight at once.
-    #[serde(default = "d_role_concurrency")]
-    pub concurrency: usize,
+    /// Requests of this role in flight at once ([`RoleConfig::in_flight`]:
+    /// 4 when unset). Refused on the critic and the evolver, which emend
+    /// asks one call at a time: there the bound could never bind.
+    #[serde(default, serialize_with = "in_flight")]
+    pub concurrency: Option<usize>,
     /// Seconds one request may take.
     #[serde(default = "d_role_timeout")]
     pub timeout_secs: f64,
@@ -544,7 +555,7 @@ impl RoleConfig {
             api_key_env: None,
             temperature: 0.0,
             max_tokens: d_max_tokens(),
-            concurrency: d_role_concurrency(),
+            concurrency: None,
             timeout_secs: d_role_timeout(),
             retries: d_role_retries(),
             backoff_secs: d_role_backoff(),
@@ -552,6 +563,11 @@ impl RoleConfig {
             allow_shared_with_judge: false,
             redact: Vec::new(),
         }
+    }
+
+    /// The bound on this role's requests in flight: `concurrency`, or its default.
+    pub fn in_flight(&self) -> usize {
+        self.concurrency.unwrap_or_else(d_role_concurrency)
     }
 
     /// The endpoint as compared for judge separation: no trailing slash, scheme and host lowercased.

@@ -41,8 +41,17 @@ pub fn check_roles(roles: &BTreeMap<String, RoleConfig>) -> Result<(), String> {
         if r.max_tokens == 0 {
             return Err(format!("{}: must be at least 1", field("max_tokens")));
         }
-        if !(1..=256).contains(&r.concurrency) {
-            return Err(format!("{}: must be between 1 and 256, got {}", field("concurrency"), r.concurrency));
+        if let Some(c) = r.concurrency {
+            if ONE_AT_A_TIME.contains(&name.as_str()) {
+                return Err(format!(
+                    "{}: emend asks the {name} one call at a time, so this bound never binds; delete it \
+                     (it bounds the roles asked many at once: extractor, answerer, judge, classifier)",
+                    field("concurrency")
+                ));
+            }
+            if !(1..=256).contains(&c) {
+                return Err(format!("{}: must be between 1 and 256, got {c}", field("concurrency")));
+            }
         }
         if !(r.timeout_secs.is_finite() && r.timeout_secs > 0.0) {
             return Err(format!("{}: must be a positive number of seconds", field("timeout_secs")));

@@ -177,7 +177,7 @@ impl RoleClient {
             key,
             // check_roles refused a pattern that does not compile.
             patterns: settings.redact.iter().filter_map(|p| regex::Regex::new(p).ok()).collect(),
-            permits: tokio::sync::Semaphore::new(settings.concurrency),
+            permits: tokio::sync::Semaphore::new(settings.in_flight()),
             cache,
             counters: Counters::default(),
         }
