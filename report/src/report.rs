@@ -164,6 +164,9 @@ pub struct ReportData {
     pub shift: Option<emend_core::layer_a::Shift>,
     /// Each round's digest (round, digest), in journal order.
     pub digests: Vec<(u64, emend_core::digest::Digest)>,
+    /// A person's proposals (`emend propose --predict`), in journal order:
+    /// what each changed, how it ended and how its prediction fared.
+    pub proposals: Vec<String>,
 }
 
 /// Examples of improved and regressed questions shown per version.
@@ -249,6 +252,7 @@ pub fn gather<L: EventLog + ?Sized>(log: &L, texts: &BTreeMap<String, QuestionTe
         start_version,
         categories,
         category_note,
+        proposals: walk.all_cands.iter().filter_map(proposal_line).collect(),
         candidates: walk.all_cands.len(),
         funnel: funnel(&walk.all_cands),
         hypotheses: store.tree()?.into_values().collect(),
@@ -483,6 +487,18 @@ fn round_point(r: &RoundRecord, accuracy: f64, restored: bool) -> Point {
             percent(accuracy, 1)
         ),
     }
+}
+
+/// A person's proposal: its change, how it ended, and its prediction's verdict.
+fn proposal_line(c: &CandidateRecord) -> Option<String> {
+    let p = c.prediction.as_ref()?;
+    let change = c.change_summary().unwrap_or_else(|| c.hypothesis.clone());
+    let ended = match (c.accepted_version, c.rejected_by) {
+        (Some(v), _) => format!("accepted as v{v}"),
+        (None, Some(r)) => format!("{} by {r}", c.outcome),
+        (None, None) => c.outcome.to_string(),
+    };
+    Some(format!("{} {change}: {ended}; {}", c.id, p.describe()))
 }
 
 /// A fully tested candidate that was not accepted, for the trajectory chart.

@@ -72,6 +72,17 @@ fn a_failed_prediction_is_not_served_unless_accepted_unpredicted() {
     assert_eq!(v["prediction"]["verdicts"][1]["held"], true);
     assert_eq!(served(&dir), 1);
     assert!(ok(&dir, &["log"]).contains("prediction \"temporal +3pp, single-hop >= 0\" failed"));
+    // The report lists the proposal that was not served, with its verdict.
+    let report = tmp.path().join("r.html");
+    ok(&dir, &["report", "--out", report.to_str().unwrap()]);
+    let html = std::fs::read_to_string(&report).unwrap();
+    let proposals = html.split("id=\"proposals\"").nth(1).expect("a proposals section");
+    assert!(
+        proposals.contains("r1c1 retrieve.top_k 5 -&gt; 50")
+            && proposals.contains("rejected by full:prediction")
+            && proposals.contains("temporal +3pp: failed"),
+        "{proposals}"
+    );
     // The same claim, accepted unpredicted (another strategy: the first one was evaluated).
     let nearby = ["--field", "retrieve.top_k=40", "--field", "assemble.token_budget=1800"];
     let (code, v) = propose(&dir, &nearby, "temporal +3pp, single-hop >= 0", &["--accept-unpredicted"]);

@@ -35,6 +35,7 @@ pub fn render(d: &ReportData) -> String {
                 (funnel(d))
                 (search(d))
                 (hypotheses(d))
+                (proposals(d))
                 (moves(d))
                 (versions(d))
                 footer {
@@ -398,6 +399,22 @@ fn hypotheses(d: &ReportData) -> Markup {
                 }
             }
         }
+    }
+}
+
+/// A person's proposals and whether what they predicted held.
+fn proposals(d: &ReportData) -> Markup {
+    if d.proposals.is_empty() {
+        return html! {};
+    }
+    html! {
+        h2 id="proposals" { "Proposals" }
+        p.muted {
+            "Changes a person proposed with a prediction (" code { "emend propose --predict" } "): each predicted \
+             category movement is tested on the confirm part against its interval, and a change whose \
+             prediction failed is not served."
+        }
+        ul.facts { @for line in &d.proposals { li { (line) } } }
     }
 }
 
