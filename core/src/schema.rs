@@ -103,6 +103,10 @@ pub struct FieldSpec {
     /// `retrieve.fusion: weighted_sum`). The search leaves an inert field at
     /// its served value, so a candidate never changes a field that does nothing.
     pub inert_when: Vec<InertCondition>,
+    /// Locked by a rollback ([`StrategySchema::with_frozen`]): the version
+    /// whose change the rollback undid, quarantined until `emend
+    /// unquarantine` lifts it and the freeze.
+    pub frozen_by: Option<u64>,
 }
 
 /// One condition of `x-inert-when`: the value at `path` is one of `values`.
@@ -330,14 +334,17 @@ impl StrategySchema {
         &self.origin
     }
 
-    /// This schema with `frozen` fields locked as if they were not `x-evolvable` (and no symptom
-    /// pointing at them): what a run searches after a rollback froze them at their served values.
-    pub fn with_frozen<'p>(&self, frozen: impl IntoIterator<Item = &'p String>) -> StrategySchema {
+    /// This schema with `frozen` fields (each with the version whose change
+    /// froze it) locked as if they were not `x-evolvable` (and no symptom
+    /// pointing at them): what a run searches after a rollback froze them at
+    /// their served values.
+    pub fn with_frozen(&self, frozen: &BTreeMap<String, u64>) -> StrategySchema {
         let text = serde_json::to_string(&self.raw).expect("a schema serializes");
         let mut out = StrategySchema::from_str(&self.origin, &text).expect("a loaded schema loads again");
-        for path in frozen {
+        for (path, version) in frozen {
             if let Some(f) = out.fields.get_mut(path.as_str()) {
                 f.evolvable = false;
+                f.frozen_by = Some(*version);
             }
             for links in out.symptoms.values_mut() {
                 links.retain(|l| &l.path != path);
@@ -649,6 +656,7 @@ fn collect_fields(
         needs_role: node.get("x-needs-role").and_then(Value::as_str).map(str::to_string),
         needs_model: node.get("x-needs-model").and_then(Value::as_str).map(str::to_string),
         inert_when: parse_inert_when(prefix, &node)?,
+        frozen_by: None,
     };
     // x-max-delta is optional: it bounds a step only under `search.method: steps`.
     if evolvable && matches!(spec.kind, FieldKind::Integer | FieldKind::Number) && spec.step.is_none() {

@@ -115,7 +115,7 @@ impl Setup {
         backend: Box<dyn Backend>,
     ) -> std::result::Result<Setup, emend_core::served::ServedError> {
         let frozen = emend_core::served::frozen_by_rollback(log, schema)?;
-        Ok(Setup { schema: schema.with_frozen(frozen.keys()), frozen, backend })
+        Ok(Setup { schema: schema.with_frozen(&frozen), frozen, backend })
     }
 
     /// The evolution of `project` over `log` with this setup.

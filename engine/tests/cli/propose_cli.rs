@@ -174,7 +174,13 @@ fn a_resolution_proposal_of_a_frozen_field_is_refused_before_resolving() {
         ],
     );
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("--field retrieve.top_k") && err.contains("locked"), "{err}");
+    assert!(
+        err.starts_with(
+            "error: --field retrieve.top_k: the field is frozen at its served value by the rollback from v2, which \
+             changed it, until `emend unquarantine v2`"
+        ),
+        "{err}"
+    );
     assert!(ok(&dir, &["escalations"]).contains("[open]"));
     let (code, _, err) = emend(&dir, &["propose", "--field", "retrieve.top_k=40", "--predict", "single-hop +1pp"]);
     assert_eq!(code, 2, "`emend propose` refuses it the same way: {err}");
@@ -182,7 +188,13 @@ fn a_resolution_proposal_of_a_frozen_field_is_refused_before_resolving() {
     // A field the schema locks outright is refused the same way.
     let (code, _, err) = emend(&dir, &["propose", "--field", "judge.kind=f1", "--predict", "single-hop +1pp"]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.starts_with("error: --field judge.kind: the field is locked"), "{err}");
+    assert!(
+        err.starts_with(
+            "error: --field judge.kind: the field is locked: x-evolvable is false for it in \
+             schemas/strategy.schema.json (built in)"
+        ),
+        "{err}"
+    );
 }
 
 #[test]

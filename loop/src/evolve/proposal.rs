@@ -88,9 +88,15 @@ impl Proposal {
             };
             let from = schema::get_path(&doc, path).cloned().unwrap_or(Value::Null);
             if !field.evolvable && from != *value {
+                let why = match field.frozen_by {
+                    Some(v) => format!(
+                        "frozen at its served value by the rollback from v{v}, which changed it, until \
+                         `emend unquarantine v{v}`"
+                    ),
+                    None => format!("locked: x-evolvable is false for it in {}", schema.origin()),
+                };
                 return Err(format!(
-                    "--field {path}: the field is locked (not x-evolvable in the strategy schema, or frozen by a \
-                     rollback until `emend unquarantine`): the schema gate would stop the change untested"
+                    "--field {path}: the field is {why}; the schema gate would stop the change untested"
                 ));
             }
             schema::set_path(&mut doc, path, value.clone());
