@@ -208,7 +208,12 @@ fn render_loop(out: &mut String, l: &LoopConfig) {
     let k = |out: &mut String, doc: &str, name: &str, value: &dyn std::fmt::Display| key(out, "  ", doc, name, value);
     out.push_str("\nloop:\n");
     k(out, "Rounds per `emend evolve` unless --rounds says otherwise.", "rounds", &l.rounds);
-    k(out, "Candidates proposed per round.", "candidates", &l.candidates);
+    k(
+        out,
+        "Candidates screened per round under search.method steps or rules (jump proposes one: the search's best).",
+        "candidates",
+        &l.candidates,
+    );
     k(out, "Seed of every random choice (probe samples, bootstrap).", "seed", &0);
     let doc = "How strongly the planner favours the hypotheses it has tried least\n\
                (the UCB1 exploration constant c0).";
