@@ -9,10 +9,14 @@
 //! harness's model-free components run (extractive answers; a strategy that
 //! needs an LLM role is refused as bad input). Inside a project (`--project
 //! DIR`, or an `emend.yaml` here or above) the strategy is checked against the
-//! project's schema (`harness.schema`) and its model roles plug in: the
-//! extractor, the answerer and the judge (`--judge llm`), with the project's
-//! reply cache. A project whose harness is a command evaluates with that
-//! command on its own task set ([`command`]).
+//! project's schema (`harness.schema`), what the flags leave out is the
+//! project's harness (its task set, conversations, adversarial questions,
+//! judge, F1 threshold, budget ceiling and protocol: the figures the journal
+//! records), and its model roles plug in: the extractor, the answerer and the
+//! judge (`--judge llm`), with the project's reply cache. It evaluates in
+//! process even under `harness.executor: ray` (the same outcomes, without the
+//! cluster). A project whose harness is a command evaluates with that command
+//! on its own task set ([`command`]).
 
 mod command;
 
@@ -47,20 +51,22 @@ fn judge_parser() -> impl clap::builder::TypedValueParser<Value = JudgeKind> {
         .map(|s| JudgeKind::parse(&s).expect("one of the possible values"))
 }
 
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct EvalArgs {
     /// The strategy file (YAML), checked against the project's schema (`harness.schema`) or the built-in one.
     #[arg(long, value_name = "PATH")]
     strategy: PathBuf,
-    /// A LoCoMo-format JSON file, or `builtin` for the embedded synthetic dataset (the default).
-    /// Refused in a project whose harness is a command: it evaluates on its own task set.
+    /// A LoCoMo-format JSON file, or `builtin` for the embedded synthetic dataset (default: the
+    /// project's task set, else builtin). Refused in a project whose harness is a command: it
+    /// evaluates on its own task set.
     #[arg(long, value_name = "PATH|builtin")]
     tasks: Option<String>,
     /// Ignore the project (--project, or an emend.yaml here or above): the built-in harness and
     /// schema, without the project's model roles and caches.
     #[arg(long)]
     no_project: bool,
-    /// The judge (default: the strategy's `judge.kind`; not with a command harness, which judges its own answers).
+    /// The judge (default: the project's `harness.judge`, else the strategy's `judge.kind`; not with a
+    /// command harness, which judges its own answers).
     #[arg(long, value_parser = judge_parser())]
     judge: Option<JudgeKind>,
     /// Keep category 5 (adversarial) questions, excluded by default.
@@ -74,11 +80,13 @@ pub struct EvalArgs {
     outcomes: Option<PathBuf>,
     /// endpoint: every question once, after whole conversations; replay:
     /// longitudinal, a checkpoint after every --every-sessions sessions (built-in harness only).
-    #[arg(long, value_enum, default_value_t = ProtocolArg::Endpoint)]
-    protocol: ProtocolArg,
-    /// Under --protocol replay: sessions between checkpoints.
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
-    every_sessions: u32,
+    /// Default: the project's `harness.protocol`, else endpoint.
+    #[arg(long, value_enum)]
+    protocol: Option<ProtocolArg>,
+    /// Under --protocol replay: sessions between checkpoints (default: the
+    /// project's `harness.replay.every_sessions`, else 1).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    every_sessions: Option<u32>,
     /// Print one JSON object instead of the report.
     #[arg(long)]
     json: bool,
@@ -88,6 +96,44 @@ pub struct EvalArgs {
 enum ProtocolArg {
     Endpoint,
     Replay,
+}
+
+impl EvalArgs {
+    /// Whether the evaluation replays (`--protocol replay`).
+    fn replay(&self) -> bool {
+        self.protocol == Some(ProtocolArg::Replay)
+    }
+
+    /// Sessions between checkpoints under replay.
+    fn every(&self) -> u32 {
+        self.every_sessions.unwrap_or(1)
+    }
+
+    /// These arguments with what they leave out taken from the project's
+    /// harness (task set, conversations, adversarial questions, judge,
+    /// protocol), so that inside a project `emend eval` measures what the
+    /// journal measures. Standalone, they are as given.
+    fn with_project_defaults(&self, project: Option<&Project>) -> EvalArgs {
+        let mut a = self.clone();
+        let Some(p) = project else { return a };
+        let h = &p.config.harness;
+        if a.tasks.is_none() {
+            a.tasks = Some(match h.tasks.as_str() {
+                builtin @ emend_harness::dataset::BUILTIN_NAME => builtin.to_string(),
+                file => p.dir.join(file).display().to_string(),
+            });
+            if a.conversations.is_none() {
+                a.conversations.clone_from(&h.conversations);
+            }
+            a.include_adversarial |= h.include_adversarial;
+        }
+        a.judge = a.judge.or(Some(h.judge));
+        if a.protocol.is_none() && h.protocol == emend_core::config::ProtocolChoice::Replay {
+            a.protocol = Some(ProtocolArg::Replay);
+            a.every_sessions = a.every_sessions.or(Some(h.replay.every_sessions));
+        }
+        a
+    }
 }
 
 /// What the arguments resolve to: files read and checked, and the project.
@@ -119,7 +165,10 @@ fn resolve(args: &EvalArgs, project: Option<Project>) -> Result<Resolved, Failur
         };
         match &cache {
             Some(c) => {
-                emend_harness::dataset::load_path_cached(path, emend_harness::dataset::DEFAULT_MAX_DATASET_BYTES, c)
+                let limit = project.as_ref().map_or(emend_harness::dataset::DEFAULT_MAX_DATASET_BYTES, |(p, _)| {
+                    p.config.harness.max_dataset_bytes()
+                });
+                emend_harness::dataset::load_path_cached(path, limit, c)
             }
             None => emend_harness::load_path(path),
         }
@@ -128,15 +177,18 @@ fn resolve(args: &EvalArgs, project: Option<Project>) -> Result<Resolved, Failur
     if let Some(out) = &args.outcomes {
         super::common::check_output_dir("--outcomes", out)?;
     }
+    let h = project.as_ref().map(|(p, _)| &p.config.harness);
     let settings = HarnessSettings {
+        // A project's locked harness settings are what its journal measured with.
+        budget_ceiling: h.map_or(HarnessSettings::default().budget_ceiling, |h| h.budget_ceiling),
+        f1_threshold: h.map(|h| h.f1_threshold),
         judge: args.judge,
         include_adversarial: args.include_adversarial,
         conversations: args.conversations.clone(),
-        protocol: match args.protocol {
-            ProtocolArg::Endpoint => emend_harness::Protocol::Endpoint,
-            ProtocolArg::Replay => emend_harness::Protocol::Replay { every_sessions: args.every_sessions },
+        protocol: match args.replay() {
+            false => emend_harness::Protocol::Endpoint,
+            true => emend_harness::Protocol::Replay { every_sessions: args.every() },
         },
-        ..HarnessSettings::default()
     };
     Ok(Resolved { strategy, strategy_hash: artifact.hash, dataset, settings, project })
 }
@@ -162,6 +214,7 @@ pub fn run(args: &EvalArgs, project_dir: Option<&Path>) -> CmdResult {
 }
 
 fn run_builtin(args: &EvalArgs, project: Option<Project>, start: Instant) -> CmdResult {
+    let args = &args.with_project_defaults(project.as_ref());
     let mut r = resolve(args, project)?;
     let project = r.project.take();
     let models = project.as_ref().and_then(|p| p.1.clone());
@@ -182,7 +235,7 @@ fn run_builtin(args: &EvalArgs, project: Option<Project>, start: Instant) -> Cmd
             "evaluating {} on {tasks_name} ({} {})",
             args.strategy.display(),
             evaluator.questions().len(),
-            if args.protocol == ProtocolArg::Replay { "observations" } else { "questions" }
+            if args.replay() { "observations" } else { "questions" }
         ),
         true,
     );
@@ -202,11 +255,11 @@ fn run_builtin(args: &EvalArgs, project: Option<Project>, start: Instant) -> Cmd
     let elapsed_ms = start.elapsed().as_millis() as u64;
     let hashes = Hashes { strategy: &r.strategy_hash, dataset: &dataset_hash, harness: &evaluator.harness_hash() };
     let usage = models.as_ref().map(|m| m.usage()).unwrap_or_default();
-    let lifecycle = (args.protocol == ProtocolArg::Replay).then(|| {
+    let lifecycle = (args.replay()).then(|| {
         let held: std::collections::BTreeSet<&str> = eval.outcomes.iter().map(|o| o.conversation.as_str()).collect();
         let samples: Vec<emend_harness::dataset::Sample> =
             evaluator.dataset().samples().iter().filter(|s| held.contains(s.id.as_str())).cloned().collect();
-        emend_harness::replay::Lifecycle::new(args.every_sessions, r.strategy.retrieve.recency_half_life_days, &samples)
+        emend_harness::replay::Lifecycle::new(args.every(), r.strategy.retrieve.recency_half_life_days, &samples)
             .with_maintenance(&r.strategy.ingest.consolidate)
     });
     if args.json {
@@ -277,10 +330,10 @@ fn json_report(
         "elapsed_ms": elapsed_ms,
     });
     let mut doc = doc;
-    if args.protocol == ProtocolArg::Replay {
+    if args.replay() {
         // Under replay, n, correct and accuracy count observations.
         doc["protocol"] = json!("replay");
-        doc["every_sessions"] = json!(args.every_sessions);
+        doc["every_sessions"] = json!(args.every());
         doc["checkpoints"] = json!(e.checkpoints());
         doc["final_accuracy"] = json!(e.final_accuracy());
         doc["probes"] = json!(probes(e));
@@ -311,18 +364,18 @@ fn human_report(
     out += &format!(
         "tasks      {tasks}: {} {} in {} of {} conversations  (sha256 {})\n",
         s.n,
-        if args.protocol == ProtocolArg::Replay { "observations" } else { "questions" },
+        if args.replay() { "observations" } else { "questions" },
         conversations.len(),
         dataset.samples().len(),
         &h.dataset[..12]
     );
     out += &format!("harness    {}  (sha256 {})\n\n", emend_harness::HARNESS_VERSION, &h.harness[..12]);
-    if args.protocol == ProtocolArg::Replay {
+    if args.replay() {
         let cps = e.checkpoints();
         out += &format!(
             "replay     {} checkpoints (every {} sessions), {} probes, {} observations\n",
             cps.len(),
-            args.every_sessions,
+            args.every(),
             probes(e),
             s.n
         );

@@ -298,3 +298,45 @@ fn a_binary_without_llm_refuses_a_configured_role_and_says_how_to_build_it_in() 
         assert!(err.contains("--features llm"), "{args:?}: {err}");
     }
 }
+
+/// Inside a project, what the flags leave out is the project's harness: its
+/// task file, adversarial questions and judge, so the figures and the
+/// harness hash are the ones the journal records; a flag still wins.
+#[test]
+fn inside_a_project_eval_measures_what_the_journal_measures() {
+    use crate::support::{edit_config, json, ok};
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::copy(harness_fixture("messy.json"), tmp.path().join("messy.json")).unwrap();
+    ok(tmp.path(), &["init", "p", "--tasks", "messy.json"]);
+    let dir = tmp.path().join("p");
+    edit_config(&dir, "include_adversarial: false", "include_adversarial: true");
+    edit_config(&dir, "judge: evidence", "judge: f1");
+    // A run whose budget pays for the served strategy's evaluation alone: it journals it.
+    ok(&dir, &["evolve", "--rounds", "1", "--max-evals", "1", "--quiet"]);
+    let journal = ok(&dir, &["journal", "export"]);
+    let v = json(&dir, &["eval", "--strategy", "strategies/served.yaml", "--json"]);
+    assert_eq!((v["tasks"].as_str(), v["n"].as_u64()), (Some("messy.json"), Some(4)), "{v}");
+    let hash = v["harness_hash"].as_str().unwrap();
+    assert!(journal.contains(&format!("\"harness_hash\":\"{hash}\"")), "{hash} is not the journal's: {journal}");
+    let s = default_strategy();
+    let messy = harness_fixture("messy.json");
+    let (code, out, err) = eval(&[
+        "--no-project",
+        "--strategy",
+        s.to_str().unwrap(),
+        "--tasks",
+        messy.to_str().unwrap(),
+        "--include-adversarial",
+        "--judge",
+        "f1",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let flags = json_of(&out);
+    assert_eq!((&flags["n"], &flags["correct"]), (&v["n"], &v["correct"]), "the project's settings, spelled as flags");
+    // A flag wins over the project's setting.
+    let evidence = json(&dir, &["eval", "--strategy", "strategies/served.yaml", "--judge", "evidence", "--json"]);
+    assert_ne!(evidence["harness_hash"], v["harness_hash"]);
+    let builtin = json(&dir, &["eval", "--strategy", "strategies/served.yaml", "--tasks", "builtin", "--json"]);
+    assert_eq!((builtin["tasks"].as_str(), builtin["n"].as_u64()), (Some("builtin"), Some(348)), "{builtin}");
+}

@@ -17,7 +17,7 @@ use emend_core::outcome::Evaluation;
 use emend_harness::CategoryScore;
 use serde_json::{Value, json};
 
-use super::{EvalArgs, ProtocolArg, figures};
+use super::{EvalArgs, figures};
 use crate::cli::{CmdResult, Failure, common, term};
 
 pub(super) fn run(args: &EvalArgs, project: Project, start: Instant) -> CmdResult {
@@ -85,7 +85,7 @@ fn refuse_unhonoured(args: &EvalArgs, project: &Project) -> Result<(), Failure> 
              outcome records)",
             judge.as_str()
         )
-    } else if args.protocol == ProtocolArg::Replay {
+    } else if args.replay() {
         "--protocol replay: longitudinal replay runs on the built-in harness only; this project's harness is a command"
             .to_string()
     } else {
