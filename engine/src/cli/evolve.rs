@@ -322,12 +322,15 @@ fn render_summary(summary: &emend_loop::evolve::RunSummary) -> String {
     );
     let _ = writeln!(
         out,
-        "accuracy: start {:.4}, served v{} {:.4}, best-ever v{} {:.4} ({} ms)",
+        "accuracy: start {:.4}, served v{} {:.4}, best-ever {} ({} ms)",
         summary.start_accuracy,
         summary.served_version,
         summary.served_accuracy,
-        summary.best_version,
-        summary.best_accuracy,
+        match (summary.best_version, summary.best_accuracy) {
+            (Some(v), Some(a)) => format!("v{v} {a:.4}"),
+            (Some(v), None) => format!("v{v} (not evaluated)"),
+            (None, _) => "none yet (no round has run)".to_string(),
+        },
         summary.elapsed_ms
     );
     if !summary.pending_versions.is_empty() {

@@ -271,6 +271,22 @@ fn max_evals_stops_the_run_and_bad_budgets_exit_2() {
     assert_eq!((&v["first_round"], &v["last_round"]), (&serde_json::Value::Null, &serde_json::Value::Null), "{v}");
 }
 
+/// Before any round has run there is no best-ever version: the summary says
+/// so (null in JSON), not "v0 0.0000".
+#[test]
+fn a_run_before_any_round_has_no_best_ever_version() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    init(&dir);
+    let (code, out, err) = emend(&dir, &["evolve", "--rounds", "1", "--max-time", "1ns", "--json", "--quiet"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((&v["best_version"], &v["best_accuracy"]), (&serde_json::Value::Null, &serde_json::Value::Null), "{v}");
+    let (code, out, err) = emend(&dir, &["evolve", "--rounds", "1", "--max-time", "1ns"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("best-ever none yet (no round has run)"), "{out}");
+}
+
 /// Every value `stopped` takes is listed by `evolve --help`, each with what the next run does.
 #[test]
 fn evolve_help_lists_every_stopped_value_with_the_next_run() {

@@ -33,9 +33,12 @@ pub struct RunSummary {
     pub probe_evaluations: u64,
     pub start_accuracy: f64,
     pub served_accuracy: f64,
-    pub best_accuracy: f64,
+    /// The best-ever version's recorded accuracy; None (null) before any
+    /// round has set a best-ever version.
+    pub best_accuracy: Option<f64>,
     pub served_version: u64,
-    pub best_version: u64,
+    /// The best-ever version; None (null) before any round has set one.
+    pub best_version: Option<u64>,
     pub rollbacks: u64,
     pub escalations: u64,
     pub elapsed_ms: u64,
@@ -268,11 +271,11 @@ impl<L: EventLog + ?Sized> Evolution<'_, L> {
         summary.served_mean_tokens = served_eval.as_ref().and_then(|r| r.summary.mean_context_tokens);
         summary.served_cost = store.version_cost(served.version)?;
         if let Some(best) = store.best()? {
-            summary.best_version = best.version;
+            summary.best_version = Some(best.version);
             // Its recorded whole-set evaluation, as `status` and `show` print it.
             summary.best_accuracy = match store.evaluation(&best.hash, &h, &d)? {
-                Some(r) => r.summary.accuracy,
-                None => store.latest_evaluation(&best.hash)?.map_or(0.0, |(_, s)| s.accuracy),
+                Some(r) => Some(r.summary.accuracy),
+                None => store.latest_evaluation(&best.hash)?.map(|(_, s)| s.accuracy),
             };
         }
         // Versions that became pending in this run and were superseded before it ended are no option.
