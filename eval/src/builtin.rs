@@ -14,6 +14,25 @@ use emend_core::layer_a::{self, Label};
 use emend_core::outcome::{BackendOutcome, Evaluation};
 use emend_core::setup::{SetupError, load_tasks_limited, with_minilm, with_stage_cache};
 
+/// The harness hash a project's journal records for the built-in harness:
+/// `base` (the evaluator's own, its model roles plugged in, before MiniLM is
+/// installed), then the classifier's identity, the configured
+/// `harness.version` (so a changed system is noticed even when the locked
+/// settings are the same) and the MiniLM model's id, each when there is one.
+/// `emend eval` inside a project prints the same.
+pub fn project_harness_hash(
+    base: String,
+    models: Option<&Models>,
+    version: Option<&str>,
+    minilm: Option<&str>,
+) -> String {
+    let classifier = models.and_then(|m| m.identity(Role::Classifier)).map(|c| format!("classifier {c}"));
+    [classifier.as_deref(), version, minilm]
+        .into_iter()
+        .flatten()
+        .fold(base, |hash, part| sha256_hex(format!("{hash}\n{part}").as_bytes()))
+}
+
 /// The built-in memory QA harness.
 pub struct BuiltinBackend {
     evaluator: emend_harness::Evaluator,
@@ -62,7 +81,7 @@ impl BuiltinBackend {
         backend.evaluator = with_minilm(backend.evaluator, Some(project))?;
         // The model's identity is part of the harness's.
         if let Some(m) = backend.evaluator.minilm() {
-            backend.harness_hash = sha256_hex(format!("{}\n{}", backend.harness_hash, m.id()).as_bytes());
+            backend.harness_hash = project_harness_hash(backend.harness_hash, None, None, Some(&m.id()));
         }
         Ok(backend)
     }
@@ -73,14 +92,7 @@ impl BuiltinBackend {
     /// identities enter the harness hash.
     pub fn with_models(self, models: Arc<Models>) -> BuiltinBackend {
         let evaluator = pipeline::plug(self.evaluator, &models);
-        let mut base = evaluator.harness_hash();
-        if let Some(classifier) = models.identity(Role::Classifier) {
-            base = sha256_hex(format!("{base}\nclassifier {classifier}").as_bytes());
-        }
-        let harness_hash = match &self.version {
-            Some(v) => sha256_hex(format!("{base}\n{v}").as_bytes()),
-            None => base,
-        };
+        let harness_hash = project_harness_hash(evaluator.harness_hash(), Some(&models), self.version.as_deref(), None);
         BuiltinBackend {
             evaluator,
             harness_hash,
@@ -98,13 +110,7 @@ impl BuiltinBackend {
     ) -> Result<BuiltinBackend, SetupError> {
         let evaluator = emend_harness::Evaluator::new(dataset, settings)
             .map_err(|e| SetupError::new(format!("harness.conversations: {e}")))?;
-        let base = evaluator.harness_hash();
-        // The configured version string is part of the identity, so a changed
-        // system is noticed even when the locked settings are the same.
-        let harness_hash = match version {
-            Some(v) => sha256_hex(format!("{base}\n{v}").as_bytes()),
-            None => base,
-        };
+        let harness_hash = project_harness_hash(evaluator.harness_hash(), None, version, None);
         let mut questions: Vec<(String, String)> =
             evaluator.questions().iter().map(|q| (q.id.clone(), q.category.name().to_string())).collect();
         questions.sort();

@@ -185,9 +185,10 @@ fn resolve(args: &EvalArgs, project: Option<Project>) -> Result<Resolved, Failur
         judge: args.judge,
         include_adversarial: args.include_adversarial,
         conversations: args.conversations.clone(),
-        protocol: match args.replay() {
-            false => emend_harness::Protocol::Endpoint,
-            true => emend_harness::Protocol::Replay { every_sessions: args.every() },
+        protocol: if args.replay() {
+            emend_harness::Protocol::Replay { every_sessions: args.every() }
+        } else {
+            emend_harness::Protocol::Endpoint
         },
     };
     Ok(Resolved { strategy, strategy_hash: artifact.hash, dataset, settings, project })
@@ -228,8 +229,19 @@ fn run_builtin(args: &EvalArgs, project: Option<Project>, start: Instant) -> Cmd
     if let Some((p, _)) = &project {
         evaluator = emend_core::setup::with_stage_cache(evaluator, p).map_err(Failure::failed)?;
     }
+    let base = evaluator.harness_hash();
     evaluator =
         emend_core::setup::with_minilm(evaluator, project.as_ref().map(|p| &p.0)).map_err(Failure::bad_input)?;
+    // Inside a project, the hash its journal records for the same harness.
+    let harness_hash = match &project {
+        Some((p, _)) => emend_eval::builtin::project_harness_hash(
+            base,
+            models.as_deref(),
+            p.config.harness.version.as_deref(),
+            evaluator.minilm().map(|m| m.id()).as_deref(),
+        ),
+        None => evaluator.harness_hash(),
+    };
     let live = term::Live::start(
         &format!(
             "evaluating {} on {tasks_name} ({} {})",
@@ -253,9 +265,9 @@ fn run_builtin(args: &EvalArgs, project: Option<Project>, start: Instant) -> Cmd
         super::common::write_output("--outcomes", out, text.as_bytes())?;
     }
     let elapsed_ms = start.elapsed().as_millis() as u64;
-    let hashes = Hashes { strategy: &r.strategy_hash, dataset: &dataset_hash, harness: &evaluator.harness_hash() };
+    let hashes = Hashes { strategy: &r.strategy_hash, dataset: &dataset_hash, harness: &harness_hash };
     let usage = models.as_ref().map(|m| m.usage()).unwrap_or_default();
-    let lifecycle = (args.replay()).then(|| {
+    let lifecycle = args.replay().then(|| {
         let held: std::collections::BTreeSet<&str> = eval.outcomes.iter().map(|o| o.conversation.as_str()).collect();
         let samples: Vec<emend_harness::dataset::Sample> =
             evaluator.dataset().samples().iter().filter(|s| held.contains(s.id.as_str())).cloned().collect();

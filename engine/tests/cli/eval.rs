@@ -301,7 +301,8 @@ fn a_binary_without_llm_refuses_a_configured_role_and_says_how_to_build_it_in() 
 
 /// Inside a project, what the flags leave out is the project's harness: its
 /// task file, adversarial questions and judge, so the figures and the
-/// harness hash are the ones the journal records; a flag still wins.
+/// harness hash (with `harness.version` in it) are the ones the journal
+/// records; a flag still wins.
 #[test]
 fn inside_a_project_eval_measures_what_the_journal_measures() {
     use crate::support::{edit_config, json, ok};
@@ -311,6 +312,8 @@ fn inside_a_project_eval_measures_what_the_journal_measures() {
     let dir = tmp.path().join("p");
     edit_config(&dir, "include_adversarial: false", "include_adversarial: true");
     edit_config(&dir, "judge: evidence", "judge: f1");
+    // The system's version is part of the harness hash the journal records.
+    edit_config(&dir, "  version: null", "  version: 'memory service 1.2'");
     // A run whose budget pays for the served strategy's evaluation alone: it journals it.
     ok(&dir, &["evolve", "--rounds", "1", "--max-evals", "1", "--quiet"]);
     let journal = ok(&dir, &["journal", "export"]);
