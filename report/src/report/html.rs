@@ -412,7 +412,7 @@ fn proposals(d: &ReportData) -> Markup {
         p.muted {
             "Changes a person proposed with a prediction (" code { "emend propose --predict" } "): each predicted \
              category movement is tested on the confirm part against its interval, and a change whose \
-             prediction failed is not served."
+             prediction failed is not served unless the person accepted it unpredicted (" code { "--accept-unpredicted" } ")."
         }
         ul.facts { @for line in &d.proposals { li { (line) } } }
     }
