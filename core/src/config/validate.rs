@@ -43,10 +43,12 @@ pub fn check_roles(roles: &BTreeMap<String, RoleConfig>) -> Result<(), String> {
         }
         if let Some(c) = r.concurrency {
             if ONE_AT_A_TIME.contains(&name.as_str()) {
+                let many: Vec<&str> = ROLE_NAMES.into_iter().filter(|r| !ONE_AT_A_TIME.contains(r)).collect();
                 return Err(format!(
                     "{}: emend asks the {name} one call at a time, so this bound never binds; delete it \
-                     (it bounds the roles asked many at once: extractor, answerer, judge, classifier)",
-                    field("concurrency")
+                     (it bounds the roles asked many at once: {})",
+                    field("concurrency"),
+                    many.join(", ")
                 ));
             }
             if !(1..=256).contains(&c) {
