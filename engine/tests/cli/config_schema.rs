@@ -33,7 +33,7 @@ fn schema_errors(v: &jsonschema::Validator, yaml: &str) -> Vec<(String, String)>
 fn init_project() -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("p");
-    let out = Command::new(env!("CARGO_BIN_EXE_emend"))
+    let out = Command::new(crate::support::bin())
         .current_dir(tmp.path())
         .args(["init", dir.to_str().unwrap(), "--tasks", "builtin"])
         .output()
@@ -92,7 +92,7 @@ fn project_with(edit: impl Fn(&str) -> String) -> (tempfile::TempDir, PathBuf) {
 }
 
 fn emend_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_emend")).current_dir(dir).args(args).output().unwrap();
+    let out = Command::new(crate::support::bin()).current_dir(dir).args(args).output().unwrap();
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
 }

@@ -19,20 +19,9 @@ fn harness_fixture(name: &str) -> PathBuf {
     repo("harness/tests/fixtures").join(name)
 }
 
-fn locomo() -> Option<PathBuf> {
-    let p =
-        std::env::var_os("EMEND_LOCOMO").map(PathBuf::from).unwrap_or_else(|| repo("../shared/data/locomo10-dev.json"));
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!("note: {} is absent; skipping", p.display());
-        None
-    }
-}
-
 /// Runs `emend eval ARGS`: (exit code, stdout, stderr).
 fn eval(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_emend")).arg("eval").args(args).output().expect("emend runs");
+    let out = Command::new(crate::support::bin()).arg("eval").args(args).output().expect("emend runs");
     (
         out.status.code().expect("exited"),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -214,7 +203,7 @@ fn a_strategy_needing_a_model_role_is_refused() {
 
 #[test]
 fn locomo_dev_has_762_questions_and_stable_outcomes() {
-    let Some(tasks) = locomo() else { return };
+    let Some(tasks) = crate::support::locomo() else { return };
     let dir = tempfile::tempdir().unwrap();
     let s = default_strategy();
     let mut files = Vec::new();
@@ -244,7 +233,7 @@ fn locomo_dev_has_762_questions_and_stable_outcomes() {
 /// `dense_kind: minilm`) with exit 2 and the command that builds it in.
 #[test]
 fn a_minilm_model_dir_is_refused_naming_the_setting_or_a_build_without_the_feature() {
-    let out = Command::new(env!("CARGO_BIN_EXE_emend"))
+    let out = Command::new(crate::support::bin())
         .arg("eval")
         .args(["--strategy", default_strategy().to_str().unwrap()])
         .env("EMEND_MINILM_DIR", "/nonexistent/minilm")
@@ -264,7 +253,7 @@ fn a_minilm_model_dir_is_refused_naming_the_setting_or_a_build_without_the_featu
     let strategy = std::fs::read_to_string(default_strategy()).unwrap();
     let minilm = tmp.path().join("minilm.yaml");
     std::fs::write(&minilm, strategy.replace("dense_kind: trigram", "dense_kind: minilm")).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_emend"))
+    let out = Command::new(crate::support::bin())
         .args(["eval", "--strategy", minilm.to_str().unwrap()])
         .env_remove("EMEND_MINILM_DIR")
         .output()
@@ -282,7 +271,7 @@ fn a_binary_without_llm_refuses_a_configured_role_and_says_how_to_build_it_in() 
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let run = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_emend")).current_dir(dir).args(args).output().expect("emend runs");
+        let out = Command::new(crate::support::bin()).current_dir(dir).args(args).output().expect("emend runs");
         (out.status.code(), String::from_utf8_lossy(&out.stderr).to_string())
     };
     let (code, err) = run(&["init", "--tasks", "builtin"]);

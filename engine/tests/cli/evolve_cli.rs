@@ -91,7 +91,7 @@ fn a_second_writer_exits_3_naming_the_holder() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("p");
     init(&dir);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_emend"))
+    let mut child = Command::new(crate::support::bin())
         .current_dir(&dir)
         .args(["evolve", "--rounds", "50"])
         .stderr(Stdio::piped())
@@ -118,7 +118,7 @@ fn killed_mid_round_and_resumed_gives_the_same_journal_as_an_uninterrupted_run()
 
     let resumed = tmp.path().join("resumed");
     init(&resumed);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_emend"))
+    let mut child = Command::new(crate::support::bin())
         .current_dir(&resumed)
         .args(["evolve", "--rounds", "3"])
         .stderr(Stdio::piped())
@@ -307,7 +307,7 @@ fn evolve_help_lists_every_stopped_value_with_the_next_run() {
 #[test]
 fn a_run_whose_every_candidate_errored_exits_5_naming_the_first_error() {
     let tmp = tempfile::tempdir().unwrap();
-    let emend_bin = env!("CARGO_BIN_EXE_emend");
+    let emend_bin = crate::support::bin().display().to_string();
     let base = tmp.path().join("served.json");
     // The first strategy it sees is the served one; any other gets an outcomes file that is no JSON.
     let script = format!(

@@ -53,7 +53,7 @@ fn hazard(text: &str) -> Option<char> {
 }
 
 fn plain(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_emend"))
+    let out = Command::new(crate::support::bin())
         .current_dir(dir)
         .args(args)
         .env("NO_COLOR", "1")

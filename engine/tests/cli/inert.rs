@@ -16,7 +16,7 @@ fn outcomes(dir: &Path, name: &str, doc: &Value) -> Vec<String> {
     let strategy = dir.join(format!("{name}.yaml"));
     std::fs::write(&strategy, serde_yaml::to_string(doc).unwrap()).unwrap();
     let out = dir.join(format!("{name}.jsonl"));
-    let status = Command::new(env!("CARGO_BIN_EXE_emend"))
+    let status = Command::new(crate::support::bin())
         .args(["eval", "--tasks", "builtin", "--strategy"])
         .arg(&strategy)
         .arg("--outcomes")

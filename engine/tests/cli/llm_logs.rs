@@ -21,7 +21,7 @@ fn a_malformed_reply_echoing_the_key_is_never_logged_verbatim() {
     assert!(!err.contains("MARKER-"), "a reply body reached stderr: {}", &err[..err.len().min(2000)]);
     assert!(err.len() < 20_000, "stderr is {} bytes", err.len());
     // Even at RUST_LOG=info the client library's verbatim dump stays off.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_emend"))
+    let out = std::process::Command::new(crate::support::bin())
         .current_dir(&dir)
         .env("EMEND_TEST_KEY", KEY)
         .env("RUST_LOG", "info")

@@ -114,7 +114,7 @@ pub fn all_roles(url: &str) -> String {
 
 /// Runs emend with the test key in its environment.
 pub fn emend(dir: &std::path::Path, args: &[&str]) -> (i32, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_emend"))
+    let out = std::process::Command::new(crate::support::bin())
         .current_dir(dir)
         .env("EMEND_TEST_KEY", KEY)
         .env_remove("OPENAI_API_KEY")

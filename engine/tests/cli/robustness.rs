@@ -97,7 +97,7 @@ fn read_commands_work_while_a_writer_holds_the_journal_and_a_second_writer_gets_
     let (code, _, err) = emend(&dir, &["evolve", "--rounds", "1", "--quiet"]);
     assert_eq!(code, 0, "{err}");
     // A long evolve run holds the writer's lock.
-    let mut writer = Command::new(env!("CARGO_BIN_EXE_emend"))
+    let mut writer = Command::new(crate::support::bin())
         .current_dir(&dir)
         .args(["evolve", "--rounds", "100000", "--quiet"])
         .stdout(Stdio::null())
@@ -146,7 +146,7 @@ fn export_into_a_closed_pipe_leaves_no_stale_lock() {
     init(&dir);
     let (code, _, err) = emend(&dir, &["evolve", "--rounds", "2", "--quiet"]);
     assert_eq!(code, 0, "{err}");
-    let bin = env!("CARGO_BIN_EXE_emend");
+    let bin = crate::support::bin().display().to_string();
     let status = Command::new("sh")
         .current_dir(&dir)
         .arg("-c")

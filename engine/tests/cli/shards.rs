@@ -31,7 +31,8 @@ fn spec(argv: Vec<String>, shards: usize, concurrency: usize, timeout: f64) -> C
 }
 
 fn worker_argv() -> Vec<String> {
-    [env!("CARGO_BIN_EXE_emend"), "worker", "{strategy}", "{tasks}", "{out}"].iter().map(|s| s.to_string()).collect()
+    let bin = crate::support::bin().display().to_string();
+    [bin.as_str(), "worker", "{strategy}", "{tasks}", "{out}"].iter().map(|s| s.to_string()).collect()
 }
 
 fn builtin_strategy() -> Artifact {
@@ -83,7 +84,7 @@ fn the_worker_refuses_a_file_that_is_not_a_shard() {
     std::fs::write(&s, "{}").unwrap();
     let t = tmp.path().join("t.json");
     std::fs::write(&t, r#"{"protocol": "other/1", "samples": []}"#).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_emend"))
+    let out = std::process::Command::new(crate::support::bin())
         .args(["worker"])
         .arg(&s)
         .arg(&t)

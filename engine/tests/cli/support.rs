@@ -85,10 +85,12 @@ pub fn strip_clock(v: &mut Value) {
     }
 }
 
-/// `../shared/data/locomo10-dev.json` beside the checkout, or None (the
-/// caller skips, saying so) when it is absent.
+/// `../shared/data/locomo10-dev.json` beside the checkout (or the file
+/// `EMEND_LOCOMO` names), or None (the caller skips, saying so) when it is absent.
 pub fn locomo() -> Option<std::path::PathBuf> {
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/locomo10-dev.json");
+    let data = std::env::var_os("EMEND_LOCOMO")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/locomo10-dev.json"));
     if data.is_file() {
         return Some(data);
     }

@@ -15,7 +15,7 @@ fn default_strategy() -> PathBuf {
 
 fn validate(args: &[&Path]) -> (i32, String, Duration) {
     let start = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_emend")).arg("validate").args(args).output().expect("emend runs");
+    let out = Command::new(crate::support::bin()).arg("validate").args(args).output().expect("emend runs");
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     (out.status.code().expect("exited"), text, start.elapsed())
 }
@@ -68,7 +68,7 @@ fn a_huge_file_is_refused_without_reading_it() {
 
 #[test]
 fn one_bad_file_among_good_ones_fails_the_run_and_json_names_the_problems() {
-    let out = Command::new(env!("CARGO_BIN_EXE_emend"))
+    let out = Command::new(crate::support::bin())
         .args(["validate", "--json"])
         .arg(default_strategy())
         .arg(fixture("out-of-range.yaml"))
